@@ -1,0 +1,250 @@
+"""The `forensics` command: a few lines a command over the Python API."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.table import Table
+
+from . import __version__
+from .demo import demo as run_demo
+from .errors import ForensicsError
+from .ingest import IngestResult
+from .ingest import ingest as run_ingest
+from .sources import list_sources
+from .sql import OUTPUT_FORMATS, export, query
+from .store import connect_read_only, db_path
+from .summary import summarize
+from .timefmt import iso_us, span
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Post-mortem forensics for PD-disaggregated LLM inference logs (journald → DuckDB).",
+)
+out = Console(highlight=False)
+if not out.is_terminal:
+    out = Console(highlight=False, width=160)  # piped output: don't squeeze tables to 80
+err = Console(stderr=True, highlight=False)
+
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", envvar="FORENSICS_DB", help="DuckDB file [default: ./forensics.duckdb]"),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+PROGRESS_MIN_BYTES = 4 << 20
+
+
+def _progress_factory(progress: Progress):
+    def make(inp, size):
+        if size is None or size < PROGRESS_MIN_BYTES:
+            return None
+        task = progress.add_task(inp.name, total=size)
+        return lambda n: progress.advance(task, n)
+
+    return make
+
+
+def _tags(values: list[str]) -> dict[str, str]:
+    tags = {}
+    for v in values:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise ForensicsError(f"--tag takes KEY=VALUE, got {v!r}")
+        tags[k] = val
+    return tags
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Files, directories, globs, or - for stdin.")],
+    db: DbOpt = None,
+    run: Annotated[str, typer.Option(help="Run name, for A/B comparisons.")] = "default",
+    tag: Annotated[list[str], typer.Option(help="KEY=VALUE label of the run (repeatable).")] = [],  # noqa: B006
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="Skip sniffing: short-iso-precise, json, export, journal, …"),
+    ] = None,
+    year: Annotated[
+        int | None, typer.Option(help="Year for renderings without one (short, short-precise).")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Host for renderings without one (cat).")] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Read journald output (any journalctl rendering, .journal files) into the database.
+
+    Example: forensics ingest prefill/ decode.log.zst --run flag-on --tag overlap=1
+    """
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        console=err, transient=True, disable=not err.is_terminal,
+    )  # fmt: skip
+    with progress:
+        res = run_ingest(
+            paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,
+            progress=_progress_factory(progress),
+        )  # fmt: skip
+    _print_ingest(res, json)
+
+
+def _print_ingest(res: IngestResult, as_json: bool) -> None:
+    con = connect_read_only(res.db)
+    try:
+        summ = summarize(con, res.source_ids)
+    finally:
+        con.close()
+    if as_json:
+        doc = {
+            "db": str(res.db),
+            "run": res.run,
+            "sources": [s.__dict__ for s in res.sources],
+            "summary": summ.as_dict(),
+        }
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    for s in res.sources:
+        if s.status == "skipped":
+            out.print(f"skipped {s.name}: {s.reason}")
+            continue
+        extra = []
+        if s.duplicates:
+            extra.append(f"{s.duplicates:,} duplicates dropped")
+        if s.rejoined:
+            extra.append(f"{s.rejoined:,} line-max splits rejoined")
+        if s.quarantined:
+            extra.append(f"{s.quarantined:,} lines quarantined")
+        tail = f" ({'; '.join(extra)})" if extra else ""
+        out.print(f"{s.name}: {s.format}, {s.entries:,} entries{tail}")
+        for note in s.notes:
+            out.print(f"  note: {note}")
+    t = Table(title=f"run {res.run!r} → {res.db}", title_justify="left")
+    for c in ("host", "unit", "entries", "first", "last"):
+        t.add_column(c, justify="right" if c == "entries" else "left")
+    for h, u, n, a, b in summ.per_stream:
+        t.add_row(h or "-", u or "-", f"{n:,}", iso_us(a), iso_us(b))
+    out.print(t)
+    out.print(f"time span: {span(summ.first_ts_us, summ.last_ts_us)}")
+    out.print(f"quarantined lines: {summ.quarantined:,}")
+    for reason, n in summ.quarantine:
+        out.print(f"  {n:,} × {reason}")
+
+
+@app.command()
+def sources(db: DbOpt = None, json: JsonOpt = False) -> None:
+    """List ingested sources: path, format, sha256, entries, quarantined lines, run.
+
+    Example: forensics sources --json
+    """
+    rows = list_sources(db)
+    if json:
+        sys.stdout.write(
+            orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
+        return
+    t = Table()
+    for c in ("id", "run", "path", "format", "entries", "dups", "quarantined", "sha256"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(
+            str(r["source_id"]), r["run"], r["path"], r["format"], f"{r['entries']:,}",
+            f"{r['duplicates']:,}", f"{r['quarantined']:,}", r["sha256"][:12],
+        )  # fmt: skip
+    out.print(t)
+
+
+@app.command()
+def sql(
+    statement: Annotated[str, typer.Argument(help="One SQL statement (read-only).")],
+    db: DbOpt = None,
+    format: Annotated[
+        str, typer.Option("--format", help=f"One of {', '.join(OUTPUT_FORMATS)}.")
+    ] = "table",
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write to this file.")] = None,
+) -> None:
+    """Run SQL over the database on a read-only connection.
+
+    Example: forensics sql "SELECT host, count(*) FROM entries GROUP BY host" --format csv
+    """
+    if format != "table":
+        text = export(statement, format, out_file, db)
+        if text is not None:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        else:
+            err.print(f"wrote {out_file}")
+        return
+    cols, rows = query(statement, db)
+    t = Table()
+    for c in cols:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*("NULL" if v is None else str(v) for v in r))
+    out.print(t)
+
+
+@app.command()
+def demo(
+    dir: Annotated[Path, typer.Option("--dir", help="Where the incident's files go.")] = Path(
+        "demo-incident"
+    ),
+    json: JsonOpt = False,
+) -> None:
+    """Generate a small incident (prefill + decode journals, harness results) and ingest it.
+
+    Example: forensics demo --dir /tmp/incident
+    """
+    res = run_demo(dir)
+    if not json:
+        how = (
+            "rendered by journalctl from a real .journal"
+            if res.real_journal
+            else "rendered by pd-forensics"
+        )
+        out.print(
+            f"demo incident in {res.dir}: {', '.join(p.name for p in res.files)} (decode {how})"
+        )
+    _print_ingest(res.ingest, json)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+) -> None:
+    if version:
+        out.print(__version__)
+        raise typer.Exit()
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except ForensicsError as exc:
+        err.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    except duckdb.Error as exc:
+        err.print(f"error: database: {str(exc).splitlines()[0]}", markup=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted: nothing was written")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click's usage errors come through here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(1)
+        raise
+
+
+__all__ = ["app", "db_path", "main"]

@@ -1,0 +1,44 @@
+"""`forensics demo`: a small incident written as real inputs, ingested, summarised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import incident
+from .ingest import IngestResult, ingest
+from .journal_export import journal_remote_available, render, write_journal
+
+
+@dataclass
+class DemoResult:
+    dir: Path
+    files: list[Path]
+    ingest: IngestResult
+    truth: dict
+    real_journal: bool  # decode rendered by the real journalctl from a real .journal
+
+
+def demo(out_dir: str | Path = "demo-incident", db: str | Path | None = None) -> DemoResult:
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    inc = incident.generate()
+    prefill = incident.write_export(inc.prefill, d / "prefill-0.export")
+    decode_export = incident.write_export(inc.decode, d / "decode-0.export.tmp")
+    decode = d / "decode-0.log"
+    real = journal_remote_available()
+    if real:
+        journals = write_journal(decode_export, d / "journal" / "decode-0.journal")
+        render(journals, "short-iso-precise", decode)
+        for j in journals:
+            j.unlink()
+        (d / "journal").rmdir()
+    else:
+        incident.write_short_iso_precise(inc.decode, decode)
+    decode_export.unlink()
+    results = incident.write_results(inc.results, d / "results.jsonl")
+    dbp = Path(db) if db is not None else d / "forensics.duckdb"
+    for p in (dbp, dbp.with_name(dbp.name + ".wal")):
+        p.unlink(missing_ok=True)  # the demo starts from nothing each time
+    res = ingest([str(prefill), str(decode)], dbp, run="demo", tags={"source": "forensics demo"})
+    return DemoResult(d, [prefill, decode, results], res, inc.truth, real)

@@ -1,0 +1,314 @@
+"""Ingest: inputs -> readers -> one DuckDB transaction, with dedupe, rejoin and quarantine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from .errors import ForensicsError
+from .inputs import Input, Opened, expand, open_input
+from .parsers.journald import (
+    FORMATS,
+    JournalctlFailed,
+    JournalctlMissing,
+    ReadContext,
+    UnknownFormat,
+    read_entries,
+    read_journal_file,
+    sniff,
+)
+from .store import connect, db_path, first_row, scalar, transaction
+
+LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
+TEXT_FORMATS = {"short", "short-iso", "short-iso-precise", "short-precise", "short-full",
+                "short-unix", "short-monotonic", "with-unit", "cat"}  # fmt: skip
+_IDENTITY = "cursor, boot_id, mono_us, host, ts_us, unit, ident, pid, message"
+
+
+@dataclass
+class SourceResult:
+    name: str
+    format: str
+    status: str  # ingested | skipped
+    source_id: int | None = None
+    entries: int = 0
+    duplicates: int = 0
+    rejoined: int = 0
+    quarantined: int = 0
+    lines: int = 0
+    bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass
+class IngestResult:
+    db: Path
+    run: str
+    sources: list[SourceResult]
+
+    @property
+    def source_ids(self) -> list[int]:
+        return [s.source_id for s in self.sources if s.source_id is not None]
+
+
+ProgressFactory = Callable[[Input, int | None], Callable[[int], None] | None]
+
+
+def ingest(
+    paths: list[str],
+    db: str | os.PathLike | None = None,
+    *,
+    run: str = "default",
+    tags: dict[str, str] | None = None,
+    fmt: str | None = None,
+    year: int | None = None,
+    host: str | None = None,
+    progress: ProgressFactory | None = None,
+) -> IngestResult:
+    """Read every path into the database in one transaction; all or nothing."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ForensicsError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    inputs = expand(paths)
+    path = db_path(db)
+    created = not path.exists()
+    try:
+        con = connect(path)
+    except ForensicsError:
+        raise
+    results: list[SourceResult] = []
+    try:
+        with transaction(con):
+            _ensure_run(con, run, tags or {})
+            for inp in inputs:
+                cb = progress(inp, _size(inp)) if progress else None
+                results.append(_ingest_one(con, inp, run, fmt, year, host, cb))
+    except BaseException:
+        con.close()
+        if created:
+            for p in (path, path.with_name(path.name + ".wal")):
+                p.unlink(missing_ok=True)
+        raise
+    con.close()
+    return IngestResult(path, run, results)
+
+
+def _size(inp: Input) -> int | None:
+    return inp.path.stat().st_size if inp.path else None
+
+
+def _ensure_run(con: duckdb.DuckDBPyConnection, run: str, tags: dict[str, str]) -> None:
+    row = first_row(con, "SELECT tags FROM runs WHERE run = ?", [run])
+    if row is None:
+        con.execute("INSERT INTO runs (run, tags) VALUES (?, ?)", [run, tags])
+    elif tags:
+        merged = {**(row[0] or {}), **tags}
+        con.execute("UPDATE runs SET tags = ? WHERE run = ?", [merged, run])
+
+
+def _batches(opened: Opened, inp: Input, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:
+    if fmt != "journal":
+        return read_entries(opened.stream, fmt, ctx)
+    if inp.path is not None and opened.compression is None:
+        return read_journal_file(inp.path, ctx)
+    return _journal_via_temp(opened, ctx)
+
+
+def _journal_via_temp(opened: Opened, ctx: ReadContext) -> Iterator[pa.Table]:
+    """journalctl needs a file: a compressed or piped .journal is written out first."""
+    with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
+        target = Path(tmp) / "input.journal"
+        with open(target, "wb") as out:
+            shutil.copyfileobj(opened.stream, out, 1 << 20)
+        yield from read_journal_file(target, ctx)
+
+
+def _ingest_one(
+    con: duckdb.DuckDBPyConnection,
+    inp: Input,
+    run: str,
+    fmt: str | None,
+    year: int | None,
+    host: str | None,
+    progress: Callable[[int], None] | None,
+) -> SourceResult:
+    opened = open_input(inp, progress)
+    try:
+        chosen = fmt or sniff(opened.head)
+    except UnknownFormat as exc:
+        raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
+    ctx = ReadContext(name=inp.name, year=year, host=host, mtime=opened.mtime)
+    # Entries go straight into their table (no staging copy); the transaction undoes them
+    # if anything below fails, and dedupe/rejoin work on this source's rows only.
+    source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
+    try:
+        for batch in _batches(opened, inp, chosen, ctx):
+            con.register("_batch", batch)
+            con.execute(
+                f"""INSERT INTO entries BY NAME
+                    SELECT *, {source_id} AS source_id, hash({_IDENTITY}) AS key FROM _batch"""
+            )
+            con.unregister("_batch")
+    except (JournalctlMissing, JournalctlFailed) as exc:
+        raise ForensicsError(str(exc)) from None
+    # Drain what the reader did not need, so that the digest covers the whole file.
+    while opened.stream.read(1 << 20):
+        pass
+    sha = opened.hasher.sha.hexdigest()
+    res = SourceResult(inp.name, chosen, "ingested", bytes=opened.hasher.nbytes, lines=ctx.lines)
+    dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
+    if dup is not None:
+        con.execute("DELETE FROM entries WHERE source_id = ?", [source_id])
+        res.status = "skipped"
+        res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
+        return res
+    res.source_id = source_id
+    res.rejoined = _rejoin(con, source_id, chosen in TEXT_FORMATS)
+    res.duplicates = _drop_duplicates(con, source_id)
+    res.entries = scalar(con, "SELECT count(*) FROM entries WHERE source_id = ?", [source_id])
+    if ctx.quarantine:
+        q = pa.table(
+            {
+                "source_id": [source_id] * len(ctx.quarantine),
+                "line": [x.line for x in ctx.quarantine],
+                "reason": [x.reason for x in ctx.quarantine],
+                "raw": [x.raw for x in ctx.quarantine],
+            }
+        )
+        con.register("_q", q)
+        con.execute("INSERT INTO quarantine SELECT * FROM _q")
+        con.unregister("_q")
+    res.quarantined = len(ctx.quarantine)
+    res.notes = ctx.notes
+    con.execute(
+        """INSERT INTO sources (source_id, run, path, sha256, bytes, format, compression, lines,
+                                entries, duplicates, rejoined, quarantined, markers, notes)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [
+            source_id, run, _display_path(inp), sha, res.bytes, chosen, opened.compression,
+            ctx.lines, res.entries, res.duplicates, res.rejoined, res.quarantined, ctx.markers,
+            ctx.notes,
+        ],
+    )  # fmt: skip
+    return res
+
+
+def _display_path(inp: Input) -> str:
+    return "-" if inp.path is None else str(inp.path.resolve())
+
+
+def _rejoin(con: duckdb.DuckDBPyConnection, source_id: int, text: bool) -> int:
+    """Join stdout lines that journald split at LineMax back into one entry.
+
+    Structured renderings mark the split (`_LINE_BREAK=line-max`); text renderings do
+    not, so there a piece of exactly LineMax bytes followed by the same process is taken
+    as one.
+    """
+    brk = "line_break = 'line-max'"
+    if text:
+        brk = f"({brk} OR strlen(message) = {LINE_MAX})"
+    mine = f"(SELECT * FROM entries WHERE source_id = {int(source_id)})"
+    if not scalar(con, f"SELECT count(*) FROM {mine} WHERE {brk}"):
+        return 0
+    stream = "PARTITION BY host, boot_id, pid, ident, unit ORDER BY entry_no"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _joined AS
+        WITH marked AS (
+            SELECT entry_no, coalesce({brk}, false) AS brk,
+                   host, boot_id, pid, ident, unit FROM {mine}
+        ), cont AS (
+            SELECT *, coalesce(lag(brk) OVER ({stream}), false) AS is_cont FROM marked
+        ), grouped AS (
+            SELECT *, sum(CASE WHEN is_cont THEN 0 ELSE 1 END)
+                      OVER ({stream} ROWS UNBOUNDED PRECEDING) AS grp
+            FROM cont
+        )
+        SELECT entry_no, min(entry_no) OVER (PARTITION BY host, boot_id, pid, ident, unit, grp)
+               AS head, count(*) OVER (PARTITION BY host, boot_id, pid, ident, unit, grp) AS n
+        FROM grouped
+        QUALIFY n > 1
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _merged AS
+        SELECT j.head, count(*)::SMALLINT AS parts,
+               string_agg(s.message, '' ORDER BY s.entry_no) AS message,
+               max(s.line_last) AS line_last, bool_or(s.invalid_utf8) AS invalid_utf8,
+               bool_or(s.truncated) AS truncated
+        FROM _joined j JOIN {mine} s USING (entry_no) GROUP BY j.head
+        """
+    )
+    con.execute(
+        f"""
+        UPDATE entries SET message = m.message, parts = m.parts, line_last = m.line_last,
+               invalid_utf8 = m.invalid_utf8, truncated = m.truncated, line_break = NULL
+        FROM _merged m WHERE entries.source_id = {int(source_id)} AND entries.entry_no = m.head
+        """
+    )
+    con.execute(
+        f"""UPDATE entries SET key = hash({_IDENTITY}) WHERE source_id = {int(source_id)}
+            AND entry_no IN (SELECT head FROM _merged)"""
+    )
+    con.execute(
+        f"""DELETE FROM entries WHERE source_id = {int(source_id)} AND entry_no IN
+            (SELECT entry_no FROM _joined WHERE entry_no <> head)"""
+    )
+    n = scalar(con, "SELECT count(*) FROM _merged")
+    con.execute("DROP TABLE _joined; DROP TABLE _merged")
+    return n
+
+
+def _drop_duplicates(con: duckdb.DuckDBPyConnection, source_id: int) -> int:
+    """Remove this source's entries that are already stored (overlapping exports).
+
+    Identity is the tuple of what an entry says, compared exactly (the hash only finds
+    candidates). A source may repeat an identical entry (same second, same text); so may
+    the stored ones: an entry is dropped only up to the count one stored source already
+    holds (multiset overlap).
+    """
+    sid = int(source_id)
+    cols = _IDENTITY.split(", ")
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _cand AS
+            SELECT s.entry_no, s.key, {", ".join(f"s.{c}" for c in cols)}
+            FROM entries s SEMI JOIN (SELECT key FROM entries WHERE source_id <> {sid}) e
+              ON s.key = e.key
+            WHERE s.source_id = {sid}"""
+    )
+    if not scalar(con, "SELECT count(*) FROM _cand"):
+        con.execute("DROP TABLE _cand")
+        return 0
+    eq = " AND ".join(f"e.{c} IS NOT DISTINCT FROM c.{c}" for c in cols)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _dups AS
+        WITH held AS (
+            SELECT entry_no, max(n) AS held FROM (
+                SELECT c.entry_no, e.source_id, count(*) AS n
+                FROM _cand c JOIN entries e ON e.key = c.key AND e.source_id <> {sid} AND {eq}
+                GROUP BY ALL
+            ) GROUP BY entry_no
+        ), ranked AS (
+            SELECT c.entry_no, h.held,
+                   row_number() OVER (PARTITION BY {", ".join(f"c.{x}" for x in cols)}
+                                      ORDER BY c.entry_no) AS occ
+            FROM _cand c JOIN held h USING (entry_no)
+        )
+        SELECT entry_no FROM ranked WHERE occ <= held
+        """
+    )
+    n = scalar(con, "SELECT count(*) FROM _dups")
+    con.execute(
+        f"DELETE FROM entries WHERE source_id = {sid} AND entry_no IN (SELECT entry_no FROM _dups)"
+    )
+    con.execute("DROP TABLE _dups; DROP TABLE _cand")
+    return n

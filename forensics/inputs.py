@@ -1,0 +1,182 @@
+"""Paths to byte streams: directories, globs, stdin, compression, and a running sha256."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import io
+import lzma
+import os
+import sys
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+from .errors import ForensicsError
+
+_GLOB_CHARS = set("*?[")
+COMPRESSIONS = {b"\x1f\x8b": "gz", b"\x28\xb5\x2f\xfd": "zst", b"\xfd7zXZ\x00": "xz"}
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str  # as shown to the user; "-" is stdin
+    path: Path | None  # None for stdin
+
+    @property
+    def is_stdin(self) -> bool:
+        return self.path is None
+
+
+def expand(paths: list[str]) -> list[Input]:
+    """Every file named by paths, directories searched recursively; errors before any work."""
+    out: list[Input] = []
+    for p in paths:
+        if p == "-":
+            out.append(Input("-", None))
+            continue
+        path = Path(p)
+        if path.is_dir():
+            files = sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith("."))
+            out.extend(Input(str(f), f) for f in files)
+        elif path.is_file():
+            out.append(Input(p, path))
+        elif _GLOB_CHARS & set(p):
+            matches = sorted(glob.glob(p, recursive=True))
+            if not matches:
+                raise ForensicsError(f"no file matches {p}")
+            out.extend(expand(matches))
+        elif path.exists():
+            raise ForensicsError(f"not a regular file: {p}")
+        else:
+            raise ForensicsError(f"no such file or directory: {p}")
+    seen: set[str] = set()
+    unique = []
+    for inp in out:
+        key = str(inp.path.resolve()) if inp.path else "-"
+        if key not in seen:
+            seen.add(key)
+            unique.append(inp)
+    return unique
+
+
+class HashingReader(io.RawIOBase):
+    """Reads through to `raw`, hashing every byte and reporting progress."""
+
+    def __init__(self, raw: BinaryIO, progress: Callable[[int], None] | None = None) -> None:
+        self.raw = raw
+        self.sha = hashlib.sha256()
+        self.nbytes = 0
+        self.progress = progress
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        n = self.raw.readinto(b)  # type: ignore[attr-defined]
+        if n:
+            view = memoryview(b)[:n]
+            self.sha.update(view)
+            self.nbytes += n
+            if self.progress is not None:
+                self.progress(n)
+        return n or 0
+
+
+class _Prefixed(io.RawIOBase):
+    """Serves already-read bytes first, then the rest of the stream."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head = memoryview(head)
+        self.rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        if len(self.head):
+            n = min(len(b), len(self.head))
+            b[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        data = self.rest.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+class _Checked(io.RawIOBase):
+    """Turns a decompressor's complaints into one clear error naming the file."""
+
+    def __init__(self, inner: BinaryIO, name: str, kind: str) -> None:
+        self.inner = inner
+        self.name = name
+        self.kind = kind
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        try:
+            data = self.inner.read(len(b))
+        except (EOFError, OSError, lzma.LZMAError, zlib.error, zstandard.ZstdError) as exc:
+            raise ForensicsError(
+                f"{self.name}: truncated or corrupt .{self.kind} archive ({exc})"
+            ) from None
+        b[: len(data)] = data
+        return len(data)
+
+
+@dataclass
+class Opened:
+    stream: BinaryIO  # decompressed, buffered
+    head: bytes  # its first bytes, for sniffing
+    hasher: HashingReader  # over the raw (compressed) bytes
+    compression: str | None
+    mtime: float | None
+    size: int | None
+
+
+SNIFF_BYTES = 256 << 10
+
+
+def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Opened:
+    try:
+        raw: BinaryIO = sys.stdin.buffer if inp.path is None else open(inp.path, "rb")  # noqa: SIM115
+        st = None if inp.path is None else os.fstat(raw.fileno())
+    except OSError as exc:
+        raise ForensicsError(f"cannot read {inp.name}: {exc.strerror}") from None
+    hasher = HashingReader(raw, progress)
+    buffered = io.BufferedReader(hasher, buffer_size=1 << 20)
+    magic = buffered.peek(8)[:8]
+    kind = next((k for m, k in COMPRESSIONS.items() if magic.startswith(m)), None)
+    stream: BinaryIO = buffered
+    if kind == "gz":
+        stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
+    elif kind == "zst":
+        stream = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)  # type: ignore[assignment]
+    elif kind == "xz":
+        stream = lzma.LZMAFile(buffered)  # type: ignore[assignment]  # noqa: SIM115
+    if kind is not None:
+        stream = io.BufferedReader(_Checked(stream, inp.name, kind), buffer_size=1 << 20)  # type: ignore[assignment]
+    head = _read_head(stream)
+    stream = io.BufferedReader(_Prefixed(head, stream), buffer_size=1 << 20)  # type: ignore[assignment]
+    return Opened(
+        stream, head, hasher, kind, st.st_mtime if st else None, st.st_size if st else None
+    )
+
+
+def _read_head(stream: BinaryIO) -> bytes:
+    parts = []
+    got = 0
+    while got < SNIFF_BYTES:
+        data = stream.read(SNIFF_BYTES - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)

@@ -1,0 +1,177 @@
+"""The DuckDB file: schema and its version, connections, and small helpers over them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from .errors import ForensicsError
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = "forensics.duckdb"
+# Bounded so that ingest stays well under 2 GB whatever the input size (DuckDB spills).
+MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "1GB")
+
+DDL = """
+CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE runs (
+    run       VARCHAR PRIMARY KEY,
+    tags      MAP(VARCHAR, VARCHAR),
+    created   TIMESTAMPTZ DEFAULT current_timestamp
+);
+CREATE TABLE sources (
+    source_id    INTEGER PRIMARY KEY,
+    run          VARCHAR NOT NULL,
+    path         VARCHAR NOT NULL,
+    sha256       VARCHAR NOT NULL UNIQUE,
+    bytes        BIGINT,
+    format       VARCHAR,
+    compression  VARCHAR,
+    lines        BIGINT,
+    entries      BIGINT,
+    duplicates   BIGINT,
+    rejoined     BIGINT,
+    quarantined  BIGINT,
+    markers      BIGINT,
+    notes        VARCHAR[],
+    ingested_at  TIMESTAMPTZ DEFAULT current_timestamp
+);
+CREATE TABLE entries (
+    source_id    INTEGER NOT NULL,
+    entry_no     BIGINT NOT NULL,
+    ts_us        BIGINT,
+    mono_us      BIGINT,
+    boot_id      VARCHAR,
+    host         VARCHAR,
+    unit         VARCHAR,
+    ident        VARCHAR,
+    pid          BIGINT,
+    priority     TINYINT,
+    message      VARCHAR,
+    message_raw  BLOB,
+    cursor       VARCHAR,
+    line_first   BIGINT,
+    line_last    BIGINT,
+    truncated    BOOLEAN,
+    invalid_utf8 BOOLEAN,
+    line_break   VARCHAR,
+    fields       JSON,
+    parts        SMALLINT NOT NULL DEFAULT 1,
+    key          UBIGINT NOT NULL
+);
+CREATE TABLE quarantine (
+    source_id INTEGER NOT NULL,
+    line      BIGINT,
+    reason    VARCHAR NOT NULL,
+    raw       VARCHAR
+);
+"""
+
+
+def db_path(path: str | os.PathLike | None) -> Path:
+    return Path(path or os.environ.get("FORENSICS_DB") or DEFAULT_DB)
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise ForensicsError(f"database {path} is locked by another process") from None
+        raise ForensicsError(f"cannot open database {path}: {text.splitlines()[0]}") from None
+    except duckdb.Error as exc:
+        raise ForensicsError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    return con
+
+
+def _version(con: duckdb.DuckDBPyConnection) -> int | None:
+    has_meta = scalar(
+        con, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+    )
+    if not has_meta:
+        return None
+    row = first_row(con, "SELECT value FROM meta WHERE key = 'schema_version'")
+    return int(row[0]) if row else None
+
+
+def _check(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    v = _version(con)
+    if v == SCHEMA_VERSION:
+        return
+    if v is None:
+        raise ForensicsError(f"{path} is not a pd-forensics database (no schema version)")
+    hint = "a newer pd-forensics" if v > SCHEMA_VERSION else "an older pd-forensics"
+    raise ForensicsError(
+        f"{path} has schema version {v}, this pd-forensics reads {SCHEMA_VERSION}: "
+        f"it was written by {hint}; re-ingest into a new file"
+    )
+
+
+def connect(
+    path: str | os.PathLike | None = None, *, create: bool = True
+) -> duckdb.DuckDBPyConnection:
+    """A writable connection to a checked (or, with create, new) database."""
+    p = db_path(path)
+    new = not p.exists()
+    if new and not create:
+        raise ForensicsError(f"no database at {p}: run `forensics ingest` first")
+    con = _connect(p, read_only=False)
+    if new or (_version(con) is None and _empty(con)):
+        con.execute("BEGIN")
+        con.execute(DDL)
+        con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        con.execute("COMMIT")
+    else:
+        try:
+            _check(con, p)
+        except ForensicsError:
+            con.close()
+            raise
+    return con
+
+
+def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyConnection:
+    p = db_path(path)
+    if not p.exists():
+        raise ForensicsError(f"no database at {p}: run `forensics ingest` first")
+    con = _connect(p, read_only=True)
+    try:
+        _check(con, p)
+    except ForensicsError:
+        con.close()
+        raise
+    return con
+
+
+def _empty(con: duckdb.DuckDBPyConnection) -> bool:
+    return scalar(con, "SELECT count(*) FROM information_schema.tables") == 0
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """All or nothing: an exception (or a kill) leaves the file as it was."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None):
+    """First value of the first row (the whole result is fetched: DuckDB ≥ 2 refuses
+    further work on a connection with a half-read result)."""
+    rows = con.execute(sql, params or []).fetchall()
+    return rows[0][0] if rows else None
+
+
+def first_row(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None):
+    rows = con.execute(sql, params or []).fetchall()
+    return rows[0] if rows else None

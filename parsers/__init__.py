@@ -1,0 +1,1 @@
+"""Readers (journald renderings) and, later, record recognisers over message text."""

@@ -1,0 +1,37 @@
+"""What a reader knows about its input and what it reports back besides entries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+QUARANTINE_TEXT_MAX = 4096  # raw text kept per quarantined line; enough to see why
+
+
+@dataclass
+class Quarantined:
+    line: int
+    reason: str
+    raw: str
+
+
+@dataclass
+class ReadContext:
+    """Per-source options in, notes and quarantined lines out."""
+
+    name: str
+    year: int | None = None  # --year: for renderings without one (short, short-precise)
+    host: str | None = None  # --host: for renderings without one (cat)
+    mtime: float | None = None  # file time, a fallback for the year
+    notes: list[str] = field(default_factory=list)
+    quarantine: list[Quarantined] = field(default_factory=list)
+    markers: int = 0  # journalctl's own "-- Boot … --" style lines, consumed
+    lines: int = 0  # input lines (text) or export lines seen
+
+    def reject(self, line: int, reason: str, raw: str | bytes) -> None:
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", "replace")
+        self.quarantine.append(Quarantined(line, reason, raw[:QUARANTINE_TEXT_MAX]))
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)

@@ -1,0 +1,83 @@
+"""`journalctl -o json` (one object a line) and `-o json-seq` (RFC 7464, RS-prefixed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import orjson
+import pyarrow as pa
+
+from .context import ReadContext
+from .schema import FIELD_MAP, RowBuilder
+
+BATCH_ROWS = 50_000
+
+
+def _value(v: object) -> tuple[object, bool]:
+    """A json field value as str/bytes (first of several), and whether it was null."""
+    if v is None:
+        return None, True
+    if isinstance(v, list):
+        if v and all(isinstance(b, int) for b in v):
+            return bytes(v), False  # journalctl renders non-text values as byte arrays
+        if not v:
+            return b"", False
+        return _value(v[0])[0], False  # a field present several times: keep the first
+    return v, False
+
+
+def _extra_value(v: object) -> object:
+    if isinstance(v, list):
+        if v and all(isinstance(b, int) for b in v):
+            return bytes(v).decode("utf-8", "replace")
+        return [_extra_value(x) for x in v]
+    return v
+
+
+def read_json(stream: BinaryIO, ctx: ReadContext) -> Iterator[pa.Table]:
+    builder = RowBuilder()
+    entry_no = 0
+    line_no = 0
+    loads = orjson.loads
+    fmap = FIELD_MAP
+    for raw in stream:
+        line_no += 1
+        text = raw.strip(b"\x1e\r\n\t ")
+        if not text:
+            continue
+        try:
+            obj = loads(text)
+        except orjson.JSONDecodeError as exc:
+            ctx.reject(line_no, f"json: {str(exc).split(':')[0]}", raw)
+            continue
+        if not isinstance(obj, dict):
+            ctx.reject(line_no, "json: not an object", raw)
+            continue
+        values: dict[str, object] = {}
+        extra: dict[str, object] | None = None
+        truncated = False
+        for k, v in obj.items():
+            col = fmap.get(k)
+            if col is not None:
+                if type(v) is str:
+                    values[col] = v
+                else:
+                    val, null = _value(v)
+                    if null:
+                        truncated = True  # over journalctl's 4096-byte limit without --all
+                    else:
+                        values[col] = val
+            elif not k.startswith("__"):
+                if extra is None:
+                    extra = {}
+                extra[k] = _extra_value(v)
+        if truncated:
+            values["_truncated"] = True
+        builder.add(entry_no, values, extra, line_no, line_no)
+        entry_no += 1
+        if builder.n >= BATCH_ROWS:
+            yield builder.table()
+    ctx.lines = line_no
+    if builder.n:
+        yield builder.table()

@@ -1,0 +1,1 @@
+"""SQL views and named queries, one documented .sql file each (filled by later issues)."""
