@@ -1,0 +1,110 @@
+"""Every journalctl rendering of one real journal yields the same entries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import forensics
+from forensics.store import connect_read_only
+
+from . import corpus
+
+SECOND_PRECISION = {"short", "short-iso", "short-full", "with-unit"}
+US_PRECISION = {"short-iso-precise", "short-precise", "short-unix"}
+STRUCTURED = {"json", "json-seq", "export", "journal"}
+
+
+def _rows(db: Path) -> list[dict]:
+    con = connect_read_only(db)
+    try:
+        rel = con.sql("SELECT * FROM entries ORDER BY entry_no")
+        cols = rel.columns
+        return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
+    finally:
+        con.close()
+
+
+def _bytes(row: dict) -> bytes:
+    return row["message_raw"] if row["message_raw"] is not None else row["message"].encode()
+
+
+@pytest.mark.parametrize("fmt", sorted(SECOND_PRECISION | US_PRECISION | STRUCTURED | {"short-monotonic"}))
+def test_rendering_round_trips(renderings: dict[str, Path], db: Path, fmt: str) -> None:
+    res = forensics.ingest([str(renderings[fmt])], db)
+    assert res.sources[0].format == fmt  # sniffed, not told
+    rows = _rows(db)
+    want = corpus.expected()
+    assert len(rows) == len(want)
+    for row, exp in zip(rows, want, strict=True):
+        assert _bytes(row) == exp.message
+        assert row["host"] == exp.host
+        assert row["pid"] == exp.pid
+        if fmt == "with-unit":
+            assert row["unit"] == exp.unit
+        else:
+            assert row["ident"] == exp.ident
+        if fmt in STRUCTURED:
+            assert (row["unit"], row["boot_id"], row["mono_us"]) == (exp.unit, exp.boot, exp.mono_us)
+            assert row["cursor"] is not None
+        if fmt in STRUCTURED or fmt in US_PRECISION:
+            assert row["ts_us"] == exp.ts_us
+        elif fmt in SECOND_PRECISION:
+            assert row["ts_us"] == exp.ts_us // 1_000_000 * 1_000_000
+        else:  # short-monotonic: no wall clock
+            assert row["ts_us"] is None
+            assert row["mono_us"] == exp.mono_us
+        assert row["invalid_utf8"] == (b"\xff" in exp.message)
+        assert not row["truncated"]
+    assert sum(r["parts"] > 1 for r in rows) == 1  # the LineMax split, rejoined
+    # journalctl marks the boot change in text renderings; entries after it know their boot.
+    assert rows[-4]["boot_id"] == corpus.BOOT_B
+
+
+def test_structured_renderings_agree_on_cursors(renderings: dict[str, Path], tmp_path: Path) -> None:
+    cursors = []
+    for fmt in ("json", "json-seq", "export", "journal"):
+        db = tmp_path / f"{fmt}.duckdb"
+        forensics.ingest([str(renderings[fmt])], db)
+        cursors.append([r["cursor"] for r in _rows(db)])
+    assert all(c == cursors[0] for c in cursors)
+
+
+def test_cat_keeps_every_line_and_takes_sglang_times(renderings: dict[str, Path], db: Path) -> None:
+    res = forensics.ingest([str(renderings["cat"])], db, host="decode-0")
+    rows = _rows(db)
+    text = b"\n".join(_bytes(r) for r in rows)
+    assert text == b"\n".join(e.message for e in corpus.expected())
+    assert rows[0]["ts_us"] == corpus.T0  # from the "[2026-11-29 07:00:00 TP0]" prefix
+    assert all(r["ts_us"] is None for r in rows[1:])
+    assert {r["host"] for r in rows} == {"decode-0"}
+    assert any("SGLang" in n for n in res.sources[0].notes)
+
+
+def test_year_inferred_from_sglang_prefix(renderings: dict[str, Path], db: Path) -> None:
+    res = forensics.ingest([str(renderings["short-precise"])], db)
+    assert any("year 2026" in n and "SGLang" in n for n in res.sources[0].notes)
+
+
+def test_year_from_option_wins(renderings: dict[str, Path], db: Path) -> None:
+    forensics.ingest([str(renderings["short"])], db, year=2024)
+    rows = _rows(db)
+    assert rows[0]["ts_us"] // 1_000_000 == 1_732_863_600  # 2024-11-29 07:00:00 UTC
+
+
+def test_json_without_all_flags_truncated_values(renderings: dict[str, Path], db: Path) -> None:
+    forensics.ingest([str(renderings["json-noall"])], db)
+    rows = _rows(db)
+    long = [r for r in rows if r["truncated"]]
+    # journalctl without --all nulls values over 4096 bytes: the entry stays, flagged.
+    assert [r["message"] for r in long] == [None, "tail of the split line"]
+    assert long[1]["parts"] == 2  # still rejoined: the part we have, flagged truncated
+    assert len(rows) == len(corpus.expected())
+
+
+def test_text_without_all_flags_blob_placeholders(renderings: dict[str, Path], db: Path) -> None:
+    forensics.ingest([str(renderings["short-noall"])], db)
+    rows = _rows(db)
+    blob = [r for r in rows if r["truncated"]]
+    assert len(blob) == 1 and blob[0]["message"].endswith("blob data]")
