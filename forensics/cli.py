@@ -222,18 +222,21 @@ def _root(
         raise typer.Exit()
 
 
+def _fail(message: str, code: int = 2) -> None:
+    # Plain write: one line, never wrapped by the console width.
+    sys.stderr.write("error: " + " ".join(message.split()) + "\n")
+    sys.exit(code)
+
+
 def main() -> None:
     try:
         app(standalone_mode=False)
     except ForensicsError as exc:
-        err.print(f"error: {exc}", markup=False)
-        sys.exit(2)
+        _fail(str(exc))
     except duckdb.Error as exc:
-        err.print(f"error: database: {str(exc).splitlines()[0]}", markup=False)
-        sys.exit(2)
+        _fail(f"database: {str(exc).splitlines()[0]}")
     except KeyboardInterrupt:
-        err.print("interrupted: nothing was written")
-        sys.exit(130)
+        _fail("interrupted: nothing was written", 130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # click's usage errors come through here in non-standalone mode

@@ -37,6 +37,7 @@ class SourceResult:
     name: str
     format: str
     status: str  # ingested | skipped
+    compression: str | None = None
     source_id: int | None = None
     entries: int = 0
     duplicates: int = 0
@@ -156,13 +157,16 @@ def _ingest_one(
                     SELECT *, {source_id} AS source_id, hash({_IDENTITY}) AS key FROM _batch"""
             )
             con.unregister("_batch")
+            _report_batch(batch.num_rows)
     except (JournalctlMissing, JournalctlFailed) as exc:
         raise ForensicsError(str(exc)) from None
     # Drain what the reader did not need, so that the digest covers the whole file.
     while opened.stream.read(1 << 20):
         pass
     sha = opened.hasher.sha.hexdigest()
-    res = SourceResult(inp.name, chosen, "ingested", bytes=opened.hasher.nbytes, lines=ctx.lines)
+    res = SourceResult(
+        inp.name, chosen, "ingested", opened.compression, bytes=opened.hasher.nbytes, lines=ctx.lines
+    )
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
     if dup is not None:
         con.execute("DELETE FROM entries WHERE source_id = ?", [source_id])
@@ -198,6 +202,14 @@ def _ingest_one(
         ],
     )  # fmt: skip
     return res
+
+
+def _report_batch(rows: int) -> None:
+    """One line per stored batch to FORENSICS_PROGRESS_FD, for wrappers that watch ingest
+    (and for the test that kills an ingest mid-way without guessing when)."""
+    fd = os.environ.get("FORENSICS_PROGRESS_FD")
+    if fd:
+        os.write(int(fd), f"batch {rows}\n".encode())
 
 
 def _display_path(inp: Input) -> str:

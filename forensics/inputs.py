@@ -131,6 +131,45 @@ class _Checked(io.RawIOBase):
         return len(data)
 
 
+class _ZstdReader(io.RawIOBase):
+    """Multi-frame zstd that, unlike zstandard's stream_reader, notices a cut-off frame."""
+
+    def __init__(self, raw: BinaryIO, name: str) -> None:
+        self.raw = raw
+        self.name = name
+        self.dctx = zstandard.ZstdDecompressor()
+        self.obj = self.dctx.decompressobj()
+        self.fed = False  # the current frame has been given input
+        self.pending = b""
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        while self.pos >= len(self.pending):
+            self.pending, self.pos = b"", 0
+            data = self.raw.read(1 << 20)
+            if not data:
+                if self.fed and not self.obj.eof:
+                    raise ForensicsError(f"{self.name}: truncated or corrupt .zst archive")
+                return 0
+            try:
+                while data:
+                    self.fed = True
+                    self.pending += self.obj.decompress(data)
+                    data = self.obj.unused_data if self.obj.eof else b""
+                    if self.obj.eof:
+                        self.obj = self.dctx.decompressobj()
+                        self.fed = False
+            except zstandard.ZstdError as exc:
+                raise ForensicsError(f"{self.name}: corrupt .zst archive ({exc})") from None
+        n = min(len(b), len(self.pending) - self.pos)
+        b[:n] = memoryview(self.pending)[self.pos : self.pos + n]
+        self.pos += n
+        return n
+
+
 @dataclass
 class Opened:
     stream: BinaryIO  # decompressed, buffered
@@ -158,7 +197,7 @@ def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Ope
     if kind == "gz":
         stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
     elif kind == "zst":
-        stream = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)  # type: ignore[assignment]
+        stream = io.BufferedReader(_ZstdReader(buffered, inp.name), buffer_size=1 << 20)  # type: ignore[assignment]
     elif kind == "xz":
         stream = lzma.LZMAFile(buffered)  # type: ignore[assignment]  # noqa: SIM115
     if kind is not None:

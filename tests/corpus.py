@@ -64,9 +64,11 @@ def mono_of(i: int) -> int:
     return 5_000_000 + i * 1_000_000
 
 
-def export_stream() -> bytes:
+def export_stream(indices: range | None = None) -> bytes:
     out = bytearray()
     for i, e in enumerate(ENTRIES):
+        if indices is not None and i not in indices:
+            continue
         fields: list[tuple[str, str | bytes | int]] = [
             ("__REALTIME_TIMESTAMP", ts_of(i)),
             ("__MONOTONIC_TIMESTAMP", mono_of(i)),

@@ -1,0 +1,40 @@
+"""Small shared helpers for tests: run the CLI, count what the database holds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from forensics.store import connect_read_only
+
+
+def cli(*args: str, stdin: bytes | None = None, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "forensics", *args],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        **kw,
+    )
+
+
+def counts(db: Path) -> tuple[int, int, int]:
+    """(sources, entries, quarantined) in the database."""
+    con = connect_read_only(db)
+    try:
+        return tuple(  # type: ignore[return-value]
+            con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+            for t in ("sources", "entries", "quarantine")
+        )
+    finally:
+        con.close()
+
+
+def messages(db: Path) -> list[str]:
+    con = connect_read_only(db)
+    try:
+        return [r[0] for r in con.execute("SELECT message FROM entries ORDER BY source_id, entry_no").fetchall()]
+    finally:
+        con.close()
