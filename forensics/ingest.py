@@ -165,7 +165,12 @@ def _ingest_one(
         pass
     sha = opened.hasher.sha.hexdigest()
     res = SourceResult(
-        inp.name, chosen, "ingested", opened.compression, bytes=opened.hasher.nbytes, lines=ctx.lines
+        inp.name,
+        chosen,
+        "ingested",
+        opened.compression,
+        bytes=opened.hasher.nbytes,
+        lines=ctx.lines,
     )
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
     if dup is not None:

@@ -52,7 +52,7 @@ def expand(paths: list[str]) -> list[Input]:
                 raise ForensicsError(f"no file matches {p}")
             out.extend(expand(matches))
         elif path.exists():
-            raise ForensicsError(f"not a regular file: {p}")
+            out.append(Input(p, path))  # a FIFO or /dev/fd/N: `<(ssh host journalctl …)`
         else:
             raise ForensicsError(f"no such file or directory: {p}")
     seen: set[str] = set()

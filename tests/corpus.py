@@ -36,10 +36,10 @@ def _entries() -> list[E]:
     return [
         E(*p, b"[2026-11-29 07:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 896"),
         E(*d, b"forensics:checksum side=dst room=7301934425522180813 head=ab tail=cd"),
-        E(*d, b"Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom"),
+        E(*d, b'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: boom'),
         E(*d, b"bad bytes \xff\xfe in a message"),
         E(*d, b"L" * 70_000),
-        E(*d, b"tab\there and a quote \" and = signs"),
+        E(*d, b'tab\there and a quote " and = signs'),
         E(*d, b"    leading spaces kept"),
         E(*d, b"ident without pid"),  # pid dropped below
         E(*d, b"<script>alert(1)</script> unicode \xc3\xa9\xe2\x9c\x93"),
@@ -143,5 +143,7 @@ def build(root: Path) -> dict[str, Path]:
     for fmt in TEXT_RENDERINGS + STRUCTURED_RENDERINGS:
         out[fmt] = render(journals, fmt, root / f"corpus.{fmt}")
     out["json-noall"] = render(journals, "json", root / "corpus.json-noall", all_fields=False)
-    out["short-noall"] = render(journals, "short-iso", root / "corpus.short-noall", all_fields=False)
+    out["short-noall"] = render(
+        journals, "short-iso", root / "corpus.short-noall", all_fields=False
+    )
     return out

@@ -10,7 +10,9 @@ from pathlib import Path
 from forensics.store import connect_read_only
 
 
-def cli(*args: str, stdin: bytes | None = None, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, stdin: bytes | None = None, env: dict | None = None, **kw
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "forensics", *args],
         input=stdin,
@@ -35,6 +37,11 @@ def counts(db: Path) -> tuple[int, int, int]:
 def messages(db: Path) -> list[str]:
     con = connect_read_only(db)
     try:
-        return [r[0] for r in con.execute("SELECT message FROM entries ORDER BY source_id, entry_no").fetchall()]
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT message FROM entries ORDER BY source_id, entry_no"
+            ).fetchall()
+        ]
     finally:
         con.close()

@@ -44,7 +44,9 @@ def test_rotated_journal_directories_searched_recursively(tmp_path: Path, db: Pa
     assert counts(db)[:2] == (2, N)
 
 
-def test_journal_needs_journalctl(tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_journal_needs_journalctl(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (j, _) = _two_journals(tmp_path)
     monkeypatch.setattr("forensics.parsers.journald.binary.shutil.which", lambda _name: None)
     with pytest.raises(ForensicsError, match="Debian package: systemd"):
@@ -80,9 +82,17 @@ def test_compressed_journal_file(renderings, tmp_path: Path, db: Path) -> None:
     assert counts(db)[1] == N
 
 
-@pytest.mark.parametrize("suffix,compress", [("gz", gzip.compress), ("xz", lzma.compress),
-                                             ("zst", lambda b: zstandard.ZstdCompressor().compress(b))])
-def test_truncated_archive_is_a_clear_error(renderings, tmp_path: Path, db: Path, suffix, compress) -> None:
+@pytest.mark.parametrize(
+    "suffix,compress",
+    [
+        ("gz", gzip.compress),
+        ("xz", lzma.compress),
+        ("zst", lambda b: zstandard.ZstdCompressor().compress(b)),
+    ],
+)
+def test_truncated_archive_is_a_clear_error(
+    renderings, tmp_path: Path, db: Path, suffix, compress
+) -> None:
     forensics.ingest([str(renderings["export"])], db)
     before = counts(db)
     data = compress(renderings["short-iso-precise"].read_bytes() * 20)

@@ -30,7 +30,9 @@ def _bytes(row: dict) -> bytes:
     return row["message_raw"] if row["message_raw"] is not None else row["message"].encode()
 
 
-@pytest.mark.parametrize("fmt", sorted(SECOND_PRECISION | US_PRECISION | STRUCTURED | {"short-monotonic"}))
+@pytest.mark.parametrize(
+    "fmt", sorted(SECOND_PRECISION | US_PRECISION | STRUCTURED | {"short-monotonic"})
+)
 def test_rendering_round_trips(renderings: dict[str, Path], db: Path, fmt: str) -> None:
     res = forensics.ingest([str(renderings[fmt])], db)
     assert res.sources[0].format == fmt  # sniffed, not told
@@ -46,7 +48,11 @@ def test_rendering_round_trips(renderings: dict[str, Path], db: Path, fmt: str) 
         else:
             assert row["ident"] == exp.ident
         if fmt in STRUCTURED:
-            assert (row["unit"], row["boot_id"], row["mono_us"]) == (exp.unit, exp.boot, exp.mono_us)
+            assert (row["unit"], row["boot_id"], row["mono_us"]) == (
+                exp.unit,
+                exp.boot,
+                exp.mono_us,
+            )
             assert row["cursor"] is not None
         if fmt in STRUCTURED or fmt in US_PRECISION:
             assert row["ts_us"] == exp.ts_us
@@ -62,7 +68,9 @@ def test_rendering_round_trips(renderings: dict[str, Path], db: Path, fmt: str) 
     assert rows[-4]["boot_id"] == corpus.BOOT_B
 
 
-def test_structured_renderings_agree_on_cursors(renderings: dict[str, Path], tmp_path: Path) -> None:
+def test_structured_renderings_agree_on_cursors(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
     cursors = []
     for fmt in ("json", "json-seq", "export", "journal"):
         db = tmp_path / f"{fmt}.duckdb"

@@ -1,0 +1,230 @@
+"""Idempotency, overlap dedupe, atomicity, quarantine and the errors users see."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import forensics
+from forensics.errors import ForensicsError
+from forensics.store import SCHEMA_VERSION
+
+from . import corpus
+from .helpers import cli, counts, messages
+
+N = len(corpus.expected())
+
+
+def test_same_file_twice_is_skipped(renderings, db: Path) -> None:
+    forensics.ingest([str(renderings["json"])], db)
+    res = forensics.ingest([str(renderings["json"])], db, run="other")
+    assert res.sources[0].status == "skipped"
+    assert "sha256" in res.sources[0].reason
+    assert counts(db) == (1, N, 0)
+
+
+@pytest.mark.parametrize("fmt", ["json", "short-iso-precise", "short-monotonic"])
+def test_overlapping_exports_add_no_duplicates(
+    renderings, tmp_path: Path, db: Path, fmt: str
+) -> None:
+    lines = renderings[fmt].read_bytes().splitlines(keepends=True)
+    # Cut at entry starts (never inside a multi-line entry or the LineMax pair 9-10).
+    starts = [i for i, ln in enumerate(lines) if not ln.startswith(b" ")]
+    a, b = starts[4], starts[8]
+    (tmp_path / "early").write_bytes(b"".join(lines[:b]))
+    (tmp_path / "late").write_bytes(b"".join(lines[a:]))
+    r1 = forensics.ingest([str(tmp_path / "early")], db)
+    r2 = forensics.ingest([str(tmp_path / "late")], db)
+    assert r2.sources[0].duplicates > 0
+    assert r1.sources[0].entries + r2.sources[0].entries == N
+    assert sorted(messages(db)) == sorted(
+        e.message.decode("utf-8", "replace") for e in corpus.expected()
+    )
+
+
+def test_identical_lines_in_one_source_are_both_kept(tmp_path: Path, db: Path) -> None:
+    line = b"Nov 29 07:00:01 decode-0 python3[1]: tick\n"
+    (tmp_path / "a.log").write_bytes(line * 3)
+    (tmp_path / "b.log").write_bytes(line * 2 + b"Nov 29 07:00:02 decode-0 python3[1]: tock\n")
+    forensics.ingest([str(tmp_path / "a.log")], db, year=2026)
+    res = forensics.ingest([str(tmp_path / "b.log")], db, year=2026)
+    # a.log already holds three "tick"s: b.log's two are the same entries, "tock" is new.
+    assert res.sources[0].duplicates == 2
+    assert messages(db) == ["tick", "tick", "tick", "tock"]
+
+
+def test_garbage_lines_are_quarantined_with_line_and_reason(tmp_path: Path, db: Path) -> None:
+    f = tmp_path / "mixed.log"
+    f.write_bytes(
+        b"2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: ok one\n"
+        b"this line is not journalctl output\n"
+        b"2026-11-29T07:00:01.000002+0000 decode-0 python3[1]: ok two\n"
+        b"-- Boot 0123456789abcdef0123456789abcdef --\n"
+        b"2026-11-29T07:00:01.000003+0000 decode-0 python3[1]: ok three\n"
+    )
+    res = forensics.ingest([str(f)], db)
+    assert res.sources[0].entries == 3
+    con = duckdb.connect(str(db), read_only=True)
+    q = con.execute("SELECT line, reason, raw FROM quarantine").fetchall()
+    boots = con.execute("SELECT boot_id FROM entries ORDER BY entry_no").fetchall()
+    markers = con.execute("SELECT markers, lines FROM sources").fetchall()
+    con.close()
+    assert q == [(2, "not a short-iso-precise line", "this line is not journalctl output")]
+    assert [b[0] for b in boots] == [None, None, "0123456789abcdef0123456789abcdef"]
+    assert markers == [(1, 5)]  # every line is an entry, a quarantined line or a marker
+
+
+def test_export_damage_is_quarantined(tmp_path: Path, db: Path) -> None:
+    good = corpus.export_stream(range(2))
+    f = tmp_path / "damaged.export"
+    # A binary field whose length runs past its newline, then a good entry again.
+    f.write_bytes(good + b"MESSAGE\n\x05\x00\x00\x00\x00\x00\x00\x00abcdefgh\n\n" + good)
+    res = forensics.ingest([str(f)], db)
+    assert res.sources[0].quarantined == 1
+    assert res.sources[0].entries == 4  # within one source, repeats are kept as written
+
+
+def _big_rendering(tmp_path: Path, lines: int) -> bytes:
+    row = "2026-11-29T07:00:{:02d}.{:06d}+0000 decode-0 python3[3001]: forensics:step step={} bs=1 rids=r{}\n"
+    return "".join(
+        row.format(i // 1_000_000 % 60, i % 1_000_000, i, i) for i in range(lines)
+    ).encode()
+
+
+def test_ingest_killed_mid_way_leaves_database_unchanged(
+    renderings, tmp_path: Path, db: Path
+) -> None:
+    forensics.ingest([str(renderings["export"])], db)
+    before = counts(db)
+    data = _big_rendering(tmp_path, 400_000)  # ~36 MB: several 16 MB chunks
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    r, w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "forensics", "ingest", str(fifo), "--db", str(db)],
+        env={**os.environ, "FORENSICS_PROGRESS_FD": str(w)},
+        pass_fds=(w,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    os.close(w)
+    writer_done = threading.Event()
+
+    def feed() -> None:
+        # Hold back the end: the ingest is mid-way, blocked on input, when it is killed.
+        try:
+            with open(fifo, "wb") as fh:
+                fh.write(data[: len(data) * 2 // 3])
+                writer_done.wait()
+        except BrokenPipeError:
+            pass  # the reader was killed while this was still being written: as intended
+
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
+    try:
+        with os.fdopen(r, "rb") as progress:
+            first = progress.readline()  # blocks until a batch is stored (uncommitted)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    finally:
+        writer_done.set()
+        if t.is_alive():  # the child died before opening the FIFO: let the writer go
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        t.join()
+    assert first.startswith(b"batch "), proc.stderr.read() if proc.stderr else b""
+    assert proc.returncode == -signal.SIGKILL
+    assert counts(db) == before
+    big = tmp_path / "big.log"
+    big.write_bytes(data)
+    forensics.ingest([str(big)], db)
+    assert counts(db)[:2] == (before[0] + 1, before[1] + 400_000)
+
+
+def test_failed_ingest_of_many_files_stores_none(renderings, tmp_path: Path, db: Path) -> None:
+    forensics.ingest([str(renderings["export"])], db)
+    before = counts(db)
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"\x00\x01\x02binary\x00" * 100)
+    proc = cli("ingest", str(renderings["json"]), str(garbage), "--db", str(db))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().startswith("error: ") and "unknown format" in proc.stderr.decode()
+    assert counts(db) == before
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["ingest", "/nonexistent/file.log"], "no such file or directory"),
+        (["ingest", "/nonexistent/*.log"], "no file matches"),
+        (["ingest", "{src}", "--format", "nope"], "unknown format"),
+        (["ingest", "{src}", "--tag", "novalue"], "KEY=VALUE"),
+        (["sql", "SELECT * FROM nosuchtable"], "SQL error"),
+        (["sql", "DELETE FROM entries"], "SQL error"),
+    ],
+)
+def test_bad_input_one_line_exit_2(renderings, db: Path, args: list[str], needle: str) -> None:
+    forensics.ingest([str(renderings["short"])], db)
+    before = counts(db)
+    proc = cli(*[a.replace("{src}", str(renderings["export"])) for a in args], "--db", str(db))
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert counts(db) == before
+
+
+def test_missing_db_for_queries(tmp_path: Path) -> None:
+    proc = cli("sources", "--db", str(tmp_path / "none.duckdb"))
+    assert proc.returncode == 2 and "no database" in proc.stderr.decode()
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, SCHEMA_VERSION - 1])
+def test_other_schema_version_refused(renderings, db: Path, version: int) -> None:
+    forensics.ingest([str(renderings["short"])], db)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(version)])
+    con.close()
+    for args in (["ingest", str(renderings["json"])], ["sources"]):
+        proc = cli(*args, "--db", str(db))
+        assert proc.returncode == 2
+        assert f"schema version {version}" in proc.stderr.decode()
+    with pytest.raises(ForensicsError):
+        forensics.ingest([str(renderings["json"])], db)
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.duckdb"
+    bogus.write_text("hello")
+    proc = cli("ingest", str(bogus), "--db", str(bogus))
+    assert proc.returncode == 2 and "cannot open database" in proc.stderr.decode()
+    assert bogus.read_text() == "hello"
+
+
+def test_locked_database(renderings, db: Path) -> None:
+    forensics.ingest([str(renderings["short"])], db)
+    holder = duckdb.connect(str(db))  # another process's writer holds the lock
+    try:
+        proc = cli("ingest", str(renderings["json"]), "--db", str(db))
+        assert proc.returncode == 2
+        assert "locked" in proc.stderr.decode()
+    finally:
+        holder.close()
+
+
+def test_runs_and_tags(renderings, db: Path) -> None:
+    forensics.ingest([str(renderings["short"])], db, run="flag-on", tags={"overlap": "1"})
+    forensics.ingest([str(renderings["json"])], db, run="flag-on", tags={"tp": "8"})
+    con = duckdb.connect(str(db), read_only=True)
+    tags = con.execute("SELECT run, tags FROM runs ORDER BY run").fetchall()
+    runs = con.execute("SELECT DISTINCT run FROM sources").fetchall()
+    con.close()
+    assert tags == [("flag-on", {"overlap": "1", "tp": "8"})]
+    assert runs == [("flag-on",)]
