@@ -92,7 +92,7 @@ def test_export_damage_is_quarantined(tmp_path: Path, db: Path) -> None:
 
 
 def _big_rendering(tmp_path: Path, lines: int) -> bytes:
-    row = "2026-11-29T07:00:{:02d}.{:06d}+0000 decode-0 python3[3001]: forensics:step step={} bs=1 rids=r{}\n"
+    row = "2026-11-29T07:00:{:02d}.{:06d}+0000 decode-0 python3[3001]: step={} rid={}\n"
     return "".join(
         row.format(i // 1_000_000 % 60, i % 1_000_000, i, i) for i in range(lines)
     ).encode()
