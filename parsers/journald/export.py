@@ -14,7 +14,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from .context import ReadContext
-from .schema import FIELD_MAP, RowBuilder
+from .schema import FIELD_MAP, RowBuilder, extra_value
 
 READ_SIZE = 8 << 20
 BATCH_ROWS = 50_000
@@ -71,7 +71,7 @@ def _entry(fields: list[tuple[bytes, bytes]], ctx: ReadContext, line: int):
         if not _NAME.match(name_b):
             ctx.reject(line, f"export: invalid field name {name[:40]!r}", name_b + b"=" + value)
             continue
-        text = value.decode("utf-8", "replace")
+        text = extra_value(value)
         if extra is None:
             extra = {}
         old = extra.get(name)

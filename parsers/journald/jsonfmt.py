@@ -9,7 +9,7 @@ import orjson
 import pyarrow as pa
 
 from .context import ReadContext
-from .schema import FIELD_MAP, RowBuilder
+from .schema import FIELD_MAP, RowBuilder, extra_value
 
 BATCH_ROWS = 50_000
 
@@ -30,7 +30,7 @@ def _value(v: object) -> tuple[object, bool]:
 def _extra_value(v: object) -> object:
     if isinstance(v, list):
         if v and all(isinstance(b, int) for b in v):
-            return bytes(v).decode("utf-8", "replace")
+            return extra_value(bytes(v))
         return [_extra_value(x) for x in v]
     return v
 
@@ -72,6 +72,7 @@ def read_json(stream: BinaryIO, ctx: ReadContext) -> Iterator[pa.Table]:
                 if extra is None:
                     extra = {}
                 extra[k] = _extra_value(v)
+                truncated = truncated or v is None
         if truncated:
             values["_truncated"] = True
         builder.add(entry_no, values, extra, line_no, line_no)

@@ -54,6 +54,15 @@ def decode_text(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8", "replace"), False
 
 
+def extra_value(raw: bytes) -> str | list[int]:
+    """A field other than the mapped ones, for the `fields` JSON: text when it is UTF-8,
+    else its bytes as a list of numbers (as `journalctl -o json` writes them)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(raw)
+
+
 class RowBuilder:
     """Collects entries field by field for the row-wise readers (json, export)."""
 

@@ -1,0 +1,84 @@
+"""The installed command: every subcommand documented, outputs parseable."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+
+from forensics.cli import app
+
+from . import corpus
+from .helpers import cli
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    names = [c.name or c.callback.__name__ for c in app.registered_commands]
+    assert {"ingest", "sources", "sql", "demo"} <= set(names)
+    for name in names:
+        proc = cli(name, "--help")
+        assert proc.returncode == 0
+        assert "Example:" in proc.stdout.decode(), name
+
+
+def test_ingest_json_summary(renderings, db: Path) -> None:
+    proc = cli("ingest", str(renderings["json"]), str(renderings["short"]), "--db", str(db),
+               "--run", "a", "--tag", "flag=on", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = orjson.loads(proc.stdout)
+    assert doc["run"] == "a"
+    assert [s["format"] for s in doc["sources"]] == ["json", "short"]
+    # short and json of one journal are different renderings: both are kept as sources
+    assert doc["summary"]["entries"] == 2 * len(corpus.expected())
+    hosts = {r["host"] for r in doc["summary"]["per_stream"]}
+    assert hosts == {"prefill-0", "decode-0"}
+
+
+def test_ingest_text_summary_names_hosts_and_span(renderings, db: Path) -> None:
+    proc = cli("ingest", str(renderings["short-iso-precise"]), "--db", str(db))
+    text = proc.stdout.decode()
+    assert "decode-0" in text and "prefill-0" in text
+    assert "time span: 2026-11-29 07:00:00.000Z" in text
+    assert "quarantined lines: 0" in text
+
+
+def test_sql_formats(renderings, db: Path, tmp_path: Path) -> None:
+    cli("ingest", str(renderings["export"]), "--db", str(db))
+    q = "SELECT host, count(*) AS n FROM entries GROUP BY host ORDER BY host"
+    as_csv = cli("sql", q, "--format", "csv", "--db", str(db)).stdout.decode()
+    assert list(csv.reader(io.StringIO(as_csv))) == [["host", "n"], ["decode-0", "10"], ["prefill-0", "4"]]
+    as_json = orjson.loads(cli("sql", q, "--format", "json", "--db", str(db)).stdout)
+    assert as_json == [{"host": "decode-0", "n": 10}, {"host": "prefill-0", "n": 4}]
+    out = tmp_path / "r.parquet"
+    proc = cli("sql", q, "--format", "parquet", "--out", str(out), "--db", str(db))
+    assert proc.returncode == 0
+    assert pq.read_table(out).to_pylist() == as_json
+    table = cli("sql", q, "--db", str(db)).stdout.decode()
+    assert "decode-0" in table and "prefill-0" in table
+
+
+def test_sources_lists_sha_and_counts(renderings, db: Path) -> None:
+    cli("ingest", str(renderings["json"]), "--db", str(db))
+    rows = orjson.loads(cli("sources", "--json", "--db", str(db)).stdout)
+    assert len(rows) == 1
+    assert rows[0]["format"] == "json" and rows[0]["entries"] == len(corpus.expected())
+    assert len(rows[0]["sha256"]) == 64
+
+
+def test_db_from_environment(renderings, tmp_path: Path) -> None:
+    db = tmp_path / "env.duckdb"
+    proc = cli("ingest", str(renderings["json"]), env={"FORENSICS_DB": str(db)})
+    assert proc.returncode == 0 and db.exists()
+
+
+def test_demo_runs_and_ingests_both_hosts(tmp_path: Path) -> None:
+    proc = cli("demo", "--dir", str(tmp_path / "inc"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = orjson.loads(proc.stdout)
+    assert {s["format"] for s in doc["sources"]} == {"export", "short-iso-precise"}
+    assert {r["host"] for r in doc["summary"]["per_stream"]} == {"prefill-0", "decode-0"}
+    assert doc["summary"]["quarantined"] == 0
+    assert (tmp_path / "inc" / "results.jsonl").exists()
