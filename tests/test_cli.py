@@ -49,7 +49,11 @@ def test_sql_formats(renderings, db: Path, tmp_path: Path) -> None:
     cli("ingest", str(renderings["export"]), "--db", str(db))
     q = "SELECT host, count(*) AS n FROM entries GROUP BY host ORDER BY host"
     as_csv = cli("sql", q, "--format", "csv", "--db", str(db)).stdout.decode()
-    assert list(csv.reader(io.StringIO(as_csv))) == [["host", "n"], ["decode-0", "10"], ["prefill-0", "4"]]
+    assert list(csv.reader(io.StringIO(as_csv))) == [
+        ["host", "n"],
+        ["decode-0", "10"],
+        ["prefill-0", "4"],
+    ]
     as_json = orjson.loads(cli("sql", q, "--format", "json", "--db", str(db)).stdout)
     assert as_json == [{"host": "decode-0", "n": 10}, {"host": "prefill-0", "n": 4}]
     out = tmp_path / "r.parquet"

@@ -6,22 +6,22 @@ import io
 
 import orjson
 import pyarrow as pa
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from forensics.journal_export import export_entry
 from forensics.parsers.journald import ReadContext
 from forensics.parsers.journald.export import read_export
 from forensics.parsers.journald.jsonfmt import read_json
 from forensics.parsers.journald.schema import FIELD_MAP
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.journal_export import export_entry
 
 names = st.from_regex(r"[A-Z][A-Z0-9_]{0,24}", fullmatch=True).filter(lambda n: n not in FIELD_MAP)
 values = st.one_of(
     st.binary(max_size=200),
     st.text(max_size=100).map(str.encode),
-    st.lists(st.sampled_from([b"\n", b"\n\n", b"=", b"\x00", b"\xff", b"a", b" "]), max_size=30).map(
-        b"".join
-    ),
+    st.lists(
+        st.sampled_from([b"\n", b"\n\n", b"=", b"\x00", b"\xff", b"a", b" "]), max_size=30
+    ).map(b"".join),
 )
 entry = st.tuples(values, st.dictionaries(names, values, max_size=6))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from forensics.parsers.journald import UnknownFormat, sniff
 
 from . import corpus

@@ -103,7 +103,7 @@ def test_ingest_killed_mid_way_leaves_database_unchanged(
 ) -> None:
     forensics.ingest([str(renderings["export"])], db)
     before = counts(db)
-    data = _big_rendering(tmp_path, 400_000)  # ~36 MB: several 16 MB chunks
+    data = _big_rendering(tmp_path, 800_000)  # ~70 MB: several 16 MB blocks
     fifo = tmp_path / "in.fifo"
     os.mkfifo(fifo)
     r, w = os.pipe()
@@ -121,7 +121,7 @@ def test_ingest_killed_mid_way_leaves_database_unchanged(
         # Hold back the end: the ingest is mid-way, blocked on input, when it is killed.
         try:
             with open(fifo, "wb") as fh:
-                fh.write(data[: len(data) * 2 // 3])
+                fh.write(data[: -(2 << 20)])  # enough for several blocks, not all
                 writer_done.wait()
         except BrokenPipeError:
             pass  # the reader was killed while this was still being written: as intended
@@ -144,7 +144,7 @@ def test_ingest_killed_mid_way_leaves_database_unchanged(
     big = tmp_path / "big.log"
     big.write_bytes(data)
     forensics.ingest([str(big)], db)
-    assert counts(db)[:2] == (before[0] + 1, before[1] + 400_000)
+    assert counts(db)[:2] == (before[0] + 1, before[1] + 800_000)
 
 
 def test_failed_ingest_of_many_files_stores_none(renderings, tmp_path: Path, db: Path) -> None:

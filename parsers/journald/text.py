@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -18,11 +20,15 @@ import polars as pl
 import pyarrow as pa
 
 from .context import ReadContext
-from .schema import ENTRY_SCHEMA
 
 CHUNK_BYTES = 16 << 20
 MAX_CARRY_BYTES = 256 << 20  # one multi-line entry may grow a chunk up to this
-_TAIL = r" (?P<host>\S+) (?P<ident>.*?)(?:\[(?P<pid>\d+)\])?:(?: (?P<msg>.*))?\r?\n?$"
+# Only the header is matched (the regex stops at "ident[pid]: "); the message is the rest
+# of the line, sliced off by length: matching the message too costs 30× more. The fast
+# form excludes ":" and "[" from identifiers (a lazy match costs 3× more); lines it
+# misses get the general form.
+_TAIL = r" (?P<host>\S+) (?P<ident>[^\n]*?)(?:\[(?P<pid>\d+)\])?:(?: |\r?\n|$)"
+_TAIL_FAST = r" (?P<host>\S+) (?P<ident>[^\[:\n]*)(?:\[(?P<pid>\d+)\])?:(?: |\r?\n|$)"
 _UNIT_SUFFIXES = (
     ".service", ".scope", ".slice", ".socket", ".mount", ".timer", ".target", ".swap", ".path",
     ".device", ".automount",
@@ -87,8 +93,8 @@ TEXT_FORMATS = {
 }
 
 
-def header_regex(fmt: TextFormat) -> str:
-    return "^" + fmt.head + _TAIL
+def header_regex(fmt: TextFormat, fast: bool = False) -> str:
+    return "^(?P<hdr>" + fmt.head + (_TAIL_FAST if fast else _TAIL) + ")"
 
 
 def _split_lines(block: bytes) -> tuple[pa.Array, np.ndarray]:
@@ -168,9 +174,9 @@ class _YearTracker:
         return year
 
 
-def _timestamps(fmt: TextFormat, df: pl.DataFrame, years: _YearTracker, ctx: ReadContext):
-    """(ts_us, mono_us) expressions' values for the header rows of one chunk."""
-    none = pl.Series([None] * len(df), dtype=pl.Int64)
+def _timestamps(fmt: TextFormat, df: pl.DataFrame, notes: list[str]):
+    """(ts_us, mono_us) of the header rows of one chunk (not for year-less renderings)."""
+    none = pl.repeat(None, len(df), dtype=pl.Int64, eager=True)
     ts = df["ts"] if "ts" in df.columns else none
     if fmt.clock == "realtime":
         parsed = ts.str.replace(r"Z$", "+0000").str.to_datetime(fmt.strptime, strict=False)
@@ -178,18 +184,8 @@ def _timestamps(fmt: TextFormat, df: pl.DataFrame, years: _YearTracker, ctx: Rea
     if fmt.clock == "realtime-zone":
         tz = df["tz"]
         odd = tz.filter(~tz.is_in(["UTC", "GMT"]) & tz.is_not_null()).unique().to_list()
-        for z in odd[:3]:
-            ctx.note(f"time zone {z!r} read as UTC: render with TZ=UTC for exact times")
+        notes += [f"time zone {z!r} read as UTC: render with TZ=UTC for exact times" for z in odd]
         parsed = ts.str.to_datetime(fmt.strptime, strict=False, time_zone="UTC")
-        return parsed.dt.epoch("us"), none
-    if fmt.clock == "realtime-noyear":
-        ctx.note("times read as UTC (this rendering has no zone: render with TZ=UTC)")
-        months = ts.str.slice(0, 3).replace_strict(MONTHS, default=0, return_dtype=pl.Int64)
-        year = years.years(months, df["msg"].fill_null(""))
-        full = pl.concat_str([year.cast(pl.String), pl.lit(" "), ts.str.replace(r"  ", " 0")])
-        parsed = (
-            pl.select(full).to_series().str.to_datetime(fmt.strptime, strict=False, time_zone="UTC")
-        )
         return parsed.dt.epoch("us"), none
     if fmt.clock in ("unix", "monotonic"):
         parts = ts.str.split_exact(".", 1).struct.unnest()
@@ -197,127 +193,200 @@ def _timestamps(fmt: TextFormat, df: pl.DataFrame, years: _YearTracker, ctx: Rea
         us = parts["field_0"].cast(pl.Int64) * 1_000_000 + frac
         if fmt.clock == "unix":
             return us, none
-        ctx.note("short-monotonic has no wall clock: ts_us left empty, mono_us kept")
+        notes.append("short-monotonic has no wall clock: ts_us left empty, mono_us kept")
         return none, us
-    # cat: only an SGLang prefix in the message says when
-    prefix = df["msg"].str.extract(_SGLANG_TS, 1)
-    if prefix.is_not_null().any():
-        ctx.note("cat has no metadata: times taken from SGLang [YYYY-MM-DD HH:MM:SS] prefixes")
-    parsed = prefix.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_zone="UTC")
-    return parsed.dt.epoch("us"), none
+    if fmt.clock == "none":  # cat: only an SGLang prefix in the message says when
+        prefix = df["msg"].str.extract(_SGLANG_TS, 1)
+        if prefix.is_not_null().any():
+            notes.append(
+                "cat has no metadata: times taken from SGLang [YYYY-MM-DD HH:MM:SS] prefixes"
+            )
+        parsed = prefix.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_zone="UTC")
+        return parsed.dt.epoch("us"), none
+    return none, none  # year-less: finished in order, once the year is known
+
+
+def _noyear_timestamps(fmt: TextFormat, df: pl.DataFrame, years: _YearTracker) -> pl.Series:
+    ts = df["ts"]
+    months = ts.str.slice(0, 3).replace_strict(MONTHS, default=0, return_dtype=pl.Int64)
+    year = years.years(months, df["message"].fill_null(""))
+    full = pl.concat_str([year.cast(pl.String), pl.lit(" "), ts.str.replace(r"  ", " 0")])
+    parsed = (
+        pl.select(full).to_series().str.to_datetime(fmt.strptime, strict=False, time_zone="UTC")
+    )
+    return parsed.dt.epoch("us")
+
+
+@dataclass
+class _Parsed:
+    """One block's entries, parsed independently of the others (in a worker thread)."""
+
+    df: pl.DataFrame  # entry columns; boot_id null before the block's first boot marker
+    quarantine: list[tuple[int, str, str]]
+    markers: int
+    last_boot: str | None
+    notes: list[str]
 
 
 class TextReader:
+    """Blocks are cut where an entry starts, so each parses on its own: two workers parse
+    while the caller stores; only boot ids, years and numbering are settled in order."""
+
+    WORKERS = 2
+
     def __init__(self, fmt: TextFormat, ctx: ReadContext) -> None:
         self.fmt = fmt
         self.ctx = ctx
-        self.regex = header_regex(fmt) if fmt.head else r"^(?P<msg>.*)\n?$"
+        self.regex = header_regex(fmt) if fmt.head else None
+        self.fast_regex = header_regex(fmt, fast=True) if fmt.head else None
         self.years = _YearTracker(ctx)
         self.boot: str | None = None  # from journalctl's "-- Boot ID --" lines
         self.entry_no = 0
-        self.line_no = 0  # lines consumed before the current block
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
+        with ThreadPoolExecutor(self.WORKERS, thread_name_prefix="forensics-parse") as pool:
+            pending: deque = deque()
+            for block, first_line in self._blocks(stream):
+                pending.append(pool.submit(self._parse, block, first_line))
+                if len(pending) > self.WORKERS:
+                    yield self._finish(pending.popleft().result())
+            while pending:
+                yield self._finish(pending.popleft().result())
+
+    def _blocks(self, stream: BinaryIO) -> Iterator[tuple[bytes, int]]:
+        """Blocks of whole entries: cut before a line that starts an entry (journalctl
+        indents continuation lines, so a line not starting with a space starts one)."""
         carry = b""
-        eof = False
-        while not eof:
+        line = 1
+        while True:
             data = stream.read(CHUNK_BYTES)
             if not data:
-                eof = True
-                block = carry
-                if block and not block.endswith(b"\n"):
-                    block += b"\n"
-                carry = b""
-            else:
-                block = carry + data
-                cut = block.rfind(b"\n") + 1
-                block, carry = block[:cut], block[cut:]
-            if not block:
-                continue
-            out, keep_from = self._chunk(block, final=eof)
-            if keep_from is not None:
-                carry = block[keep_from:] + carry
-            if out is not None and out.num_rows:
-                yield out
-        self.ctx.lines = self.line_no
+                if carry:
+                    yield (carry if carry.endswith(b"\n") else carry + b"\n"), line
+                self.ctx.lines = line - 1 + (1 if carry and not carry.endswith(b"\n") else 0)
+                if carry:
+                    self.ctx.lines = line - 1 + carry.count(b"\n") + (not carry.endswith(b"\n"))
+                return
+            buf = carry + data
+            cut = self._cut(buf)
+            if cut <= 0:
+                carry = buf  # one entry longer than a block: read on
+                if len(carry) < MAX_CARRY_BYTES:
+                    continue
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0:
+                    continue
+            block, carry = buf[:cut], buf[cut:]
+            yield block, line
+            line += block.count(b"\n")
 
-    def _chunk(self, block: bytes, final: bool) -> tuple[pa.Table | None, int | None]:
-        """Entries of a block, and the byte offset from which to re-read with the next one."""
-        binary, offsets = _split_lines(block)
+    def _cut(self, buf: bytes) -> int:
+        end = len(buf)
+        while True:
+            nl = buf.rfind(b"\n", 0, end)
+            if nl < 0:
+                return 0
+            start = nl + 1
+            if start < len(buf) and (self.regex is None or buf[start] != 0x20):
+                return start
+            end = nl
+
+    def _parse(self, block: bytes, first_line: int) -> _Parsed:
+        binary, _ = _split_lines(block)
         lines, raw = _to_text(binary)
-        caps = lines.str.extract_groups(self.regex).struct.unnest()
-        is_hdr = caps["ts"].is_not_null() if self.fmt.head else caps["msg"].is_not_null()
         n = len(lines)
-        keep_from = None
-        if not final and self.fmt.head:
-            # The last entry may continue in the next block: parse it again with that block.
-            hdr_idx = is_hdr.arg_true()
-            last = int(hdr_idx[-1]) if len(hdr_idx) else n
-            if last == 0:
-                if len(block) < MAX_CARRY_BYTES:
-                    return None, 0
-                last = n
-            keep_from = int(offsets[last]) if last < n else None
-            lines, caps, is_hdr = lines[:last], caps[:last], is_hdr[:last]
-            raw = raw[:last] if raw is not None else None
-            n = last
-        df = caps.with_columns(
-            line=lines,
-            line_no=pl.int_range(self.line_no + 1, self.line_no + 1 + n, eager=True),
-            hdr=is_hdr,
-            raw=raw if raw is not None else pl.lit(None, pl.Binary),
-        )
-        self.line_no += n
-        if self.fmt.name == "with-unit":
-            unit_like = pl.any_horizontal(
-                [pl.col("ident").str.ends_with(suf) for suf in _UNIT_SUFFIXES]
-            )
+        line_no = pl.int_range(first_line, first_line + n, eager=True)
+        notes: list[str] = []
+        if self.regex is None:  # cat: every line is a message
+            df = pl.DataFrame({"msg": lines.str.strip_suffix("\n"), "line_no": line_no})
             df = df.with_columns(
-                unit=pl.when(unit_like).then(pl.col("ident")),
-                ident=pl.when(~unit_like).then(pl.col("ident")),
+                line=lines, raw=raw if raw is not None else pl.lit(None, pl.Binary)
             )
-        if self.fmt.head and not bool(is_hdr.all()):
-            df = self._fold(df)
+            parsed = _Parsed(df, [], 0, None, notes)
         else:
-            df = df.with_columns(line_last=pl.col("line_no"), boot_id=pl.lit(self.boot, pl.String))
-        return self._table(df), keep_from
+            caps = self._headers(lines)
+            plen = caps["hdr"].str.len_chars()
+            start = plen.fill_null(0)
+            df = caps.with_columns(
+                plen=plen,
+                # Every line of a block ends in "\n": the message is what lies between.
+                msg=lines.str.slice(start, lines.str.len_chars() - start - 1),
+                line=lines,
+                line_no=line_no,
+                hdr=caps["hdr"].is_not_null(),
+                raw=raw if raw is not None else pl.lit(None, pl.Binary),
+            )
+            if self.fmt.name == "with-unit":
+                unit_like = pl.any_horizontal(
+                    [pl.col("ident").str.ends_with(suf) for suf in _UNIT_SUFFIXES]
+                )
+                df = df.with_columns(
+                    unit=pl.when(unit_like).then(pl.col("ident")),
+                    ident=pl.when(~unit_like).then(pl.col("ident")),
+                )
+            parsed = self._fold(df, notes)
+        ts_us, mono_us = _timestamps(self.fmt, parsed.df, notes)
+        parsed.df = self._columns(parsed.df, ts_us, mono_us)
+        return parsed
 
-    def _fold(self, df: pl.DataFrame) -> pl.DataFrame:
-        """Join continuation lines to their entry, take markers, quarantine the rest."""
-        body = pl.col("line").str.strip_chars_end("\r\n")
-        df = df.with_columns(
-            marker=~pl.col("hdr") & pl.col("line").str.contains(_MARKER.pattern),
-            boot_marker=pl.col("line").str.extract(_MARKER.pattern, 1),
-            # Where each entry's message starts: its continuation lines are indented to it.
-            plen=pl.when("hdr")
-            .then(body.str.len_chars() - pl.col("msg").fill_null("").str.len_chars())
-            .forward_fill(),
-        )
-        df = df.with_columns(
-            cont=~pl.col("hdr")
-            & ~pl.col("marker")
-            & pl.col("plen").is_not_null()
-            & (body.str.len_chars() >= pl.col("plen"))
-            & (body.str.slice(0, pl.col("plen")).str.strip_chars(" ") == "")
-        )
-        ctx = self.ctx
-        ctx.markers += int(df["marker"].sum())
-        orphans = df.filter(~pl.col("hdr") & ~pl.col("marker") & ~pl.col("cont"))
-        for ln, text in zip(orphans["line_no"].to_list(), orphans["line"].to_list(), strict=True):
-            ctx.reject(ln, f"not a {self.fmt.name} line", text.rstrip("\r\n"))
-        boot = pl.col("boot_marker").forward_fill()
-        df = df.with_columns(
-            msg=pl.when("hdr").then("msg").when("cont").then(body.str.slice(pl.col("plen"))),
-            boot_id=boot.fill_null(self.boot) if self.boot is not None else boot,
-            raw_msg=pl.when(pl.col("raw").is_not_null()).then(pl.col("raw")),
-        )
-        seen = df["boot_marker"].drop_nulls()
-        if len(seen):
-            self.boot = seen[-1]
-        df = df.filter(pl.col("hdr") | pl.col("cont")).with_columns(entry=pl.col("hdr").cum_sum())
+    def _headers(self, lines: pl.Series) -> pl.DataFrame:
+        assert self.regex is not None and self.fast_regex is not None
+        caps = lines.str.extract_groups(self.fast_regex).struct.unnest()
+        missed = caps["hdr"].is_null()
+        if not missed.any():
+            return caps
+        idx = missed.arg_true()
+        slow = lines.gather(idx).str.extract_groups(self.regex).struct.unnest()
+        return caps.with_columns(caps[c].scatter(idx, slow[c]) for c in caps.columns)
+
+    def _fold(self, df: pl.DataFrame, notes: list[str]) -> _Parsed:
+        """Join continuation lines to their entry, take markers, quarantine the rest.
+
+        Only the (few) lines that are not headers are classified; headers stay as they are.
+        """
+        n = len(df)
         if bool(df["hdr"].all()):
-            return df.with_columns(line_last=pl.col("line_no"))
-        return df.group_by("entry", maintain_order=True).agg(
+            return _Parsed(df.with_columns(boot_id=pl.lit(None, pl.String)), [], 0, None, notes)
+        nh = (~df["hdr"]).arg_true()
+        body = df["line"].gather(nh).str.strip_suffix("\n")
+        # Continuation lines are indented to where their entry's message starts.
+        plen = df["plen"].forward_fill().gather(nh)
+        marker = body.str.starts_with("-- ") & body.str.ends_with(" --")
+        cont = (
+            ~marker
+            & plen.is_not_null()
+            & (body.str.len_chars() >= plen.fill_null(0))
+            & (body.str.slice(0, plen.fill_null(0)).str.strip_chars(" ") == "")
+        )
+        orphan = ~marker & ~cont
+        quarantine = []
+        if orphan.any():
+            nos = df["line_no"].gather(nh.filter(orphan)).to_list()
+            reason = f"not a {self.fmt.name} line"
+            quarantine = [
+                (ln, reason, t) for ln, t in zip(nos, body.filter(orphan).to_list(), strict=True)
+            ]
+        # "-- Boot ID --" names the boot of the entries after it.
+        boots = body.str.extract(_MARKER.pattern, 1)
+        has_boot = boots.is_not_null()
+        boot = pl.repeat(None, n, dtype=pl.String, eager=True)
+        last_boot = None
+        if has_boot.any():
+            boot = boot.scatter(nh.filter(has_boot), boots.filter(has_boot)).forward_fill()
+            last_boot = boots.filter(has_boot)[-1]
+        df = df.with_columns(boot_id=boot)
+        markers = int(marker.sum())
+        if not cont.any():
+            out = df.filter("hdr")
+            return _Parsed(out, quarantine, markers, last_boot, notes)
+        cont_idx = nh.filter(cont)
+        cont_msg = body.filter(cont).str.slice(plen.filter(cont))
+        keep = df["hdr"].scatter(cont_idx, True)
+        df = df.with_columns(
+            msg=df["msg"].scatter(cont_idx, cont_msg), plen=df["plen"].forward_fill()
+        )
+        df = df.filter(keep).with_columns(entry=pl.col("hdr").cum_sum())
+        out = df.group_by("entry", maintain_order=True).agg(
             pl.all().exclude("msg", "line_no", "raw", "entry").first(),
             pl.col("msg").str.join("\n"),
             pl.col("line_no").first(),
@@ -328,47 +397,66 @@ class TextReader:
             pl.col("raw").alias("raws"),
             pl.col("plen").alias("plens"),
         )
+        return _Parsed(out, quarantine, markers, last_boot, notes)
 
-    def _table(self, df: pl.DataFrame) -> pa.Table:
-        ctx = self.ctx
-        if self.fmt.head:
+    def _columns(self, df: pl.DataFrame, ts_us: pl.Series, mono_us: pl.Series) -> pl.DataFrame:
+        """The entry columns (entry_no still block-relative; boot ids still local)."""
+        if self.regex is not None and "entry" not in df.columns:
             df = df.filter(pl.col("hdr"))
-        n = len(df)
-        ts_us, mono_us = _timestamps(self.fmt, df, self.years, ctx)
-        nulls = pl.Series([None] * n, dtype=pl.String)
-        host = df["host"] if "host" in df.columns else nulls
-        if ctx.host is not None:
-            host = host.fill_null(ctx.host)
         invalid = df["raw"].is_not_null() if "any_raw" not in df.columns else df["any_raw"]
-        message_raw = pl.Series([None] * n, dtype=pl.Binary)
-        if invalid.any():
-            message_raw = _raw_messages(df, invalid)
-        # Without --all journalctl prints "[N blob data]" instead of a non-text message.
-        blob = df["msg"].str.contains(r"^\[[0-9.]+[KMGT]?B blob data\]$").fill_null(False)
-        out = pl.DataFrame(
-            {
-                "entry_no": pl.int_range(self.entry_no, self.entry_no + n, eager=True),
-                "ts_us": ts_us,
-                "mono_us": mono_us,
-                "boot_id": df["boot_id"],
-                "host": host,
-                "unit": df["unit"] if "unit" in df.columns else nulls,
-                "ident": df["ident"] if "ident" in df.columns else nulls,
-                "pid": df["pid"].cast(pl.Int64, strict=False) if "pid" in df.columns else None,
-                "priority": pl.Series([None] * n, dtype=pl.Int8),
-                "message": df["msg"],
-                "message_raw": message_raw,
-                "cursor": nulls,
-                "line_first": df["line_no"],
-                "line_last": df["line_last"],
-                "truncated": blob,
-                "invalid_utf8": invalid,
-                "line_break": nulls,
-                "fields": nulls,
-            }
+        message_raw = _raw_messages(df, invalid) if invalid.any() else None
+
+        def col(name: str, dtype: pl.DataType = pl.String) -> pl.Expr:
+            return pl.col(name) if name in df.columns else pl.lit(None, dtype)
+
+        return df.select(
+            entry_no=pl.int_range(0, pl.len(), dtype=pl.Int64),
+            ts_us=pl.lit(ts_us),
+            mono_us=pl.lit(mono_us),
+            boot_id=col("boot_id"),
+            host=col("host"),
+            unit=col("unit"),
+            ident=col("ident"),
+            pid=col("pid").cast(pl.Int64, strict=False),
+            priority=pl.lit(None, pl.Int8),
+            message=pl.col("msg"),
+            message_raw=pl.lit(message_raw) if message_raw is not None else pl.lit(None, pl.Binary),
+            cursor=pl.lit(None, pl.String),
+            line_first=pl.col("line_no"),
+            line_last=col("line_last", pl.Int64).fill_null(pl.col("line_no")),
+            # Without --all journalctl prints "[N blob data]" instead of a non-text message.
+            truncated=pl.col("msg")
+            .str.contains(r"^\[[0-9.]+[KMGT]?B blob data\]$")
+            .fill_null(False),
+            invalid_utf8=pl.lit(invalid),
+            line_break=pl.lit(None, pl.String),
+            fields=pl.lit(None, pl.String),
+            ts=col("ts"),
         )
+
+    def _finish(self, parsed: _Parsed) -> pa.Table:
+        """What depends on the blocks before: numbering, boot ids, years; then Arrow."""
+        ctx = self.ctx
+        for line, reason, raw in parsed.quarantine:
+            ctx.reject(line, reason, raw)
+        for note in parsed.notes:
+            ctx.note(note)
+        ctx.markers += parsed.markers
+        df = parsed.df
+        n = len(df)
+        exprs = [pl.col("entry_no") + self.entry_no]
+        if self.boot is not None:
+            exprs.append(pl.col("boot_id").fill_null(self.boot))
+        if self.fmt.clock == "realtime-noyear" and n:
+            ctx.note("times read as UTC (this rendering has no zone: render with TZ=UTC)")
+            exprs.append(pl.lit(_noyear_timestamps(self.fmt, df, self.years)).alias("ts_us"))
+        if ctx.host is not None:
+            exprs.append(pl.col("host").fill_null(ctx.host))
+        df = df.with_columns(exprs).drop("ts")
+        if parsed.last_boot is not None:
+            self.boot = parsed.last_boot
         self.entry_no += n
-        return out.to_arrow().cast(ENTRY_SCHEMA)
+        return df.to_arrow(compat_level=pl.CompatLevel.newest())  # string views: no copy
 
 
 def _raw_messages(df: pl.DataFrame, invalid: pl.Series) -> pl.Series:
@@ -381,14 +469,13 @@ def _raw_messages(df: pl.DataFrame, invalid: pl.Series) -> pl.Series:
             # Continuation lines are indented with spaces, the header is ASCII: the
             # message starts at the same offset in bytes as in characters.
             parts = [
-                (raw if raw is not None else text.encode()).rstrip(b"\r\n")[plen:]
+                (raw if raw is not None else text.encode()).removesuffix(b"\n")[plen:]
                 for text, raw, plen in zip(row["lines"], row["raws"], row["plens"], strict=True)
             ]
             out[i] = b"\n".join(parts)
         else:
-            b = row["raw"].rstrip(b"\r\n")
-            head = len(row["line"].rstrip("\r\n")) - len(row["msg"])
-            out[i] = b[head:]
+            # The header is ASCII: its length in characters is its length in bytes.
+            out[i] = row["raw"].removesuffix(b"\n")[row.get("plen") or 0 :]
     return pl.Series("message_raw", out, dtype=pl.Binary)
 
 
