@@ -94,7 +94,7 @@ HOSTS = [
 ]
 
 
-def write_export(path: Path, lines: int, prompt_words: int = 450, seed: int = 1) -> int:
+def write_export(path: Path, lines: int, prompt_words: int = 560, seed: int = 1) -> int:
     """An export stream of `lines` entries; returns the count written."""
     rng = random.Random(seed)
     n = 0
@@ -126,13 +126,13 @@ def write_export(path: Path, lines: int, prompt_words: int = 450, seed: int = 1)
 def build(out: Path, lines: int) -> dict[str, Path]:
     """Cached renderings of an incident of `lines` entries: short-iso-precise and json."""
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"incident-{lines}"
+    stem = out / f"incident-{lines}-v2"
     files = {"short-iso-precise": Path(f"{stem}.log"), "json": Path(f"{stem}.json")}
     if all(p.exists() for p in files.values()):
         return files
     export = Path(f"{stem}.export")
     write_export(export, lines)
-    jdir = out / f"journal-{lines}"
+    jdir = out / f"journal-{lines}-v2"
     for old in jdir.glob("*.journal"):
         old.unlink()
     journals = write_journal(export, jdir / "incident.journal")

@@ -26,7 +26,7 @@ from .parsers.journald import (
     read_journal_file,
     sniff,
 )
-from .store import connect, db_path, first_row, scalar, transaction
+from .store import ENTRY_COLUMNS, connect, db_path, first_row, scalar, transaction
 
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
 TEXT_FORMATS = {"short", "short-iso", "short-iso-precise", "short-precise", "short-full",
@@ -156,12 +156,9 @@ def _ingest_one(
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     try:
         for batch in _prefetch(_batches(opened, inp, chosen, ctx)):
-            con.register("_batch", batch)
-            con.execute(
-                f"""INSERT INTO entries BY NAME
-                    SELECT *, {source_id} AS source_id, hash({_IDENTITY}) AS key FROM _batch"""
-            )
-            con.unregister("_batch")
+            # A relation, not register(): DuckDB keeps registered tables alive until the
+            # transaction ends, which made memory grow with the size of the input.
+            con.from_arrow(batch).select(_insert_columns(source_id)).insert_into("entries")
             _report_batch(batch.num_rows)
     except (JournalctlMissing, JournalctlFailed) as exc:
         raise ForensicsError(str(exc)) from None
@@ -248,6 +245,21 @@ def _prefetch(batches: Iterator[pa.Table], depth: int = 2) -> Iterator[pa.Table]
                 q.get_nowait()
             except queue.Empty:
                 t.join(0.05)
+
+
+def _insert_columns(source_id: int) -> str:
+    """The select list that turns a reader batch into an `entries` row, in table order."""
+    cols = []
+    for name in ENTRY_COLUMNS:
+        if name == "source_id":
+            cols.append(f"{int(source_id)}::INTEGER AS source_id")
+        elif name == "parts":
+            cols.append("1::SMALLINT AS parts")
+        elif name == "key":
+            cols.append(f"hash({_IDENTITY}) AS key")
+        else:
+            cols.append(name)
+    return ", ".join(cols)
 
 
 def _report_batch(rows: int) -> None:

@@ -74,6 +74,13 @@ CREATE TABLE quarantine (
 """
 
 
+ENTRY_COLUMNS = [
+    "source_id", "entry_no", "ts_us", "mono_us", "boot_id", "host", "unit", "ident", "pid",
+    "priority", "message", "message_raw", "cursor", "line_first", "line_last", "truncated",
+    "invalid_utf8", "line_break", "fields", "parts", "key",
+]  # fmt: skip
+
+
 def db_path(path: str | os.PathLike | None) -> Path:
     return Path(path or os.environ.get("FORENSICS_DB") or DEFAULT_DB)
 

@@ -1,0 +1,134 @@
+"""The ingest benchmark: one command, every figure measured in the same run on the same file.
+
+    python3 bench/run.py [--lines 1500000] [--skip-scaling]
+
+Generates (once, cached in bench/out/) an incident journal through the real systemd tools,
+then times on it: `forensics ingest` (short-iso-precise and json renderings), the read
+floor (`grep -c`), a hand-written DuckDB query, and lnav; then ingest at 1/4, 1/2 and the
+whole file to show time is linear and memory flat. Prints a Markdown table; ratios are
+against lnav and grep measured here and now, never against remembered numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import generate  # noqa: E402
+
+DUCKDB_QUERY = r"""
+import duckdb, sys
+con = duckdb.connect()
+q = '''
+WITH lines AS (
+  SELECT line FROM read_csv(?, columns = {'line': 'VARCHAR'}, delim = '\x01', quote = '',
+                            escape = '', header = false, ignore_errors = true)
+), ck AS (
+  SELECT regexp_extract(line, 'forensics:checksum side=(\w+) room=(\d+) .* full=(\w+)',
+                        ['side', 'room', 'full']) AS c
+  FROM lines WHERE line LIKE '%forensics:checksum%'
+)
+SELECT count(*), count(*) FILTER (WHERE s.full <> d.full) FROM
+  (SELECT c.room, c.full FROM ck WHERE c.side = 'src') s
+  JOIN (SELECT c.room, c.full FROM ck WHERE c.side = 'dst') d USING (room)
+'''
+print(con.execute(q, [sys.argv[1]]).fetchall())
+"""
+
+
+def timed(cmd: list[str], **kw) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS in MB and stdout of one child process."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    out = proc.stdout.read() if proc.stdout else b""
+    err = proc.stderr.read() if proc.stderr else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"benchmark step failed: {' '.join(cmd)}\n{err.decode()[-2000:]}")
+    return wall, usage.ru_maxrss // 1024, out.decode(errors="replace")
+
+
+def ingest_cmd(path: Path, db: Path) -> list[str]:
+    return [sys.executable, "-m", "forensics", "ingest", str(path), "--db", str(db), "--json"]
+
+
+def prefix(src: Path, fraction: float, out: Path) -> Path:
+    """The first part of a rendering, cut where an entry starts."""
+    size = int(src.stat().st_size * fraction)
+    with open(src, "rb") as fh:
+        data = fh.read(size)
+    cut = data.rfind(b"\n2026-") + 1
+    out.write_bytes(data[:cut])
+    return out
+
+
+def count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 24):
+            n += chunk.count(b"\n")
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, default=1_500_000)
+    ap.add_argument("--skip-scaling", action="store_true")
+    args = ap.parse_args()
+    files = generate.build(HERE / "out", args.lines)
+    log, js = files["short-iso-precise"], files["json"]
+    mb = log.stat().st_size / 2**20
+    n_lines = count_lines(log)
+    js_mb = js.stat().st_size / 2**20
+    print(f"incident: {log.name}: {n_lines:,} lines, {mb:,.0f} MB; {js.name}: {js_mb:,.0f} MB\n")
+    rows: list[tuple[str, float, int, str]] = []
+    with tempfile.TemporaryDirectory(prefix="forensics-bench-") as tmp:
+        tmpd = Path(tmp)
+        w, rss, out = timed(["grep", "-c", "forensics:checksum", str(log)])
+        rows.append(("grep -c forensics:checksum (read floor)", w, rss, out.strip() + " lines"))
+        w, rss, out = timed([sys.executable, "-c", DUCKDB_QUERY, str(log)])
+        rows.append(("DuckDB read_csv + regexp_extract + src/dst join", w, rss, out.strip()))
+        if shutil.which("lnav"):
+            sql = ";SELECT count(*) AS n FROM all_logs WHERE log_body LIKE '%forensics:checksum%'"
+            w, rss, out = timed(
+                ["lnav", "-n", "-c", sql, str(log)], env={**os.environ, "HOME": tmp}
+            )
+            rows.append(("lnav: load + count checksum lines (SQL)", w, rss, " ".join(out.split())))
+        else:
+            print("lnav not installed (apt-get install lnav): its row is missing\n")
+        w, rss, _ = timed(ingest_cmd(log, tmpd / "a.duckdb"))
+        rows.append(("forensics ingest (short-iso-precise, every entry)", w, rss, ""))
+        w, rss, _ = timed(ingest_cmd(js, tmpd / "b.duckdb"))
+        rows.append((f"forensics ingest (json, {js.stat().st_size / 2**20:,.0f} MB)", w, rss, ""))
+        lnav = next((r[1] for r in rows if r[0].startswith("lnav")), None)
+        grep = rows[0][1]
+        print("| what | s | lines/s | MB/s | peak RSS MB | × lnav | × grep | result |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        for name, w, rss, res in rows:
+            vs_lnav = f"{lnav / w:.1f}" if lnav else "-"
+            print(f"| {name} | {w:.2f} | {n_lines / w:,.0f} | {mb / w:,.0f} | {rss:,} | "
+                  f"{vs_lnav} | {w / grep:.1f} | {res[:40]} |")  # fmt: skip
+        if args.skip_scaling:
+            return
+        print("\nscaling (forensics ingest, short-iso-precise):\n")
+        print("| size | MB | s | s per 100 MB | peak RSS MB |")
+        print("|---|---:|---:|---:|---:|")
+        for frac in (0.25, 0.5, 1.0):
+            part = log if frac == 1.0 else prefix(log, frac, tmpd / f"part-{frac}.log")
+            size = part.stat().st_size / 2**20
+            w, rss, _ = timed(ingest_cmd(part, tmpd / f"s{frac}.duckdb"))
+            print(f"| {int(frac * 4)}× | {size:,.0f} | {w:.2f} | {w / size * 100:.2f} | {rss:,} |")
+
+
+if __name__ == "__main__":
+    main()
