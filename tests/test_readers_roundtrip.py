@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics.store import connect_read_only
 
 from . import corpus
 
@@ -17,13 +16,8 @@ STRUCTURED = {"json", "json-seq", "export", "journal"}
 
 
 def _rows(db: Path) -> list[dict]:
-    con = connect_read_only(db)
-    try:
-        rel = con.sql("SELECT * FROM entries ORDER BY entry_no")
-        cols = rel.columns
-        return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
-    finally:
-        con.close()
+    cols, rows = forensics.query("SELECT * FROM entries ORDER BY entry_no", db)
+    return [dict(zip(cols, r, strict=True)) for r in rows]
 
 
 def _bytes(row: dict) -> bytes:

@@ -262,10 +262,11 @@ class TextReader:
             data = stream.read(CHUNK_BYTES)
             if not data:
                 if carry:
-                    yield (carry if carry.endswith(b"\n") else carry + b"\n"), line
-                self.ctx.lines = line - 1 + (1 if carry and not carry.endswith(b"\n") else 0)
-                if carry:
-                    self.ctx.lines = line - 1 + carry.count(b"\n") + (not carry.endswith(b"\n"))
+                    if not carry.endswith(b"\n"):
+                        carry += b"\n"  # a last line without its newline is still a line
+                    yield carry, line
+                    line += carry.count(b"\n")
+                self.ctx.lines = line - 1
                 return
             buf = carry + data
             cut = self._cut(buf)
