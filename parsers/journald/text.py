@@ -378,7 +378,8 @@ class TextReader:
         df = df.with_columns(boot_id=boot)
         markers = int(marker.sum())
         if not cont.any():
-            out = df.filter("hdr")
+            # The raw line is only needed for continuations: don't copy it along.
+            out = df.drop("line").filter("hdr")
             return _Parsed(out, quarantine, markers, last_boot, notes)
         cont_idx = nh.filter(cont)
         cont_msg = body.filter(cont).str.slice(plen.filter(cont))
@@ -402,8 +403,6 @@ class TextReader:
 
     def _columns(self, df: pl.DataFrame, ts_us: pl.Series, mono_us: pl.Series) -> pl.DataFrame:
         """The entry columns (entry_no still block-relative; boot ids still local)."""
-        if self.regex is not None and "entry" not in df.columns:
-            df = df.filter(pl.col("hdr"))
         invalid = df["raw"].is_not_null() if "any_raw" not in df.columns else df["any_raw"]
         message_raw = _raw_messages(df, invalid) if invalid.any() else None
 
