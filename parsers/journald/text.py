@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -19,10 +17,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .blocks import blocks, line_start_cut, ordered_parallel
 from .context import ReadContext
 
-CHUNK_BYTES = 16 << 20
-MAX_CARRY_BYTES = 256 << 20  # one multi-line entry may grow a chunk up to this
 # Only the header is matched (the regex stops at "ident[pid]: "); the message is the rest
 # of the line, sliced off by length: matching the message too costs 30× more. The fast
 # form excludes ":" and "[" from identifiers (a lazy match costs 3× more); lines it
@@ -229,10 +226,8 @@ class _Parsed:
 
 
 class TextReader:
-    """Blocks are cut where an entry starts, so each parses on its own: two workers parse
-    while the caller stores; only boot ids, years and numbering are settled in order."""
-
-    WORKERS = 2
+    """Blocks of whole entries parse on their own in worker threads (see blocks.py); boot
+    ids, years and numbering are settled in order in `_finish`."""
 
     def __init__(self, fmt: TextFormat, ctx: ReadContext) -> None:
         self.fmt = fmt
@@ -244,53 +239,12 @@ class TextReader:
         self.entry_no = 0
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
-        with ThreadPoolExecutor(self.WORKERS, thread_name_prefix="forensics-parse") as pool:
-            pending: deque = deque()
-            for block, first_line in self._blocks(stream):
-                pending.append(pool.submit(self._parse, block, first_line))
-                if len(pending) > self.WORKERS:
-                    yield self._finish(pending.popleft().result())
-            while pending:
-                yield self._finish(pending.popleft().result())
-
-    def _blocks(self, stream: BinaryIO) -> Iterator[tuple[bytes, int]]:
-        """Blocks of whole entries: cut before a line that starts an entry (journalctl
-        indents continuation lines, so a line not starting with a space starts one)."""
-        carry = b""
-        line = 1
-        while True:
-            data = stream.read(CHUNK_BYTES)
-            if not data:
-                if carry:
-                    if not carry.endswith(b"\n"):
-                        carry += b"\n"  # a last line without its newline is still a line
-                    yield carry, line
-                    line += carry.count(b"\n")
-                self.ctx.lines = line - 1
-                return
-            buf = carry + data
-            cut = self._cut(buf)
-            if cut <= 0:
-                carry = buf  # one entry longer than a block: read on
-                if len(carry) < MAX_CARRY_BYTES:
-                    continue
-                cut = buf.rfind(b"\n") + 1
-                if cut == 0:
-                    continue
-            block, carry = buf[:cut], buf[cut:]
-            yield block, line
-            line += block.count(b"\n")
-
-    def _cut(self, buf: bytes) -> int:
-        end = len(buf)
-        while True:
-            nl = buf.rfind(b"\n", 0, end)
-            if nl < 0:
-                return 0
-            start = nl + 1
-            if start < len(buf) and (self.regex is None or buf[start] != 0x20):
-                return start
-            end = nl
+        # journalctl indents continuation lines: a line not starting with a space starts
+        # an entry (cat has no continuations: any line does).
+        counter = [0]
+        cut = line_start_cut(continuation_indent=self.regex is not None)
+        yield from ordered_parallel(blocks(stream, cut, counter), self._parse, self._finish)
+        self.ctx.lines = counter[0]
 
     def _parse(self, block: bytes, first_line: int) -> _Parsed:
         binary, _ = _split_lines(block)

@@ -1,0 +1,83 @@
+"""Streams as blocks of whole records, parsed by worker threads, handed back in order.
+
+Used by the line-oriented readers (text renderings, json): a block is cut where a record
+starts, so each block parses on its own; only what depends on earlier blocks (numbering,
+boot ids, years) is settled in order by the caller's `finish`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import BinaryIO, TypeVar
+
+BLOCK_BYTES = 16 << 20
+MAX_CARRY_BYTES = 256 << 20  # one record may grow a block up to this
+WORKERS = 2
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def line_start_cut(continuation_indent: bool) -> Callable[[bytes], int]:
+    """Where a block may end: after the last newline, and, when continuation lines are
+    indented (journalctl's text renderings), only before a line that is not."""
+
+    def cut(buf: bytes) -> int:
+        end = len(buf)
+        while True:
+            nl = buf.rfind(b"\n", 0, end)
+            if nl < 0:
+                return 0
+            start = nl + 1
+            if start < len(buf) and not (continuation_indent and buf[start] == 0x20):
+                return start
+            if not continuation_indent and start == len(buf):
+                return start
+            end = nl
+
+    return cut
+
+
+def blocks(
+    stream: BinaryIO, cut: Callable[[bytes], int], counter: list[int]
+) -> Iterator[tuple[bytes, int]]:
+    """(block, number of its first line); every block ends in a newline. `counter[0]` is
+    the number of lines read, once the stream is exhausted."""
+    carry = b""
+    line = 1
+    while True:
+        data = stream.read(BLOCK_BYTES)
+        if not data:
+            if carry:
+                if not carry.endswith(b"\n"):
+                    carry += b"\n"  # a last line without its newline is still a line
+                yield carry, line
+                line += carry.count(b"\n")
+            counter[0] = line - 1
+            return
+        buf = carry + data
+        at = cut(buf)
+        if at <= 0:
+            carry = buf  # one record longer than a block: read on
+            if len(carry) < MAX_CARRY_BYTES:
+                continue
+            at = buf.rfind(b"\n") + 1
+            if at == 0:
+                continue
+        block, carry = buf[:at], buf[at:]
+        yield block, line
+        line += block.count(b"\n")
+
+
+def ordered_parallel(items: Iterator[T], parse: Callable[..., R], finish: Callable[[R], object]):
+    """finish(parse(*item)) for every item, parsed by worker threads, finished in order."""
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="forensics-parse") as pool:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(parse, *item))
+            if len(pending) > WORKERS:
+                yield finish(pending.popleft().result())
+        while pending:
+            yield finish(pending.popleft().result())
