@@ -28,6 +28,7 @@ from .parsers.journald import (
     sniff,
 )
 from .parsers.journald.text import TEXT_FORMATS
+from .records import extract_records
 from .store import ENTRY_COLUMNS, connect, db_path, first_row, scalar, transaction
 
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
@@ -49,6 +50,7 @@ class SourceResult:
     bytes: int = 0
     notes: list[str] = field(default_factory=list)
     reason: str = ""
+    records: dict[str, int] = field(default_factory=dict)  # forensic records per kind
 
 
 @dataclass
@@ -188,6 +190,10 @@ def _ingest_one(
     res.rejoined = _rejoin(con, source_id, chosen in TEXT_FORMATS)
     res.duplicates = _drop_duplicates(con, source_id)
     res.entries = scalar(con, "SELECT count(*) FROM entries WHERE source_id = ?", [source_id])
+    # A record that breaks the contract is quarantined with its reason; its entry stays.
+    res.records, rejected = extract_records(con, source_id, run)
+    for line, reason, raw in rejected:
+        ctx.reject(line, reason, raw)
     if ctx.quarantine:
         q = pa.table(
             {

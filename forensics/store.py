@@ -11,7 +11,7 @@ import duckdb
 
 from .errors import ForensicsError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = "forensics.duckdb"
 # Bounded so that ingest stays well under 2 GB whatever the input size (DuckDB spills).
 MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "1GB")
@@ -64,6 +64,27 @@ CREATE TABLE entries (
     fields       VARCHAR USING COMPRESSION zstd,
     parts        SMALLINT NOT NULL DEFAULT 1,
     key          UBIGINT NOT NULL
+);
+-- Forensic records (docs/log-contract.md). Each row keeps where it came from: the run,
+-- the host and time of its journal entry, and (source_id, entry_no) of that entry.
+CREATE TABLE checksums (
+    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
+    entry_no BIGINT NOT NULL,
+    side VARCHAR NOT NULL, room UBIGINT NOT NULL, rid VARCHAR, buf VARCHAR NOT NULL,
+    layer VARCHAR, tp BIGINT, dtype VARCHAR, nbytes BIGINT,
+    head VARCHAR, tail VARCHAR, "full" VARCHAR, extra VARCHAR
+);
+CREATE TABLE canary (
+    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
+    entry_no BIGINT NOT NULL,
+    step BIGINT NOT NULL, layer BIGINT NOT NULL, bs BIGINT, mode VARCHAR,
+    expected BIGINT[], changed BIGINT[], unexpected BIGINT[],
+    n_expected BIGINT, n_changed BIGINT, n_unexpected BIGINT, extra VARCHAR
+);
+CREATE TABLE steps (
+    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
+    entry_no BIGINT NOT NULL,
+    step BIGINT NOT NULL, bs BIGINT, rids VARCHAR[], rooms UBIGINT[], extra VARCHAR
 );
 CREATE TABLE quarantine (
     source_id INTEGER NOT NULL,

@@ -1,0 +1,329 @@
+"""`forensics:<kind> key=value …` / `forensics:<kind> {json}` / FORENSICS_* fields → records.
+
+The common form (key=value) is split for all rows at once by polars; the JSON body and
+structured-field forms, and quoted values, are rare and read in Python. Every kind is
+validated column-wise; a row that breaks the contract becomes a reject with its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import orjson
+import polars as pl
+
+TOKEN = r"forensics:([A-Za-z_][A-Za-z0-9_]*)"
+_PAIR = r'[A-Za-z_][A-Za-z0-9_]*=(?:"(?:[^"\\]|\\.)*"|[^\s"]\S*|)'
+ROOM_MAX = (1 << 63) - 1
+KINDS = ("checksum", "canary", "step")
+KNOWN = {
+    "checksum": {"side", "room", "rid", "buf", "layer", "tp", "dtype", "nbytes", "head", "tail", "full"},
+    "canary": {"step", "layer", "bs", "mode", "expected", "changed", "unexpected"},
+    "step": {"step", "bs", "rids", "rooms"},
+}  # fmt: skip
+
+
+@dataclass
+class Records:
+    checksum: pl.DataFrame
+    canary: pl.DataFrame
+    step: pl.DataFrame
+    rejects: list[tuple[int, str]] = field(default_factory=list)  # (row, reason)
+
+
+def _unquote(v: str) -> str:
+    try:
+        out = orjson.loads(v)
+        if isinstance(out, str):
+            return out
+    except orjson.JSONDecodeError:
+        pass
+    return re.sub(r"\\(.)", r"\1", v[1:-1])
+
+
+def _json_value(v: object) -> str:
+    if isinstance(v, list):
+        return "[" + ",".join(_json_value(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else str(v)
+
+
+def _long_kv(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """(row, key, value) of key=value bodies, and per row whether text was left over."""
+    pairs = df.select(
+        "row",
+        pair=pl.col("body").str.extract_all(_PAIR),
+        rest=pl.col("body").str.replace_all(_PAIR, "").str.strip_chars(),
+    )
+    leftover = pairs.filter(pl.col("rest") != "").select("row", "rest")
+    long = (
+        pairs.select("row", "pair")
+        .explode("pair")
+        .drop_nulls("pair")
+        .select(
+            "row",
+            key=pl.col("pair").str.extract(r"^([^=]+)=", 1),
+            value=pl.col("pair").str.replace(r"^[^=]+=", ""),
+        )
+    )
+    quoted = long["value"].str.starts_with('"')
+    if quoted.any():
+        idx = quoted.arg_true()
+        plain = [_unquote(v) for v in long["value"].gather(idx).to_list()]
+        long = long.with_columns(long["value"].scatter(idx, pl.Series(plain, dtype=pl.String)))
+    return long, leftover
+
+
+def parse_records(entries: pl.DataFrame) -> Records:
+    """Records of entries (columns `message`, `fields`); `row` in the output indexes them."""
+    msg = pl.col("message").cast(pl.String)
+    kind = msg.str.extract(TOKEN, 1)
+    # The body is what follows the token: sliced by position (a regex capturing the rest
+    # of the line costs several times more).
+    start = msg.str.find("forensics:", literal=True) + 10 + kind.str.len_chars()
+    df = entries.select(
+        row=pl.int_range(pl.len(), dtype=pl.Int64),
+        kind=kind,
+        body=msg.str.slice(start.fill_null(0)).str.strip_chars(),
+        fields=pl.col("fields").cast(pl.String),
+    )
+    rejects: list[tuple[int, str]] = []
+    parts = []
+    structured = df.filter(pl.col("fields").str.contains('"FORENSICS_KIND"', literal=True).fill_null(False))
+    srows = set(structured["row"].to_list())
+    kv = df.filter(pl.col("kind").is_not_null() & ~pl.col("row").is_in(list(srows)))
+    is_json = kv["body"].str.starts_with("{")
+    rows_py: list[tuple[int, str, str, str]] = []
+    for row, kind, body in kv.filter(is_json).select("row", "kind", "body").iter_rows():
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            rejects.append((row, f"{kind}: JSON body does not parse"))
+            continue
+        if not isinstance(obj, dict):
+            rejects.append((row, f"{kind}: JSON body is not an object"))
+            continue
+        rows_py += [(row, kind, str(k), _json_value(v)) for k, v in obj.items()]
+    for row, fields in structured.select("row", "fields").iter_rows():
+        obj = orjson.loads(fields)
+        kind = str(obj.get("FORENSICS_KIND", "")).lower()
+        for k, v in obj.items():
+            if k.startswith("FORENSICS_") and k != "FORENSICS_KIND":
+                rows_py.append((row, kind, k.removeprefix("FORENSICS_").lower(), _json_value(v)))
+        if not any(k != "FORENSICS_KIND" and k.startswith("FORENSICS_") for k in obj):
+            rows_py.append((row, kind, "_", ""))  # a record with no keys still is one
+    plain = kv.filter(~is_json)
+    long, leftover = _long_kv(plain)
+    long = long.join(plain.select("row", "kind"), on="row")
+    parts.append(long.select("row", "kind", "key", "value"))
+    if rows_py:
+        parts.append(pl.DataFrame(rows_py, schema=["row", "kind", "key", "value"], orient="row"))
+    allkv = pl.concat(parts) if parts else pl.DataFrame(schema={"row": pl.Int64, "kind": pl.String, "key": pl.String, "value": pl.String})
+    # Records with no pairs at all still exist (and fail validation with a reason).
+    kinds = pl.concat(
+        [
+            plain.select("row", "kind"),
+            kv.filter(is_json).select("row", "kind"),
+            pl.DataFrame(
+                [(r, k) for r, k in {(x[0], x[1]) for x in rows_py}], schema=["row", "kind"], orient="row"
+            ).cast({"row": pl.Int64}),
+        ]
+    ).unique("row")
+    for kind in kinds["kind"].unique().to_list():
+        if kind not in KINDS:
+            for row in kinds.filter(pl.col("kind") == kind)["row"].to_list():
+                rejects.append((row, f"unknown record kind {kind!r}"))
+    leftovers = dict(leftover.iter_rows())
+    out = {}
+    for kind in KINDS:
+        rows = kinds.filter(pl.col("kind") == kind).select("row").sort("row")
+        sub = allkv.filter(pl.col("kind") == kind).drop("kind")
+        # A key given twice in one record: the first counts.
+        pivoted = sub.pivot(on="key", index="row", values="value", aggregate_function="first")
+        wide = rows.join(pivoted if len(sub) else rows, on="row", how="left")
+        for k in KNOWN[kind]:
+            if k not in wide.columns:
+                wide = wide.with_columns(pl.lit(None, pl.String).alias(k))
+        extra = _extra(wide, KNOWN[kind], leftovers)
+        out[kind], bad = _VALIDATE[kind](wide.with_columns(extra=extra))
+        rejects += bad
+    return Records(out["checksum"], out["canary"], out["step"], sorted(rejects))
+
+
+def _extra(wide: pl.DataFrame, known: set[str], leftovers: dict[int, str]) -> pl.Series:
+    unknown = [c for c in wide.columns if c not in known and c not in ("row", "_")]
+    vals: list[str | None] = []
+    cols = wide.select(["row", *unknown]).iter_rows() if unknown or leftovers else None
+    if cols is None:
+        return pl.repeat(None, len(wide), dtype=pl.String, eager=True)
+    for r in cols:
+        d = {k: v for k, v in zip(unknown, r[1:], strict=True) if v is not None}
+        if r[0] in leftovers:
+            d["_unparsed"] = leftovers[r[0]]
+        vals.append(orjson.dumps(d).decode() if d else None)
+    return pl.Series(vals, dtype=pl.String)
+
+
+def _first_failure(wide: pl.DataFrame, checks: list[tuple[pl.Expr, str]]) -> pl.Series:
+    expr = pl.lit(None, pl.String)
+    for ok, reason in reversed(checks):
+        expr = pl.when(~ok.fill_null(False)).then(pl.lit(reason)).otherwise(expr)
+    return wide.select(expr.alias("reason")).to_series()
+
+
+def _split(wide: pl.DataFrame, reason: pl.Series) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
+    bad = wide.with_columns(reason=reason).filter(pl.col("reason").is_not_null())
+    return wide.filter(reason.is_null()), list(bad.select("row", "reason").iter_rows())
+
+
+def _int(name: str) -> pl.Expr:
+    return pl.col(name).cast(pl.Int64, strict=False)
+
+
+def _checksum(wide: pl.DataFrame):
+    room = pl.col("room").cast(pl.UInt64, strict=False)
+    reason = _first_failure(
+        wide,
+        [
+            (pl.col("side").is_in(["src", "dst"]), "checksum: side must be src or dst"),
+            (pl.col("room").is_not_null(), "checksum: no room"),
+            (room.is_not_null() & (room <= ROOM_MAX), "checksum: room is not an unsigned 63-bit number"),
+            (pl.any_horizontal(pl.col(c).is_not_null() for c in ("head", "tail", "full")),
+             "checksum: no head, tail or full digest"),
+            (pl.col("tp").is_null() | _int("tp").is_not_null(), "checksum: tp is not a number"),
+            (pl.col("nbytes").is_null() | _int("nbytes").is_not_null(), "checksum: nbytes is not a number"),
+        ],
+    )  # fmt: skip
+    ok, bad = _split(wide, reason)
+    ok = ok.select(
+        "row", "side", room=room, rid="rid", buf=pl.col("buf").fill_null("index_k"),
+        layer="layer", tp=_int("tp"), dtype="dtype", nbytes=_int("nbytes"),
+        head="head", tail="tail", full="full", extra="extra",
+    )  # fmt: skip
+    return ok, bad
+
+
+def pages(value: str | None) -> tuple[list[int] | None, int | None]:
+    """A page list or a count (a bare integer is a count; see docs/log-contract.md)."""
+    if value is None:
+        return None, None
+    v = value.strip()
+    if re.fullmatch(r"\d+", v):
+        return None, int(v)
+    v = v.strip("[]").strip()
+    if v in ("", "-"):
+        return [], 0
+    out: list[int] = []
+    for tok in v.split(","):
+        tok = tok.strip()
+        a, sep, b = tok.partition("-")
+        if sep:
+            lo, hi = int(a), int(b)
+            if hi < lo:
+                raise ValueError(f"range {tok} runs backwards")
+            out.extend(range(lo, hi + 1))
+        else:
+            out.append(int(tok))
+    return out, len(out)
+
+
+def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(list, count, error) per value, vectorised: a bare integer is a count, anything
+    else a list with ranges (see pages(), the same rule one value at a time)."""
+    n = len(values)
+    v = values.str.strip_chars()
+    is_count = v.str.contains(r"^\d+$").fill_null(False)
+    body = v.str.strip_chars("[] ")
+    empty = body.is_in(["", "-"]).fill_null(False)
+    as_list = ~is_count & values.is_not_null() & ~empty
+    toks = (
+        pl.DataFrame({"i": pl.int_range(n, eager=True), "b": body})
+        .filter(as_list)
+        .with_columns(tok=pl.col("b").str.split(","))
+        .explode("tok")
+        .with_columns(tok=pl.col("tok").str.strip_chars())
+        .with_columns(
+            lo=pl.col("tok").str.extract(r"^(\d+)(?:-\d+)?$", 1).cast(pl.Int64),
+            hi=pl.coalesce(pl.col("tok").str.extract(r"^\d+-(\d+)$", 1), pl.col("tok").str.extract(r"^(\d+)$", 1)).cast(pl.Int64),
+        )
+    )
+    bad_rows = toks.filter(pl.col("lo").is_null() | pl.col("hi").is_null() | (pl.col("hi") < pl.col("lo")))["i"].unique()
+    good = toks.filter(~pl.col("i").is_in(bad_rows.implode()))
+    lists = (
+        good.with_columns(p=pl.int_ranges("lo", pl.col("hi") + 1))
+        .explode("p")
+        .group_by("i", maintain_order=True)
+        .agg(pl.col("p"))
+    )
+    frame = pl.DataFrame({"i": pl.int_range(n, eager=True)}).join(lists, on="i", how="left")
+    lst = frame.select(
+        pl.when(pl.Series(empty)).then(pl.lit([], pl.List(pl.Int64))).otherwise(pl.col("p"))
+    ).to_series()
+    count = pl.select(
+        pl.when(pl.Series(is_count)).then(v.cast(pl.Int64, strict=False)).otherwise(lst.list.len().cast(pl.Int64))
+    ).to_series()
+    err = pl.Series([False] * n, dtype=pl.Boolean)
+    if len(bad_rows):
+        err = err.scatter(bad_rows, True)
+    return lst, count, err
+
+
+def _canary(wide: pl.DataFrame):
+    reason = _first_failure(
+        wide,
+        [
+            (_int("step").is_not_null(), "canary: no step (or not a number)"),
+            (_int("layer").is_not_null(), "canary: no layer (or not a number)"),
+        ],
+    )
+    ok, bad = _split(wide, reason)
+    parsed = {k: _pages_column(ok[k]) for k in ("expected", "changed", "unexpected")}
+    err = parsed["expected"][2] | parsed["changed"][2] | parsed["unexpected"][2]
+    bad += [(row, "canary: bad page list") for row in ok.filter(err)["row"].to_list()]
+    el, en, _ = parsed["expected"]
+    cl, cn, _ = parsed["changed"]
+    ul, un, _ = parsed["unexpected"]
+    out = ok.select("row", step=_int("step"), layer=_int("layer"), bs=_int("bs"), mode="mode").with_columns(
+        expected=el, changed=cl, n_expected=en, n_changed=cn, extra=ok["extra"],
+        # Not given but both lists are: what changed outside what was expected.
+        unexpected=pl.when(ok["unexpected"].is_null() & el.is_not_null() & cl.is_not_null())
+        .then(cl.list.set_difference(el).list.sort())
+        .otherwise(ul),
+    )  # fmt: skip
+    out = out.with_columns(
+        n_unexpected=pl.when(ok["unexpected"].is_null() & el.is_not_null() & cl.is_not_null())
+        .then(pl.col("unexpected").list.len().cast(pl.Int64))
+        .otherwise(un)
+    ).filter(~err)
+    cols = ["row", "step", "layer", "bs", "mode", "expected", "changed", "unexpected",
+            "n_expected", "n_changed", "n_unexpected", "extra"]  # fmt: skip
+    return out.select(cols), bad
+
+
+def _list(col: str) -> pl.Expr:
+    v = pl.col(col).str.strip_chars("[] ")
+    return pl.when(v.is_in(["", "-"])).then(pl.lit([], pl.List(pl.String))).otherwise(
+        v.str.split(",").list.eval(pl.element().str.strip_chars())
+    )
+
+
+def _step(wide: pl.DataFrame):
+    rooms = _list("rooms").list.eval(pl.element().cast(pl.UInt64, strict=False))
+    reason = _first_failure(
+        wide,
+        [
+            (_int("step").is_not_null(), "step: no step (or not a number)"),
+            (pl.col("rooms").is_null() | ~rooms.list.eval(pl.element().is_null()).list.any(),
+             "step: rooms must be numbers"),
+        ],
+    )  # fmt: skip
+    ok, bad = _split(wide, reason)
+    out = ok.select("row", step=_int("step"), bs=_int("bs"), rids=_list("rids"), rooms=rooms, extra="extra")
+    return out, bad
+
+
+_VALIDATE = {"checksum": _checksum, "canary": _canary, "step": _step}
