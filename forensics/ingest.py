@@ -28,7 +28,8 @@ from .parsers.journald import (
     sniff,
 )
 from .parsers.journald.text import TEXT_FORMATS
-from .records import extract_records
+from .records import TABLES as RECORD_TABLES
+from .records import RecordSink
 from .store import ENTRY_COLUMNS, connect, db_path, first_row, scalar, transaction
 
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
@@ -160,14 +161,18 @@ def _ingest_one(
     # Entries go straight into their table (no staging copy); the transaction undoes them
     # if anything below fails, and dedupe/rejoin work on this source's rows only.
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
+    records = RecordSink(con, source_id, run)
     try:
         for batch in _prefetch(_batches(opened, inp, chosen, ctx)):
             # A relation, not register(): DuckDB keeps registered tables alive until the
             # transaction ends, which made memory grow with the size of the input.
             con.from_arrow(batch).select(_insert_columns(source_id)).insert_into("entries")
+            records.submit(batch)
             _report_batch(batch.num_rows)
     except (JournalctlMissing, JournalctlFailed) as exc:
         raise ForensicsError(str(exc)) from None
+    finally:
+        records.close()
     # Drain what the reader did not need, so that the digest covers the whole file.
     while opened.stream.read(1 << 20):
         pass
@@ -183,16 +188,21 @@ def _ingest_one(
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
     if dup is not None:
         con.execute("DELETE FROM entries WHERE source_id = ?", [source_id])
+        for table in RECORD_TABLES.values():
+            con.execute(f"DELETE FROM {table} WHERE source_id = ?", [source_id])
         res.status = "skipped"
         res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
         return res
     res.source_id = source_id
-    res.rejoined = _rejoin(con, source_id, chosen in TEXT_FORMATS)
+    rewritten = _rejoin(con, source_id, chosen in TEXT_FORMATS)
+    res.rejoined = len(rewritten)
     res.duplicates = _drop_duplicates(con, source_id)
     res.entries = scalar(con, "SELECT count(*) FROM entries WHERE source_id = ?", [source_id])
+    if res.rejoined or res.duplicates:
+        records.reconcile(rewritten)
+    res.records = records.counts
     # A record that breaks the contract is quarantined with its reason; its entry stays.
-    res.records, rejected = extract_records(con, source_id, run)
-    for line, reason, raw in rejected:
+    for _entry_no, line, reason, raw in records.rejects:
         ctx.reject(line, reason, raw)
     if ctx.quarantine:
         q = pa.table(
@@ -284,7 +294,7 @@ def _display_path(inp: Input) -> str:
     return "-" if inp.path is None else str(inp.path.resolve())
 
 
-def _rejoin(con: duckdb.DuckDBPyConnection, source_id: int, text: bool) -> int:
+def _rejoin(con: duckdb.DuckDBPyConnection, source_id: int, text: bool) -> list[int]:
     """Join stdout lines that journald split at LineMax back into one entry.
 
     Structured renderings mark the split (`_LINE_BREAK=line-max`); text renderings do
@@ -296,7 +306,7 @@ def _rejoin(con: duckdb.DuckDBPyConnection, source_id: int, text: bool) -> int:
         brk = f"({brk} OR strlen(message) = {LINE_MAX})"
     mine = f"(SELECT * FROM entries WHERE source_id = {int(source_id)})"
     if not scalar(con, f"SELECT count(*) FROM {mine} WHERE {brk}"):
-        return 0
+        return []
     stream = "PARTITION BY host, boot_id, pid, ident, unit ORDER BY entry_no"
     con.execute(
         f"""
@@ -342,9 +352,9 @@ def _rejoin(con: duckdb.DuckDBPyConnection, source_id: int, text: bool) -> int:
         f"""DELETE FROM entries WHERE source_id = {int(source_id)} AND entry_no IN
             (SELECT entry_no FROM _joined WHERE entry_no <> head)"""
     )
-    n = scalar(con, "SELECT count(*) FROM _merged")
+    heads = [r[0] for r in con.execute("SELECT head FROM _merged ORDER BY head").fetchall()]
     con.execute("DROP TABLE _joined; DROP TABLE _merged")
-    return n
+    return heads
 
 
 def _drop_duplicates(con: duckdb.DuckDBPyConnection, source_id: int) -> int:

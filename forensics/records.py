@@ -1,54 +1,109 @@
-"""After a source's entries are stored: its forensic records into their tables."""
+"""A source's forensic records into their tables, parsed while its entries are stored.
+
+Each batch a reader yields is parsed for records in a worker thread while DuckDB stores
+the next batch; results are stored in order. Entries that ingest later drops (overlap
+duplicates) or rewrites (LineMax rejoins) have their records dropped or re-read by
+`reconcile`.
+"""
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from .parsers.records import parse_records
-from .store import first_row
 
 TABLES = {"checksum": "checksums", "canary": "canary", "step": "steps"}
-WINDOW = 250_000  # entries per slice: memory stays bounded whatever the source's size
-_CANDIDATES = """
-    SELECT entry_no, line_first, host, ts_us, message, fields FROM entries
-    WHERE source_id = ? AND entry_no >= ? AND entry_no < ?
-      AND (message LIKE '%forensics:%' OR fields LIKE '%"FORENSICS_KIND"%')
-    ORDER BY entry_no
-"""
+_COLUMNS = ["entry_no", "line_first", "host", "ts_us", "message", "fields"]
+Reject = tuple[int, int, str, str]  # entry_no, line, reason, message
 
 
-def extract_records(
-    con: duckdb.DuckDBPyConnection, source_id: int, run: str
-) -> tuple[dict[str, int], list[tuple[int, str, str]]]:
-    """Counts stored per kind, and rejected records as (line, reason, message)."""
-    counts = dict.fromkeys(TABLES, 0)
-    rejects: list[tuple[int, str, str]] = []
-    lo, hi = first_row(
-        con, "SELECT min(entry_no), max(entry_no) FROM entries WHERE source_id = ?", [source_id]
+def _records_of(entries: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
+    cand = entries.filter(
+        pl.col("message").str.contains("forensics:", literal=True).fill_null(False)
+        | pl.col("fields")
+        .cast(pl.String)
+        .str.contains('"FORENSICS_KIND"', literal=True)
+        .fill_null(False)
     )
-    if lo is None:
-        return counts, rejects
-    columns = {t: [c[0] for c in con.execute(f"DESCRIBE {t}").fetchall()] for t in TABLES.values()}
-    for start in range(lo, hi + 1, WINDOW):
-        entries = con.sql(_CANDIDATES, params=[source_id, start, start + WINDOW]).pl()
-        if entries.is_empty():
-            continue
-        recs = parse_records(entries)
-        origin = entries.select(
-            row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us",
-            entry_no="entry_no",
-        )  # fmt: skip
+    if cand.is_empty():
+        return {}, []
+    recs = parse_records(cand)
+    origin = cand.select(
+        row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
+    )
+    out = {}
+    for kind in TABLES:
+        df = getattr(recs, kind)
+        if not df.is_empty():
+            out[kind] = origin.join(df, on="row")
+    nos, lines, msgs = (cand[c].to_list() for c in ("entry_no", "line_first", "message"))
+    rejects = [(nos[r], lines[r], reason, msgs[r] or "") for r, reason in recs.rejects]
+    return out, rejects
+
+
+def _batch_records(batch: pa.Table) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
+    return _records_of(pl.from_arrow(batch.select(_COLUMNS)))  # type: ignore[arg-type]
+
+
+class RecordSink:
+    """Records of the batches of one source, parsed in a worker, stored in order."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, source_id: int, run: str) -> None:
+        self.con = con
+        self.source_id = source_id
+        self.run = run
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="forensics-records")
+        self.pending: deque[Future] = deque()
+        self.counts = dict.fromkeys(TABLES, 0)
+        self.rejects: list[Reject] = []
+        self.columns = {
+            t: [c[0] for c in con.execute(f"DESCRIBE {t}").fetchall()] for t in TABLES.values()
+        }
+
+    def submit(self, batch: pa.Table) -> None:
+        self.pending.append(self.pool.submit(_batch_records, batch))
+        while self.pending and self.pending[0].done():
+            self._store(*self.pending.popleft().result())
+
+    def close(self) -> None:
+        try:
+            while self.pending:
+                self._store(*self.pending.popleft().result())
+        finally:
+            self.pool.shutdown(cancel_futures=True)
+
+    def _store(self, frames: dict[str, pl.DataFrame], rejects: list[Reject]) -> None:
+        for kind, df in frames.items():
+            table = TABLES[kind]
+            df = df.with_columns(run=pl.lit(self.run), source_id=pl.lit(self.source_id, pl.Int32))
+            self.con.from_arrow(df.select(self.columns[table]).to_arrow()).insert_into(table)
+            self.counts[kind] += len(df)
+        self.rejects += rejects
+
+    def reconcile(self, rewritten: list[int]) -> None:
+        """After dedupe and rejoin: drop records of entries no longer stored, re-read the
+        entries whose message changed."""
+        sid = self.source_id
+        gone = f"""source_id = {sid} AND (entry_no IN ({",".join(map(str, rewritten)) or "NULL"})
+                   OR entry_no NOT IN (SELECT entry_no FROM entries WHERE source_id = {sid}))"""
         for kind, table in TABLES.items():
-            df = getattr(recs, kind)
-            if df.is_empty():
-                continue
-            df = origin.join(df, on="row").with_columns(
-                run=pl.lit(run), source_id=pl.lit(source_id, pl.Int32)
-            )
-            con.from_arrow(df.select(columns[table]).to_arrow()).insert_into(table)
-            counts[kind] += len(df)
-        lines = entries["line_first"].to_list()
-        msgs = entries["message"].to_list()
-        rejects += [(lines[row], reason, msgs[row] or "") for row, reason in recs.rejects]
-    return counts, rejects
+            n = self.con.execute(f"DELETE FROM {table} WHERE {gone}").fetchall()[0][0]
+            self.counts[kind] -= n
+        kept = {
+            r[0] for r in self.con.execute(
+                f"SELECT entry_no FROM entries WHERE source_id = {sid}"
+                f" AND entry_no IN ({','.join(str(x[0]) for x in self.rejects) or 'NULL'})"
+            ).fetchall()
+        }  # fmt: skip
+        self.rejects = [r for r in self.rejects if r[0] in kept and r[0] not in rewritten]
+        if rewritten:
+            entries = self.con.sql(
+                f"SELECT {', '.join(_COLUMNS)} FROM entries WHERE source_id = {sid}"
+                f" AND entry_no IN ({','.join(map(str, rewritten))}) ORDER BY entry_no"
+            ).pl()
+            self._store(*_records_of(entries))

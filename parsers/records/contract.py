@@ -18,10 +18,22 @@ _PAIR = r'[A-Za-z_][A-Za-z0-9_]*=(?:"(?:[^"\\]|\\.)*"|[^\s"]\S*|)'
 ROOM_MAX = (1 << 63) - 1
 KINDS = ("checksum", "canary", "step")
 KNOWN = {
-    "checksum": {"side", "room", "rid", "buf", "layer", "tp", "dtype", "nbytes", "head", "tail", "full"},
+    "checksum": {
+        "side",
+        "room",
+        "rid",
+        "buf",
+        "layer",
+        "tp",
+        "dtype",
+        "nbytes",
+        "head",
+        "tail",
+        "full",
+    },
     "canary": {"step", "layer", "bs", "mode", "expected", "changed", "unexpected"},
     "step": {"step", "bs", "rids", "rooms"},
-}  # fmt: skip
+}
 
 
 @dataclass
@@ -52,30 +64,45 @@ def _json_value(v: object) -> str:
     return v if isinstance(v, str) else str(v)
 
 
-def _long_kv(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """(row, key, value) of key=value bodies, and per row whether text was left over."""
-    pairs = df.select(
-        "row",
-        pair=pl.col("body").str.extract_all(_PAIR),
-        rest=pl.col("body").str.replace_all(_PAIR, "").str.strip_chars(),
+def _long_kv(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(row, key, value) of key=value bodies, and (row, rest) where other text was left.
+
+    Bodies without a quote split on spaces (cheap); quoted ones need the pair regex.
+    """
+    quoted = df["body"].str.contains('"', literal=True)
+    toks = (
+        df.filter(~quoted)
+        .select("row", tok=pl.col("body").str.split(" "))
+        .explode("tok")
+        .filter(pl.col("tok") != "")
     )
-    leftover = pairs.filter(pl.col("rest") != "").select("row", "rest")
-    long = (
-        pairs.select("row", "pair")
-        .explode("pair")
-        .drop_nulls("pair")
-        .select(
-            "row",
-            key=pl.col("pair").str.extract(r"^([^=]+)=", 1),
-            value=pl.col("pair").str.replace(r"^[^=]+=", ""),
-        )
+    pairs = (
+        df.filter(quoted)
+        .select("row", tok=pl.col("body").str.extract_all(_PAIR))
+        .explode("tok")
+        .drop_nulls("tok")
     )
-    quoted = long["value"].str.starts_with('"')
-    if quoted.any():
-        idx = quoted.arg_true()
+    leftover = (
+        df.filter(quoted)
+        .select("row", rest=pl.col("body").str.replace_all(_PAIR, "").str.strip_chars())
+        .filter(pl.col("rest") != "")
+    )
+    eq = pl.col("tok").str.find("=", literal=True)
+    toks = toks.with_columns(is_pair=pl.col("tok").str.contains(r"^[A-Za-z_][A-Za-z0-9_]*="))
+    stray = (
+        toks.filter(~pl.col("is_pair"))
+        .group_by("row", maintain_order=True)
+        .agg(rest=pl.col("tok").str.join(" "))
+    )
+    long = pl.concat([toks.filter("is_pair").select("row", "tok"), pairs]).select(
+        "row", key=pl.col("tok").str.slice(0, eq), value=pl.col("tok").str.slice(eq + 1)
+    )
+    quoted_v = long["value"].str.starts_with('"')
+    if quoted_v.any():
+        idx = quoted_v.arg_true()
         plain = [_unquote(v) for v in long["value"].gather(idx).to_list()]
         long = long.with_columns(long["value"].scatter(idx, pl.Series(plain, dtype=pl.String)))
-    return long, leftover
+    return long, pl.concat([leftover, stray])
 
 
 def parse_records(entries: pl.DataFrame) -> Records:
@@ -93,7 +120,9 @@ def parse_records(entries: pl.DataFrame) -> Records:
     )
     rejects: list[tuple[int, str]] = []
     parts = []
-    structured = df.filter(pl.col("fields").str.contains('"FORENSICS_KIND"', literal=True).fill_null(False))
+    structured = df.filter(
+        pl.col("fields").str.contains('"FORENSICS_KIND"', literal=True).fill_null(False)
+    )
     srows = set(structured["row"].to_list())
     kv = df.filter(pl.col("kind").is_not_null() & ~pl.col("row").is_in(list(srows)))
     is_json = kv["body"].str.starts_with("{")
@@ -122,17 +151,27 @@ def parse_records(entries: pl.DataFrame) -> Records:
     parts.append(long.select("row", "kind", "key", "value"))
     if rows_py:
         parts.append(pl.DataFrame(rows_py, schema=["row", "kind", "key", "value"], orient="row"))
-    allkv = pl.concat(parts) if parts else pl.DataFrame(schema={"row": pl.Int64, "kind": pl.String, "key": pl.String, "value": pl.String})
+    allkv = (
+        pl.concat(parts)
+        if parts
+        else pl.DataFrame(
+            schema={"row": pl.Int64, "kind": pl.String, "key": pl.String, "value": pl.String}
+        )
+    )
     # Records with no pairs at all still exist (and fail validation with a reason).
     kinds = pl.concat(
         [
             plain.select("row", "kind"),
             kv.filter(is_json).select("row", "kind"),
             pl.DataFrame(
-                [(r, k) for r, k in {(x[0], x[1]) for x in rows_py}], schema=["row", "kind"], orient="row"
+                [(r, k) for r, k in {(x[0], x[1]) for x in rows_py}],
+                schema=["row", "kind"],
+                orient="row",
             ).cast({"row": pl.Int64}),
         ]
     ).unique("row")
+    failed = [row for row, _ in rejects]  # JSON bodies that did not parse: rejected once
+    kinds = kinds.filter(~pl.col("row").is_in(failed))
     for kind in kinds["kind"].unique().to_list():
         if kind not in KINDS:
             for row in kinds.filter(pl.col("kind") == kind)["row"].to_list():
@@ -191,19 +230,37 @@ def _checksum(wide: pl.DataFrame):
         [
             (pl.col("side").is_in(["src", "dst"]), "checksum: side must be src or dst"),
             (pl.col("room").is_not_null(), "checksum: no room"),
-            (room.is_not_null() & (room <= ROOM_MAX), "checksum: room is not an unsigned 63-bit number"),
-            (pl.any_horizontal(pl.col(c).is_not_null() for c in ("head", "tail", "full")),
-             "checksum: no head, tail or full digest"),
+            (
+                room.is_not_null() & (room <= ROOM_MAX),
+                "checksum: room is not an unsigned 63-bit number",
+            ),
+            (
+                pl.any_horizontal(pl.col(c).is_not_null() for c in ("head", "tail", "full")),
+                "checksum: no head, tail or full digest",
+            ),
             (pl.col("tp").is_null() | _int("tp").is_not_null(), "checksum: tp is not a number"),
-            (pl.col("nbytes").is_null() | _int("nbytes").is_not_null(), "checksum: nbytes is not a number"),
+            (
+                pl.col("nbytes").is_null() | _int("nbytes").is_not_null(),
+                "checksum: nbytes is not a number",
+            ),
         ],
-    )  # fmt: skip
+    )
     ok, bad = _split(wide, reason)
     ok = ok.select(
-        "row", "side", room=room, rid="rid", buf=pl.col("buf").fill_null("index_k"),
-        layer="layer", tp=_int("tp"), dtype="dtype", nbytes=_int("nbytes"),
-        head="head", tail="tail", full="full", extra="extra",
-    )  # fmt: skip
+        "row",
+        "side",
+        room=room,
+        rid="rid",
+        buf=pl.col("buf").fill_null("index_k"),
+        layer="layer",
+        tp=_int("tp"),
+        dtype="dtype",
+        nbytes=_int("nbytes"),
+        head="head",
+        tail="tail",
+        full="full",
+        extra="extra",
+    )
     return ok, bad
 
 
@@ -248,10 +305,15 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
         .with_columns(tok=pl.col("tok").str.strip_chars())
         .with_columns(
             lo=pl.col("tok").str.extract(r"^(\d+)(?:-\d+)?$", 1).cast(pl.Int64),
-            hi=pl.coalesce(pl.col("tok").str.extract(r"^\d+-(\d+)$", 1), pl.col("tok").str.extract(r"^(\d+)$", 1)).cast(pl.Int64),
+            hi=pl.coalesce(
+                pl.col("tok").str.extract(r"^\d+-(\d+)$", 1),
+                pl.col("tok").str.extract(r"^(\d+)$", 1),
+            ).cast(pl.Int64),
         )
     )
-    bad_rows = toks.filter(pl.col("lo").is_null() | pl.col("hi").is_null() | (pl.col("hi") < pl.col("lo")))["i"].unique()
+    bad_rows = toks.filter(
+        pl.col("lo").is_null() | pl.col("hi").is_null() | (pl.col("hi") < pl.col("lo"))
+    )["i"].unique()
     good = toks.filter(~pl.col("i").is_in(bad_rows.implode()))
     lists = (
         good.with_columns(p=pl.int_ranges("lo", pl.col("hi") + 1))
@@ -264,7 +326,9 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
         pl.when(pl.Series(empty)).then(pl.lit([], pl.List(pl.Int64))).otherwise(pl.col("p"))
     ).to_series()
     count = pl.select(
-        pl.when(pl.Series(is_count)).then(v.cast(pl.Int64, strict=False)).otherwise(lst.list.len().cast(pl.Int64))
+        pl.when(pl.Series(is_count))
+        .then(v.cast(pl.Int64, strict=False))
+        .otherwise(lst.list.len().cast(pl.Int64))
     ).to_series()
     err = pl.Series([False] * n, dtype=pl.Boolean)
     if len(bad_rows):
@@ -287,27 +351,47 @@ def _canary(wide: pl.DataFrame):
     el, en, _ = parsed["expected"]
     cl, cn, _ = parsed["changed"]
     ul, un, _ = parsed["unexpected"]
-    out = ok.select("row", step=_int("step"), layer=_int("layer"), bs=_int("bs"), mode="mode").with_columns(
-        expected=el, changed=cl, n_expected=en, n_changed=cn, extra=ok["extra"],
+    out = ok.select(
+        "row", step=_int("step"), layer=_int("layer"), bs=_int("bs"), mode="mode"
+    ).with_columns(
+        expected=el,
+        changed=cl,
+        n_expected=en,
+        n_changed=cn,
+        extra=ok["extra"],
         # Not given but both lists are: what changed outside what was expected.
         unexpected=pl.when(ok["unexpected"].is_null() & el.is_not_null() & cl.is_not_null())
         .then(cl.list.set_difference(el).list.sort())
         .otherwise(ul),
-    )  # fmt: skip
+    )
     out = out.with_columns(
         n_unexpected=pl.when(ok["unexpected"].is_null() & el.is_not_null() & cl.is_not_null())
         .then(pl.col("unexpected").list.len().cast(pl.Int64))
         .otherwise(un)
     ).filter(~err)
-    cols = ["row", "step", "layer", "bs", "mode", "expected", "changed", "unexpected",
-            "n_expected", "n_changed", "n_unexpected", "extra"]  # fmt: skip
+    cols = [
+        "row",
+        "step",
+        "layer",
+        "bs",
+        "mode",
+        "expected",
+        "changed",
+        "unexpected",
+        "n_expected",
+        "n_changed",
+        "n_unexpected",
+        "extra",
+    ]
     return out.select(cols), bad
 
 
 def _list(col: str) -> pl.Expr:
     v = pl.col(col).str.strip_chars("[] ")
-    return pl.when(v.is_in(["", "-"])).then(pl.lit([], pl.List(pl.String))).otherwise(
-        v.str.split(",").list.eval(pl.element().str.strip_chars())
+    return (
+        pl.when(v.is_in(["", "-"]))
+        .then(pl.lit([], pl.List(pl.String)))
+        .otherwise(v.str.split(",").list.eval(pl.element().str.strip_chars()))
     )
 
 
@@ -317,12 +401,16 @@ def _step(wide: pl.DataFrame):
         wide,
         [
             (_int("step").is_not_null(), "step: no step (or not a number)"),
-            (pl.col("rooms").is_null() | ~rooms.list.eval(pl.element().is_null()).list.any(),
-             "step: rooms must be numbers"),
+            (
+                pl.col("rooms").is_null() | ~rooms.list.eval(pl.element().is_null()).list.any(),
+                "step: rooms must be numbers",
+            ),
         ],
-    )  # fmt: skip
+    )
     ok, bad = _split(wide, reason)
-    out = ok.select("row", step=_int("step"), bs=_int("bs"), rids=_list("rids"), rooms=rooms, extra="extra")
+    out = ok.select(
+        "row", step=_int("step"), bs=_int("bs"), rids=_list("rids"), rooms=rooms, extra="extra"
+    )
     return out, bad
 
 

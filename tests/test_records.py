@@ -1,0 +1,165 @@
+"""The forensic record contract (docs/log-contract.md): parsing, validation, storage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from forensics.parsers.records import parse_records
+from forensics.parsers.records.contract import pages
+
+import forensics
+from forensics.incident import generate
+
+
+def _parse(*messages: str, fields: list[str | None] | None = None):
+    return parse_records(
+        pl.DataFrame(
+            {"message": list(messages), "fields": fields or [None] * len(messages)},
+            schema={"message": pl.String, "fields": pl.String},
+        )
+    )
+
+
+def test_checksum_key_values_with_prefix_quotes_and_unknown_keys() -> None:
+    r = _parse(
+        "[2026-11-29 07:00:01 DP0 TP0] forensics:checksum side=src room=7301934425522180813 "
+        "rid=9b1f buf=kv layer=all tp=3 dtype=fp8 nbytes=4096 head=aa tail=bb full=cc "
+        'note="retry \\"2\\" = late" weird'
+    )
+    row = r.checksum.to_dicts()[0]
+    assert (row["side"], row["room"], row["rid"], row["buf"], row["layer"]) == (
+        "src",
+        7301934425522180813,
+        "9b1f",
+        "kv",
+        "all",
+    )
+    assert (row["tp"], row["nbytes"], row["head"], row["tail"], row["full"]) == (
+        3,
+        4096,
+        "aa",
+        "bb",
+        "cc",
+    )
+    assert orjson.loads(row["extra"]) == {"note": 'retry "2" = late', "_unparsed": "weird"}
+    assert r.rejects == []
+
+
+def test_checksum_defaults_and_json_form() -> None:
+    r = _parse('forensics:checksum {"side": "dst", "room": 5, "full": "ff", "attempt": 2}')
+    row = r.checksum.to_dicts()[0]
+    assert (row["side"], row["room"], row["buf"], row["full"]) == ("dst", 5, "index_k", "ff")
+    assert orjson.loads(row["extra"]) == {"attempt": "2"}
+
+
+NOT_ROOM = "checksum: room is not an unsigned 63-bit number"
+
+
+@pytest.mark.parametrize(
+    "message,reason",
+    [
+        ("forensics:checksum side=src head=aa", "checksum: no room"),
+        ("forensics:checksum side=src room=abc head=aa", NOT_ROOM),
+        (f"forensics:checksum side=src room={1 << 63} head=aa", NOT_ROOM),
+        ("forensics:checksum side=up room=1 head=aa", "checksum: side must be src or dst"),
+        ("forensics:checksum side=src room=1", "checksum: no head, tail or full digest"),
+        ("forensics:canary layer=3 changed=1", "canary: no step (or not a number)"),
+        ("forensics:canary step=x layer=3", "canary: no step (or not a number)"),
+        ("forensics:canary step=1", "canary: no layer (or not a number)"),
+        ("forensics:canary step=1 layer=2 changed=9-3", "canary: bad page list"),
+        ("forensics:step bs=2", "step: no step (or not a number)"),
+        ("forensics:step step=1 rooms=1,x", "step: rooms must be numbers"),
+        ("forensics:checksum {not json", "checksum: JSON body does not parse"),
+        ("forensics:bogus a=1", "unknown record kind 'bogus'"),
+    ],
+)
+def test_broken_records_are_rejected_with_reason(message: str, reason: str) -> None:
+    r = _parse(message)
+    assert r.rejects == [(0, reason)]
+    assert r.checksum.is_empty() and r.canary.is_empty() and r.step.is_empty()
+
+
+def test_canary_lists_counts_ranges_and_derived_unexpected() -> None:
+    r = _parse(
+        "forensics:canary step=5 layer=30 bs=48 mode=replay expected=[14,15] changed=14,15,300-302",
+        "forensics:canary step=6 layer=0 expected=2 changed=32",
+        "forensics:canary step=7 layer=0 expected=- changed=[] unexpected=[9]",
+    )
+    rows = r.canary.sort("step").to_dicts()
+    assert rows[0]["unexpected"] == [300, 301, 302] and rows[0]["n_unexpected"] == 3
+    assert (rows[0]["n_expected"], rows[0]["n_changed"], rows[0]["mode"]) == (2, 5, "replay")
+    assert (rows[1]["changed"], rows[1]["n_changed"], rows[1]["n_expected"]) == (None, 32, 2)
+    assert rows[1]["unexpected"] is None  # counts only: nothing to subtract
+    assert (rows[2]["expected"], rows[2]["changed"], rows[2]["unexpected"]) == ([], [], [9])
+
+
+def test_pages_rule() -> None:
+    assert pages("32") == (None, 32)
+    assert pages("[32]") == ([32], 1)
+    assert pages("1,3-5") == ([1, 3, 4, 5], 4)
+    assert pages("-") == ([], 0)
+
+
+def test_step_lists_and_structured_fields() -> None:
+    fields = orjson.dumps(
+        {"FORENSICS_KIND": "step", "FORENSICS_STEP": "9", "FORENSICS_ROOMS": "7,8"}
+    ).decode()
+    r = _parse(
+        "forensics:step step=3 bs=2 rids=a,b rooms=1,2", "plain message", fields=[None, fields]
+    )
+    rows = r.step.sort("step").to_dicts()
+    assert (rows[0]["rids"], rows[0]["rooms"]) == (["a", "b"], [1, 2])
+    assert (rows[1]["step"], rows[1]["rooms"]) == (9, [7, 8])
+
+
+def test_demo_incident_records_stored_with_origin(tmp_path: Path) -> None:
+    res = forensics.demo(tmp_path / "inc")
+    truth = generate().truth
+    db = res.ingest.db
+    n_rooms = len(truth["verdicts"])
+    missing = sum(v == "missing_dst" for v in truth["verdicts"].values())
+    _, rows = forensics.query(
+        "SELECT side, count(*), count(DISTINCT room), bool_and(run = 'demo' AND host IS NOT NULL"
+        " AND ts_us IS NOT NULL) FROM checksums GROUP BY side ORDER BY side",
+        db,
+    )
+    assert rows == [
+        ("dst", n_rooms - missing, n_rooms - missing, True),
+        ("src", n_rooms, n_rooms, True),
+    ]
+    _, burst = forensics.query(
+        "SELECT DISTINCT step FROM canary WHERE n_unexpected > 0 ORDER BY step", db
+    )
+    assert [b[0] for b in burst] == truth["burst_steps"]
+    _, q = forensics.query("SELECT count(*) FROM quarantine", db)
+    assert q == [(0,)]
+
+
+def test_rejected_records_reach_quarantine_and_entries_stay(tmp_path: Path, db: Path) -> None:
+    f = tmp_path / "d.log"
+    f.write_text(
+        "2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: forensics:checksum side=dst head=a\n"
+        "2026-11-29T07:00:01.000002+0000 decode-0 python3[1]: forensics:step step=4 rids=r1\n"
+    )
+    res = forensics.ingest([str(f)], db)
+    assert res.sources[0].records == {"checksum": 0, "canary": 0, "step": 1}
+    _, q = forensics.query("SELECT line, reason FROM quarantine", db)
+    assert q == [(1, "checksum: no room")]
+    _, n = forensics.query("SELECT count(*) FROM entries", db)
+    assert n == [(2,)]
+
+
+def test_overlap_duplicates_drop_their_records(renderings, tmp_path: Path, db: Path) -> None:
+    lines = [
+        f"2026-11-29T07:00:0{i}.000000+0000 decode-0 python3[1]: forensics:step step={i}\n"
+        for i in range(6)
+    ]
+    (tmp_path / "a.log").write_text("".join(lines[:4]))
+    (tmp_path / "b.log").write_text("".join(lines[2:]))
+    forensics.ingest([str(tmp_path / "a.log")], db)
+    forensics.ingest([str(tmp_path / "b.log")], db)
+    _, steps = forensics.query("SELECT step FROM steps ORDER BY step", db)
+    assert [s[0] for s in steps] == [0, 1, 2, 3, 4, 5]
