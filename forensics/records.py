@@ -20,6 +20,7 @@ from .parsers.records import parse_records
 TABLES = {"checksum": "checksums", "canary": "canary", "step": "steps"}
 _COLUMNS = ["entry_no", "line_first", "host", "ts_us", "message", "fields"]
 Reject = tuple[int, int, str, str]  # entry_no, line, reason, message
+BACKLOG = 3  # batches waiting for record parsing
 
 
 def _records_of(entries: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
@@ -57,7 +58,7 @@ class RecordSink:
         self.con = con
         self.source_id = source_id
         self.run = run
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="forensics-records")
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="forensics-records")
         self.pending: deque[Future] = deque()
         self.counts = dict.fromkeys(TABLES, 0)
         self.rejects: list[Reject] = []
@@ -67,7 +68,8 @@ class RecordSink:
 
     def submit(self, batch: pa.Table) -> None:
         self.pending.append(self.pool.submit(_batch_records, batch))
-        while self.pending and self.pending[0].done():
+        # Wait when parsing falls behind: a backlog of batches would grow with the input.
+        while self.pending and (self.pending[0].done() or len(self.pending) > BACKLOG):
             self._store(*self.pending.popleft().result())
 
     def close(self) -> None:
