@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from .demo import demo
 from .errors import ForensicsError
 from .ingest import IngestResult, SourceResult, ingest
+from .named import list_queries, run_named
 from .sources import list_sources
 from .sql import export, query
 from .store import connect, connect_read_only
@@ -27,7 +28,9 @@ __all__ = [
     "demo",
     "export",
     "ingest",
+    "list_queries",
     "list_sources",
     "query",
+    "run_named",
     "summarize",
 ]

@@ -18,6 +18,8 @@ from .demo import demo as run_demo
 from .errors import ForensicsError
 from .ingest import IngestResult
 from .ingest import ingest as run_ingest
+from .named import list_queries
+from .queries import names as query_names
 from .sources import list_sources
 from .sql import OUTPUT_FORMATS, export, query
 from .store import connect_read_only, db_path
@@ -187,6 +189,33 @@ def sql(
     for r in rows:
         t.add_row(*("NULL" if v is None else str(v) for v in r))
     out.print(t)
+
+
+@app.command(name="query")
+def query_cmd(
+    name: Annotated[str | None, typer.Argument(help="A named query (see --list).")] = None,
+    db: DbOpt = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the named queries.")] = False,
+    format: Annotated[
+        str, typer.Option("--format", help=f"One of {', '.join(OUTPUT_FORMATS)}.")
+    ] = "table",
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write to this file.")] = None,
+) -> None:
+    """Run a named query (one documented .sql file in queries/), or list them.
+
+    Example: forensics query rooms --format csv
+    """
+    if list_ or name is None:
+        t = Table()
+        for c in ("name", "what one row is", "columns"):
+            t.add_column(c)
+        for q in list_queries():
+            t.add_row(q.name, q.summary, ", ".join(c[0] for c in q.columns))
+        out.print(t)
+        return
+    if name not in query_names():
+        raise ForensicsError(f"no query named {name!r}; known: {', '.join(query_names())}")
+    sql(f"SELECT * FROM {name}", db=db, format=format, out_file=out_file)
 
 
 @app.command()

@@ -83,6 +83,7 @@ def generate(
     burst_steps: list[int] = []
     corrupted: set[str] = set()
     src_digests: list[tuple[int, str, str, str]] = []
+    stale_of: dict[int, int] = {}  # room -> the room whose bytes decode got instead
 
     def P(ts: int, msg: str | bytes, **kw) -> None:
         pre.append(Entry(ts, ts - T0_US + 5_000_000, PREFILL_BOOT, "prefill-0",
@@ -117,7 +118,7 @@ def generate(
         if kind == "partial":
             d_tail, d_full = _digest(room, "t", "torn"), _digest(room, "f", "torn")
         elif kind == "stale" and src_digests:
-            _, d_head, d_tail, d_full = src_digests[-1]
+            stale_of[room], d_head, d_tail, d_full = src_digests[-1]
         elif kind == "stale":
             kind = "match"
         elif kind == "mismatch":
@@ -189,6 +190,7 @@ def generate(
     D(t + 1, b"tokenizer emitted invalid bytes: \xff\xfe")
     truth = {
         "verdicts": verdicts,
+        "stale_of": stale_of,
         "burst_steps": burst_steps,
         "corrupted": sorted(corrupted),
         "decode_offset_us": decode_offset_us,

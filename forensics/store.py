@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import ForensicsError
+from .queries import all_queries
 
 SCHEMA_VERSION = 2
 DEFAULT_DB = "forensics.duckdb"
@@ -156,6 +157,7 @@ def connect(
         con.execute("BEGIN")
         con.execute(DDL)
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        _install_views(con)
         con.execute("COMMIT")
     else:
         try:
@@ -163,7 +165,13 @@ def connect(
         except ForensicsError:
             con.close()
             raise
+        _install_views(con)  # views follow the code that wrote last
     return con
+
+
+def _install_views(con: duckdb.DuckDBPyConnection) -> None:
+    for q in all_queries():
+        con.execute(f"CREATE OR REPLACE VIEW {q.name} AS {q.sql}")
 
 
 def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyConnection:

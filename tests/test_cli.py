@@ -86,3 +86,14 @@ def test_demo_runs_and_ingests_both_hosts(tmp_path: Path) -> None:
     assert {r["host"] for r in doc["summary"]["per_stream"]} == {"prefill-0", "decode-0"}
     assert doc["summary"]["quarantined"] == 0
     assert (tmp_path / "inc" / "results.jsonl").exists()
+
+
+def test_query_list_and_run(tmp_path: Path) -> None:
+    cli("demo", "--dir", str(tmp_path / "inc"))
+    db = str(tmp_path / "inc" / "forensics.duckdb")
+    listing = cli("query", "--list", "--db", db).stdout.decode()
+    assert "rooms" in listing and "verdict" in listing
+    rows = orjson.loads(cli("query", "rooms", "--format", "json", "--db", db).stdout)
+    assert {r["verdict"] for r in rows} == {"match", "partial", "stale", "mismatch", "missing_dst"}
+    bad = cli("query", "nope", "--db", db)
+    assert bad.returncode == 2 and "no query named 'nope'" in bad.stderr.decode()

@@ -1,0 +1,20 @@
+"""`forensics query NAME`: the named queries of queries/*.sql, run read-only."""
+
+from __future__ import annotations
+
+import os
+
+from .errors import ForensicsError
+from .queries import NamedQuery, all_queries, names
+from .sql import query
+
+
+def list_queries() -> list[NamedQuery]:
+    return all_queries()
+
+
+def run_named(name: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
+    """Columns and rows of the named query's view."""
+    if name not in names():
+        raise ForensicsError(f"no query named {name!r}; known: {', '.join(names())}")
+    return query(f"SELECT * FROM {name}", db)

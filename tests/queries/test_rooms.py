@@ -1,0 +1,68 @@
+"""queries/rooms.sql: verdicts per transfer, on the planted incident and by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import forensics
+from forensics.incident import generate
+
+
+def _rooms(db: Path) -> dict[int, dict]:
+    cols, rows = forensics.run_named("rooms", db)
+    return {r[cols.index("room")]: dict(zip(cols, r, strict=True)) for r in rows}
+
+
+def test_demo_rooms_hold_the_planted_truth(tmp_path: Path) -> None:
+    res = forensics.demo(tmp_path / "inc")
+    truth = generate().truth
+    rooms = _rooms(res.ingest.db)
+    assert {room: r["verdict"] for room, r in rooms.items()} == truth["verdicts"]
+    assert {room: r["stale_of"] for room, r in rooms.items() if r["stale_of"]} == truth["stale_of"]
+    ok = next(r for r in rooms.values() if r["verdict"] == "match")
+    assert (ok["src_count"], ok["dst_count"], ok["src_host"], ok["dst_host"]) == (
+        1,
+        1,
+        "prefill-0",
+        "decode-0",
+    )
+    assert ok["dst_ts_us"] > ok["src_ts_us"] and ok["rid"]
+
+
+def _line(i: int, host: str, body: str) -> str:
+    return f"2026-11-29T07:00:{i:02d}.000000+0000 {host} python3[1]: forensics:checksum {body}\n"
+
+
+def test_every_verdict_by_hand(tmp_path: Path, db: Path) -> None:
+    p, d = "prefill-0", "decode-0"
+    lines = [
+        _line(1, p, "side=src room=1 head=a tail=b full=c nbytes=8"),
+        _line(2, d, "side=dst room=1 head=a tail=b full=c nbytes=8"),  # match
+        _line(3, d, "side=dst room=1 head=a tail=b full=c nbytes=8"),  # identical duplicate
+        _line(4, p, "side=src room=2 head=h2 tail=t2"),
+        _line(5, d, "side=dst room=2 head=h2 tail=XX"),  # partial
+        _line(6, p, "side=src room=3 head=h3"),
+        _line(7, d, "side=dst room=3 head=a tail=b full=c"),  # stale: room 1's bytes
+        _line(8, p, "side=src room=4 head=h4"),
+        _line(9, d, "side=dst room=4 head=zz"),  # mismatch
+        _line(10, p, "side=src room=5 head=h5"),  # missing_dst
+        _line(11, d, "side=dst room=6 head=h6"),  # missing_src
+        _line(12, p, "side=src room=7 head=h7"),
+        _line(13, d, "side=dst room=7 head=h7"),
+        _line(14, d, "side=dst room=7 head=other"),  # conflict
+        _line(15, p, "side=src room=8 head=h8"),
+        _line(16, d, "side=dst room=8 full=f8"),  # nothing in common: mismatch
+        _line(17, p, "side=src room=9 head=h9 nbytes=8"),
+        _line(18, d, "side=dst room=9 head=h9 nbytes=4"),  # nbytes differ: mismatch
+    ]
+    f = tmp_path / "x.log"
+    f.write_text("".join(lines))
+    forensics.ingest([str(f)], db)
+    rooms = _rooms(db)
+    verdicts = {room: r["verdict"] for room, r in rooms.items()}
+    assert verdicts == {
+        1: "match", 2: "partial", 3: "stale", 4: "mismatch", 5: "missing_dst",
+        6: "missing_src", 7: "conflict", 8: "mismatch", 9: "mismatch",
+    }  # fmt: skip
+    assert rooms[1]["dst_count"] == 2 and rooms[3]["stale_of"] == 1
+    assert all(r["stale_of"] is None for room, r in rooms.items() if room != 3)
