@@ -124,7 +124,13 @@ def _print_ingest(res: IngestResult, as_json: bool) -> None:
         if s.quarantined:
             extra.append(f"{s.quarantined:,} lines quarantined")
         tail = f" ({'; '.join(extra)})" if extra else ""
-        out.print(f"{s.name}: {s.format}, {s.entries:,} entries{tail}")
+        what = (
+            f"{s.records.get('result', 0):,} results"
+            if s.format.startswith("results")
+            else f"{s.entries:,} entries"
+            + "".join(f", {n:,} {k} records" for k, n in s.records.items() if n)
+        )
+        out.print(f"{s.name}: {s.format}, {what}{tail}")
         for note in s.notes:
             out.print(f"  note: {note}")
     t = Table(title=f"run {res.run!r} → {res.db}", title_justify="left")

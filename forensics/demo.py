@@ -40,5 +40,10 @@ def demo(out_dir: str | Path = "demo-incident", db: str | Path | None = None) ->
     dbp = Path(db) if db is not None else d / "forensics.duckdb"
     for p in (dbp, dbp.with_name(dbp.name + ".wal")):
         p.unlink(missing_ok=True)  # the demo starts from nothing each time
-    res = ingest([str(prefill), str(decode)], dbp, run="demo", tags={"source": "forensics demo"})
+    res = ingest(
+        [str(prefill), str(decode), str(results)],
+        dbp,
+        run="demo",
+        tags={"source": "forensics demo"},
+    )
     return DemoResult(d, [prefill, decode, results], res, inc.truth, real)

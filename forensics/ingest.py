@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pyarrow as pa
 
 from .errors import ForensicsError
@@ -28,6 +29,7 @@ from .parsers.journald import (
     sniff,
 )
 from .parsers.journald.text import TEXT_FORMATS
+from .parsers.results import RESULT_FORMATS, read_results, sniff_results
 from .records import TABLES as RECORD_TABLES
 from .records import RecordSink
 from .store import ENTRY_COLUMNS, connect, db_path, first_row, scalar, transaction
@@ -154,10 +156,12 @@ def _ingest_one(
 ) -> SourceResult:
     opened = open_input(inp, progress)
     try:
-        chosen = fmt or sniff(opened.head)
+        chosen = fmt or sniff_results(opened.head) or sniff(opened.head)
     except UnknownFormat as exc:
         raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
     ctx = ReadContext(name=inp.name, year=year, host=host, mtime=opened.mtime)
+    if chosen in RESULT_FORMATS:
+        return _ingest_results(con, inp, opened, chosen, run, ctx)
     # Entries go straight into their table (no staging copy); the transaction undoes them
     # if anything below fails, and dedupe/rejoin work on this source's rows only.
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
@@ -204,18 +208,31 @@ def _ingest_one(
     # A record that breaks the contract is quarantined with its reason; its entry stays.
     for _entry_no, line, reason, raw in records.rejects:
         ctx.reject(line, reason, raw)
+    _store_source(con, inp, opened, res, ctx, sha, run)
+    return res
+
+
+def _store_source(
+    con: duckdb.DuckDBPyConnection,
+    inp: Input,
+    opened: Opened,
+    res: SourceResult,
+    ctx: ReadContext,
+    sha: str,
+    run: str,
+) -> None:
+    """The source's quarantined lines and its row in `sources`."""
+    assert res.source_id is not None
     if ctx.quarantine:
         q = pa.table(
             {
-                "source_id": [source_id] * len(ctx.quarantine),
+                "source_id": [res.source_id] * len(ctx.quarantine),
                 "line": [x.line for x in ctx.quarantine],
                 "reason": [x.reason for x in ctx.quarantine],
                 "raw": [x.raw for x in ctx.quarantine],
             }
         )
-        con.register("_q", q)
-        con.execute("INSERT INTO quarantine SELECT * FROM _q")
-        con.unregister("_q")
+        con.from_arrow(q).insert_into("quarantine")
     res.quarantined = len(ctx.quarantine)
     res.notes = ctx.notes
     con.execute(
@@ -223,12 +240,11 @@ def _ingest_one(
                                 entries, duplicates, rejoined, quarantined, markers, notes)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         [
-            source_id, run, _display_path(inp), sha, res.bytes, chosen, opened.compression,
-            ctx.lines, res.entries, res.duplicates, res.rejoined, res.quarantined, ctx.markers,
-            ctx.notes,
+            res.source_id, run, _display_path(inp), sha, res.bytes, res.format,
+            opened.compression, ctx.lines, res.entries, res.duplicates, res.rejoined,
+            res.quarantined, ctx.markers, ctx.notes,
         ],
     )  # fmt: skip
-    return res
 
 
 def _prefetch(batches: Iterator[pa.Table], depth: int = 2) -> Iterator[pa.Table]:
@@ -280,6 +296,36 @@ def _insert_columns(source_id: int) -> str:
         else:
             cols.append(name)
     return ", ".join(cols)
+
+
+def _ingest_results(
+    con: duckdb.DuckDBPyConnection,
+    inp: Input,
+    opened: Opened,
+    fmt: str,
+    run: str,
+    ctx: ReadContext,
+) -> SourceResult:
+    """A harness results file: rows into `results`, no journal entries."""
+    table = read_results(opened.stream, fmt, ctx)
+    while opened.stream.read(1 << 20):
+        pass
+    res = SourceResult(inp.name, fmt, "ingested", opened.compression,
+                       bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
+    sha = opened.hasher.sha.hexdigest()
+    dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
+    if dup is not None:
+        res.status = "skipped"
+        res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
+        return res
+    source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
+    res.source_id = source_id
+    cols = [c[0] for c in con.execute("DESCRIBE results").fetchall()]
+    rows = pl.from_arrow(table).with_columns(run=pl.lit(run), source_id=pl.lit(source_id, pl.Int32))
+    con.from_arrow(rows.select(cols).to_arrow()).insert_into("results")
+    res.records = {"result": table.num_rows}
+    _store_source(con, inp, opened, res, ctx, sha, run)
+    return res
 
 
 def _report_batch(rows: int) -> None:

@@ -87,6 +87,13 @@ CREATE TABLE steps (
     entry_no BIGINT NOT NULL,
     step BIGINT NOT NULL, bs BIGINT, rids VARCHAR[], rooms UBIGINT[], extra VARCHAR
 );
+-- The reproducer harness: one row per request it sent, marked ok or corrupted.
+CREATE TABLE results (
+    run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,
+    session VARCHAR NOT NULL, round BIGINT, rid VARCHAR NOT NULL, room UBIGINT,
+    corrupted BOOLEAN NOT NULL, reason VARCHAR, start_us BIGINT, end_us BIGINT,
+    concurrency BIGINT, extra VARCHAR
+);
 CREATE TABLE quarantine (
     source_id INTEGER NOT NULL,
     line      BIGINT,

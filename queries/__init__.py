@@ -1,8 +1,9 @@
 """Named queries: one documented .sql file each, installed as views of the same name.
 
-A file's header says what one row is and documents every column with a line
-`-- @column NAME TYPE description`; the body is one SELECT. Tests check that the
-documented columns are exactly the view's.
+A file's header says what one row is, documents every column with a line
+`-- @column NAME TYPE description`, and names the views it reads with `-- @depends NAME`
+(views are installed after what they depend on); the body is one SELECT. Tests check
+that the documented columns are exactly the view's.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 _COLUMN = re.compile(r"^-- @column\s+(\w+)\s+(\S+)\s+(.*)$", re.M)
+_DEPENDS = re.compile(r"^-- @depends\s+(\w+)\s*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,7 @@ class NamedQuery:
     sql: str  # the SELECT
     summary: str  # first header line
     columns: list[tuple[str, str, str]]  # (name, type, description)
+    depends: list[str]  # views this one reads
 
 
 def load(name: str) -> NamedQuery:
@@ -27,7 +30,9 @@ def load(name: str) -> NamedQuery:
     header = [ln for ln in text.splitlines() if ln.startswith("--")]
     summary = header[0].removeprefix("--").strip() if header else name
     body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("--")).strip()
-    return NamedQuery(name, body.rstrip(";"), summary, _COLUMN.findall(text))
+    return NamedQuery(
+        name, body.rstrip(";"), summary, _COLUMN.findall(text), _DEPENDS.findall(text)
+    )
 
 
 def names() -> list[str]:
@@ -39,4 +44,13 @@ def names() -> list[str]:
 
 
 def all_queries() -> list[NamedQuery]:
-    return [load(n) for n in names()]
+    """Every named query, each after the ones it depends on."""
+    pending = {q.name: q for q in (load(n) for n in names())}
+    ordered: list[NamedQuery] = []
+    while pending:
+        ready = [q for q in pending.values() if all(d not in pending for d in q.depends)]
+        if not ready:
+            raise ValueError(f"queries depend on each other in a cycle: {sorted(pending)}")
+        for q in sorted(ready, key=lambda q: q.name):
+            ordered.append(pending.pop(q.name))
+    return ordered

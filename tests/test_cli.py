@@ -82,7 +82,7 @@ def test_demo_runs_and_ingests_both_hosts(tmp_path: Path) -> None:
     proc = cli("demo", "--dir", str(tmp_path / "inc"), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = orjson.loads(proc.stdout)
-    assert {s["format"] for s in doc["sources"]} == {"export", "short-iso-precise"}
+    assert {s["format"] for s in doc["sources"]} == {"export", "short-iso-precise", "results-jsonl"}
     assert {r["host"] for r in doc["summary"]["per_stream"]} == {"prefill-0", "decode-0"}
     assert doc["summary"]["quarantined"] == 0
     assert (tmp_path / "inc" / "results.jsonl").exists()
