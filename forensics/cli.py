@@ -19,6 +19,9 @@ from .errors import ForensicsError
 from .ingest import IngestResult
 from .ingest import ingest as run_ingest
 from .named import list_queries
+from .parsers.patterns import PatternError
+from .parsers.patterns import builtin as builtin_patterns
+from .parsers.patterns import load_file as load_patterns
 from .queries import names as query_names
 from .sources import list_sources
 from .sql import OUTPUT_FORMATS, export, query
@@ -225,6 +228,25 @@ def query_cmd(
 
 
 @app.command()
+def patterns(
+    check: Annotated[
+        Path | None, typer.Option("--check", help="A pattern file (TOML) to verify.")
+    ] = None,
+) -> None:
+    """List the built-in log patterns, or verify a pattern file against its sample lines.
+
+    Example: forensics patterns --check my-fork.toml
+    """
+    pats = load_patterns(check) if check else builtin_patterns()
+    t = Table(title=f"{len(pats)} patterns, every sample line passes")
+    for c in ("name", "table", "needle", "samples"):
+        t.add_column(c)
+    for p in pats:
+        t.add_row(p.name, p.table, p.needle, str(len(p.samples)))
+    out.print(t)
+
+
+@app.command()
 def demo(
     dir: Annotated[Path, typer.Option("--dir", help="Where the incident's files go.")] = Path(
         "demo-incident"
@@ -266,7 +288,7 @@ def _fail(message: str, code: int = 2) -> None:
 def main() -> None:
     try:
         app(standalone_mode=False)
-    except ForensicsError as exc:
+    except (ForensicsError, PatternError) as exc:
         _fail(str(exc))
     except duckdb.Error as exc:
         _fail(f"database: {str(exc).splitlines()[0]}")

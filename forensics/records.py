@@ -15,15 +15,36 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from .parsers.patterns import apply, builtin
 from .parsers.records import parse_records
 
-TABLES = {"checksum": "checksums", "canary": "canary", "step": "steps"}
+TABLES = {"checksum": "checksums", "canary": "canary", "step": "steps", "transfer": "transfers"}
+PATTERNS = builtin()
 _COLUMNS = ["entry_no", "line_first", "host", "ts_us", "message", "fields"]
 Reject = tuple[int, int, str, str]  # entry_no, line, reason, message
 BACKLOG = 3  # batches waiting for record parsing
 
 
+def _patterned(entries: pl.DataFrame) -> pl.DataFrame | None:
+    """SGLang's own lines: rows for `transfers` (other tables follow with their patterns)."""
+    found = apply(PATTERNS, entries["message"].cast(pl.String)).get("transfers")
+    if found is None or found.is_empty():
+        return None
+    origin = entries.select(
+        row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
+    )
+    return origin.join(found, on="row").with_columns(
+        rank=pl.col("rank").cast(pl.Int64, strict=False),
+        room=pl.col("room").cast(pl.UInt64, strict=False),
+        other_room=pl.col("other_room").cast(pl.UInt64, strict=False),
+    )
+
+
 def _records_of(entries: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
+    out: dict[str, pl.DataFrame] = {}
+    transfers = _patterned(entries)
+    if transfers is not None:
+        out["transfer"] = transfers
     cand = entries.filter(
         pl.col("message").str.contains("forensics:", literal=True).fill_null(False)
         | pl.col("fields")
@@ -32,13 +53,12 @@ def _records_of(entries: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[Re
         .fill_null(False)
     )
     if cand.is_empty():
-        return {}, []
+        return out, []
     recs = parse_records(cand)
     origin = cand.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
     )
-    out = {}
-    for kind in TABLES:
+    for kind in ("checksum", "canary", "step"):
         df = getattr(recs, kind)
         if not df.is_empty():
             out[kind] = origin.join(df, on="row")

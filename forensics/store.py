@@ -87,6 +87,14 @@ CREATE TABLE steps (
     entry_no BIGINT NOT NULL,
     step BIGINT NOT NULL, bs BIGINT, rids VARCHAR[], rooms UBIGINT[], extra VARCHAR
 );
+-- SGLang's own transfer events (built-in patterns, parsers/patterns/sglang.toml):
+-- failures, timeouts, context corruption, native checksum aborts.
+CREATE TABLE transfers (
+    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
+    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
+    side VARCHAR, rank BIGINT, rid VARCHAR, room UBIGINT, other_room UBIGINT,
+    exception VARCHAR, reason VARCHAR
+);
 -- The reproducer harness: one row per request it sent, marked ok or corrupted.
 CREATE TABLE results (
     run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,

@@ -28,6 +28,8 @@
 -- @column dst_host     VARCHAR  host of the first dst record
 -- @column verdict      VARCHAR  see above
 -- @column stale_of     UBIGINT  for stale: the room whose bytes decode received (lowest if several)
+-- @column transfer_events  BIGINT   SGLang transfer events for the room (failures, timeouts, corruption)
+-- @column transfer_reasons VARCHAR  those events: "pattern: reason", distinct, joined by " | "
 WITH sides AS (
     SELECT run, room, buf, layer, tp, side,
            count(*) AS n,
@@ -71,6 +73,10 @@ WITH sides AS (
      AND o."full" IS NOT DISTINCT FROM j.d_full
     WHERE j.dst_count > 0 AND NOT (j.comparable AND j.agree)
     GROUP BY ALL
+), tx AS (
+    SELECT run, room, count(*) AS n,
+           string_agg(DISTINCT pattern || ': ' || coalesce(reason, ''), ' | ') AS reasons
+    FROM transfers WHERE room IS NOT NULL GROUP BY ALL
 )
 SELECT j.run, j.room, j.buf, j.layer, j.tp, j.rid, j.src_count, j.dst_count,
        j.src_ts_us, j.dst_ts_us, j.src_host, j.dst_host,
@@ -85,8 +91,10 @@ SELECT j.run, j.room, j.buf, j.layer, j.tp, j.rid, j.src_count, j.dst_count,
            ELSE 'mismatch'
        END AS verdict,
        CASE WHEN j.dst_count > 0 AND j.src_count > 0 AND NOT j.conflicting
-                 AND NOT (j.comparable AND j.agree) THEN st.stale_of END AS stale_of
+                 AND NOT (j.comparable AND j.agree) THEN st.stale_of END AS stale_of,
+       coalesce(tx.n, 0) AS transfer_events, tx.reasons AS transfer_reasons
 FROM judged j
 LEFT JOIN stale st
   ON st.run = j.run AND st.room = j.room AND st.buf = j.buf
  AND st.layer IS NOT DISTINCT FROM j.layer AND st.tp IS NOT DISTINCT FROM j.tp
+LEFT JOIN tx ON tx.run = j.run AND tx.room = j.room

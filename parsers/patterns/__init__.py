@@ -1,0 +1,139 @@
+"""Log formats as data: regex patterns with named groups, each with sample lines.
+
+A pattern file (TOML) holds `[[pattern]]` tables: `name`, `table` (where rows go),
+`needle` (a literal every matching line contains), `regex` (named groups are fields),
+optional `extract` (field → regex with one group, searched anywhere in the line), and
+`[[pattern.samples]]` with a `line` and the `fields` it must yield. A file whose regex
+does not compile, or whose samples do not match, is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import polars as pl
+
+TABLE_COLUMNS = {
+    "transfers": ["side", "rank", "rid", "room", "other_room", "exception", "reason"],
+}
+
+
+class PatternError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sample:
+    line: str
+    fields: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    table: str
+    needle: str
+    regex: str
+    extract: dict[str, str] = field(default_factory=dict)
+    samples: tuple[Sample, ...] = ()
+
+    def fields_of(self, lines: pl.Series) -> pl.DataFrame:
+        """One row per line: the pattern's fields (all null where it does not match)."""
+        caps = lines.str.extract_groups(self.regex).struct.unnest()
+        matched = pl.any_horizontal(pl.col(c).is_not_null() for c in caps.columns)
+        extra = {
+            name: lines.str.extract(rx, 1) for name, rx in self.extract.items()
+        }  # searched anywhere in the line
+        out = caps.with_columns(**extra) if extra else caps
+        return out.with_columns(_matched=caps.select(matched).to_series())
+
+
+def _load_text(text: str, origin: str) -> list[Pattern]:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PatternError(f"{origin}: not TOML: {exc}") from None
+    out = []
+    for i, p in enumerate(doc.get("pattern", [])):
+        where = f"{origin}: pattern {p.get('name', i)!r}"
+        missing = [k for k in ("name", "table", "needle", "regex") if not p.get(k)]
+        if missing:
+            raise PatternError(f"{where}: missing {', '.join(missing)}")
+        if p["table"] not in TABLE_COLUMNS:
+            raise PatternError(
+                f"{where}: unknown table {p['table']!r}; known: {', '.join(TABLE_COLUMNS)}"
+            )
+        samples = tuple(Sample(s["line"], {k: str(v) for k, v in s.get("fields", {}).items()})
+                        for s in p.get("samples", []))  # fmt: skip
+        pat = Pattern(
+            p["name"], p["table"], p["needle"], p["regex"], dict(p.get("extract", {})), samples
+        )
+        problems = check(pat)
+        if problems:
+            raise PatternError(f"{where}: {problems[0]}")
+        out.append(pat)
+    return out
+
+
+def check(pat: Pattern) -> list[str]:
+    """What is wrong with a pattern (empty when its samples pass)."""
+    if not pat.samples:
+        return ["has no sample lines"]
+    try:
+        got = pat.fields_of(pl.Series([s.line for s in pat.samples], dtype=pl.String))
+    except pl.exceptions.ComputeError as exc:
+        return [f"regex does not compile: {str(exc).splitlines()[0]}"]
+    problems = []
+    allowed = set(TABLE_COLUMNS[pat.table])
+    unknown = [c for c in got.columns if c != "_matched" and c not in allowed]
+    if unknown:
+        problems.append(f"fields {unknown} are not columns of {pat.table}")
+    for s, row in zip(pat.samples, got.iter_rows(named=True), strict=True):
+        if pat.needle not in s.line:
+            problems.append(f"sample lacks the needle {pat.needle!r}: {s.line[:80]}")
+        elif not row["_matched"]:
+            problems.append(f"sample does not match: {s.line[:80]}")
+        else:
+            for k, v in s.fields.items():
+                if row.get(k) != v:
+                    problems.append(f"sample field {k}: want {v!r}, got {row.get(k)!r}")
+    return problems
+
+
+def builtin() -> list[Pattern]:
+    text = resources.files(__name__).joinpath("sglang.toml").read_text()
+    return _load_text(text, "built-in sglang.toml")
+
+
+def load_file(path: str | Path) -> list[Pattern]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise PatternError(f"cannot read {p}: {exc.strerror}") from None
+    return _load_text(text, str(p))
+
+
+def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFrame]:
+    """Rows per table: `row` (index into messages), `pattern`, and the table's columns."""
+    out: dict[str, list[pl.DataFrame]] = {}
+    for pat in patterns:
+        hit = messages.str.contains(pat.needle, literal=True).fill_null(False)
+        if not hit.any():
+            continue
+        idx = hit.arg_true()
+        f = pat.fields_of(messages.gather(idx)).with_columns(
+            row=idx.cast(pl.Int64), pattern=pl.lit(pat.name)
+        )
+        f = f.filter("_matched").drop("_matched")
+        cols = TABLE_COLUMNS[pat.table]
+        f = f.select(
+            "row",
+            "pattern",
+            *(pl.col(c) if c in f.columns else pl.lit(None, pl.String).alias(c) for c in cols),
+        )
+        out.setdefault(pat.table, []).append(f)
+    return {t: pl.concat(fs) for t, fs in out.items()}

@@ -1,0 +1,89 @@
+"""Log formats as data: built-in SGLang patterns, their samples, user pattern files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from forensics.parsers.patterns import PatternError, apply, builtin, check, load_file
+
+import forensics
+
+from .helpers import cli
+
+SHARED_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples" / "sglang-lines.txt"
+
+
+def test_builtin_samples_pass() -> None:
+    pats = builtin()
+    assert {p.name for p in pats} >= {
+        "transfer_failed",
+        "context_corruption",
+        "kv_checksum_mismatch",
+    }
+    assert all(check(p) == [] and p.samples for p in pats)
+
+
+def test_team_sample_lines_yield_every_transfer_event() -> None:
+    lines = [ln for ln in SHARED_SAMPLES.read_text().splitlines() if ln and not ln.startswith("#")]
+    found = apply(builtin(), pl.Series(lines))["transfers"]
+    assert sorted(found["pattern"].to_list()) == ["context_corruption"] + ["transfer_failed"] * 3
+    timeouts = found.filter(pl.col("reason").str.contains("KVPoll.WaitingForInput"))
+    assert timeouts["room"].to_list() == ["5512093348812734411"]
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    f = tmp_path / "p.toml"
+    f.write_text(body)
+    return f
+
+
+GOOD = """
+[[pattern]]
+name = "fork_abort"
+table = "transfers"
+needle = "fork abort"
+regex = \'\'\'fork abort room=(?P<room>\\d+) because (?P<reason>.*)$\'\'\'
+[[pattern.samples]]
+line = "fork abort room=12 because torn page"
+fields = { room = "12", reason = "torn page" }
+"""
+
+
+def test_user_pattern_file_checked(tmp_path: Path) -> None:
+    assert [p.name for p in load_file(_write(tmp_path, GOOD))] == ["fork_abort"]
+    proc = cli("patterns", "--check", str(tmp_path / "p.toml"))
+    assert proc.returncode == 0 and "fork_abort" in proc.stdout.decode()
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (("(?P<room>\\d+)", "(?P<room>\\d+"), "regex does not compile"),
+        (('reason = "torn page"', 'reason = "other"'), "sample field reason: want 'other'"),
+        (('line = "fork abort room=12', 'line = "nothing room=12'), "sample lacks the needle"),
+        (('table = "transfers"', 'table = "nope"'), "unknown table 'nope'"),
+        (("[[pattern.samples]]", "[[pattern.nosamples]]"), "has no sample lines"),
+    ],
+)
+def test_bad_pattern_files_refused_with_reason(tmp_path: Path, edit, message: str) -> None:
+    f = _write(tmp_path, GOOD.replace(*edit))
+    with pytest.raises(PatternError, match=message.replace("(", "\\(")):
+        load_file(f)
+    proc = cli("patterns", "--check", str(f))
+    assert proc.returncode == 2 and message in proc.stderr.decode()
+    assert "Traceback" not in proc.stderr.decode()
+
+
+def test_transfers_attached_to_rooms(tmp_path: Path) -> None:
+    res = forensics.demo(tmp_path / "inc")
+    _, rows = forensics.query(
+        "SELECT verdict, transfer_events, transfer_reasons FROM rooms WHERE transfer_events > 0",
+        res.ingest.db,
+    )
+    assert len(rows) == 1 and rows[0][0] == "missing_dst"
+    assert (
+        rows[0][2].startswith("transfer_failed: Request ")
+        and "KVPoll.WaitingForInput" in rows[0][2]
+    )
