@@ -15,36 +15,57 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from .parsers.patterns import apply, builtin
+from .parsers.patterns import BATCH_STATS, apply, builtin
 from .parsers.records import parse_records
 
-TABLES = {"checksum": "checksums", "canary": "canary", "step": "steps", "transfer": "transfers"}
+TABLES = {
+    "checksum": "checksums", "canary": "canary", "step": "steps",
+    "transfer": "transfers", "batch": "batches",
+}  # fmt: skip
+_PATTERN_KINDS = {"transfers": "transfer", "batches": "batch"}
 PATTERNS = builtin()
 _COLUMNS = ["entry_no", "line_first", "host", "ts_us", "message", "fields"]
 Reject = tuple[int, int, str, str]  # entry_no, line, reason, message
 BACKLOG = 3  # batches waiting for record parsing
 
 
-def _patterned(entries: pl.DataFrame) -> pl.DataFrame | None:
-    """SGLang's own lines: rows for `transfers` (other tables follow with their patterns)."""
-    found = apply(PATTERNS, entries["message"].cast(pl.String)).get("transfers")
-    if found is None or found.is_empty():
-        return None
+def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """Pattern fields are text: as the table's types."""
+    if table == "transfers":
+        return df.with_columns(
+            rank=pl.col("rank").cast(pl.Int64, strict=False),
+            room=pl.col("room").cast(pl.UInt64, strict=False),
+            other_room=pl.col("other_room").cast(pl.UInt64, strict=False),
+        )
+    if table == "batches":
+        floats = {"token_usage", "full_token_usage", "swa_token_usage", "mamba_usage",
+                  "pre_allocated_usage", "accept_len", "accept_rate", "input_throughput",
+                  "gen_throughput"}  # fmt: skip
+        bools = {"cuda_graph", "npu_graph"}
+        ints = set(BATCH_STATS) - floats - bools | {"forward_ct"}
+        return df.with_columns(
+            *(pl.col(c).cast(pl.Float64, strict=False) for c in floats),
+            *(pl.col(c).str.to_lowercase().eq("true") for c in bools),
+            *(pl.col(c).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False) for c in ints),
+        )
+    return df
+
+
+def _patterned(entries: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """SGLang's own lines (built-in patterns): rows per record kind."""
+    found = apply(PATTERNS, entries["message"].cast(pl.String))
     origin = entries.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
     )
-    return origin.join(found, on="row").with_columns(
-        rank=pl.col("rank").cast(pl.Int64, strict=False),
-        room=pl.col("room").cast(pl.UInt64, strict=False),
-        other_room=pl.col("other_room").cast(pl.UInt64, strict=False),
-    )
+    return {
+        _PATTERN_KINDS[table]: _typed(table, origin.join(df, on="row"))
+        for table, df in found.items()
+        if not df.is_empty()
+    }
 
 
 def _records_of(entries: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
-    out: dict[str, pl.DataFrame] = {}
-    transfers = _patterned(entries)
-    if transfers is not None:
-        out["transfer"] = transfers
+    out = _patterned(entries)
     cand = entries.filter(
         pl.col("message").str.contains("forensics:", literal=True).fill_null(False)
         | pl.col("fields")

@@ -95,6 +95,19 @@ CREATE TABLE transfers (
     side VARCHAR, rank BIGINT, rid VARCHAR, room UBIGINT, other_room UBIGINT,
     exception VARCHAR, reason VARCHAR
 );
+-- SGLang scheduler batch statistics ("Prefill batch" / "Decode batch" lines, every
+-- spelling); ranks is the log prefix's "DP0 TP0 EP0" part.
+CREATE TABLE batches (
+    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
+    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
+    phase VARCHAR NOT NULL, ranks VARCHAR, forward_ct BIGINT,
+    new_seq BIGINT, new_token BIGINT, cached_token BIGINT, token BIGINT, full_token BIGINT,
+    swa_token BIGINT, token_usage DOUBLE, full_token_usage DOUBLE, swa_token_usage DOUBLE,
+    mamba_usage DOUBLE, pre_allocated_usage DOUBLE, running_req BIGINT, queue_req BIGINT,
+    prealloc_req BIGINT, inflight_req BIGINT, transfer_req BIGINT, retracted_req BIGINT,
+    pending_token BIGINT, accept_len DOUBLE, accept_rate DOUBLE, cuda_graph BOOLEAN,
+    npu_graph BOOLEAN, input_throughput DOUBLE, gen_throughput DOUBLE, extra VARCHAR
+);
 -- The reproducer harness: one row per request it sent, marked ok or corrupted.
 CREATE TABLE results (
     run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,

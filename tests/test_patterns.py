@@ -87,3 +87,18 @@ def test_transfers_attached_to_rooms(tmp_path: Path) -> None:
         rows[0][2].startswith("transfer_failed: Request ")
         and "KVPoll.WaitingForInput" in rows[0][2]
     )
+
+
+def test_team_samples_ingested_as_cat(tmp_path: Path, db: Path) -> None:
+    res = forensics.ingest([str(SHARED_SAMPLES)], db, host="mixed")
+    assert res.sources[0].format == "cat"
+    assert res.sources[0].records["batch"] == 9 and res.sources[0].records["transfer"] == 4
+    _, rows = forensics.query(
+        "SELECT phase, ranks, forward_ct, running_req, token_usage, full_token_usage,"
+        " cuda_graph, gen_throughput FROM batches ORDER BY entry_no",
+        db,
+    )
+    assert rows[0] == ("Prefill", "TP0", None, 0, 0.29, None, None, None)
+    assert rows[3][:3] == ("Prefill", "DP0 TP0 EP0", 88123)
+    assert rows[-1] == ("Decode", "DP0 TP0 EP0", 884213, 64, 0.24, None, True, 2410.77)
+    assert rows[-2][5] == 0.22  # full token usage

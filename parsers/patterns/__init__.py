@@ -2,7 +2,9 @@
 
 A pattern file (TOML) holds `[[pattern]]` tables: `name`, `table` (where rows go),
 `needle` (a literal every matching line contains), `regex` (named groups are fields),
-optional `extract` (field → regex with one group, searched anywhere in the line), and
+optional `extract` (field → regex with one group, searched anywhere in the line),
+optional `require_any` (fields of which one must be found), optional `pairs` (a group of
+"key: value, …" spread into columns), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield. A file whose regex
 does not compile, or whose samples do not match, is refused with the reason.
 """
@@ -14,11 +16,32 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import orjson
 import polars as pl
 
+BATCH_STATS = [
+    "new_seq", "new_token", "cached_token", "token", "full_token", "swa_token",
+    "token_usage", "full_token_usage", "swa_token_usage", "mamba_usage", "pre_allocated_usage",
+    "running_req", "queue_req", "prealloc_req", "inflight_req", "transfer_req", "retracted_req",
+    "pending_token", "accept_len", "accept_rate", "cuda_graph", "npu_graph",
+    "input_throughput", "gen_throughput",
+]  # fmt: skip
 TABLE_COLUMNS = {
     "transfers": ["side", "rank", "rid", "room", "other_room", "exception", "reason"],
+    "batches": ["phase", "ranks", "forward_ct", *BATCH_STATS, "extra"],
 }
+_PAIR = r"([^:,]+): ([^,]+)"
+
+
+def pair_key(key: pl.Expr) -> pl.Expr:
+    """ "#new-seq" -> new_seq, "input throughput (token/s)" -> input_throughput."""
+    return (
+        key.str.replace(r"\(token/s\)", "")
+        .str.strip_chars(" #")
+        .str.to_lowercase()
+        .str.replace_all(r"[^a-z0-9]+", "_")
+        .str.strip_chars("_")
+    )
 
 
 class PatternError(ValueError):
@@ -39,6 +62,8 @@ class Pattern:
     regex: str
     extract: dict[str, str] = field(default_factory=dict)
     samples: tuple[Sample, ...] = ()
+    pairs: str | None = None  # a group of "key: value, …" pairs, one column per key
+    require_any: tuple[str, ...] = ()  # a match counts only with one of these fields
 
     def fields_of(self, lines: pl.Series) -> pl.DataFrame:
         """One row per line: the pattern's fields (all null where it does not match)."""
@@ -48,7 +73,47 @@ class Pattern:
             name: lines.str.extract(rx, 1) for name, rx in self.extract.items()
         }  # searched anywhere in the line
         out = caps.with_columns(**extra) if extra else caps
-        return out.with_columns(_matched=caps.select(matched).to_series())
+        if self.require_any:
+            matched = matched & pl.any_horizontal(pl.col(c).is_not_null() for c in self.require_any)
+        out = out.with_columns(_matched=out.select(matched).to_series())
+        if self.pairs is None:
+            return out
+        return self._spread(out)
+
+    def _spread(self, out: pl.DataFrame) -> pl.DataFrame:
+        """The `pairs` group as columns; keys the table lacks go to `extra` (JSON)."""
+        assert self.pairs is not None
+        known = set(TABLE_COLUMNS[self.table])
+        long = (
+            out.select(_i=pl.int_range(pl.len()), p=pl.col(self.pairs).str.extract_all(_PAIR))
+            .explode("p")
+            .drop_nulls("p")
+            .select(
+                "_i",
+                k=pair_key(pl.col("p").str.extract(r"^([^:]+):", 1)),
+                v=pl.col("p").str.replace(r"^[^:]+: ", "").str.strip_chars(),
+            )
+        )
+        base = out.drop(self.pairs).with_columns(_i=pl.int_range(pl.len()))
+        if long.is_empty():
+            return base.drop("_i")
+        wide = long.filter(pl.col("k").is_in(list(known))).pivot(
+            on="k", index="_i", values="v", aggregate_function="first"
+        )
+        unknown = long.filter(~pl.col("k").is_in(list(known)))
+        if not unknown.is_empty():
+            extra = unknown.group_by("_i").agg(
+                extra=pl.struct("k", "v").map_elements(
+                    lambda s: orjson.dumps({d["k"]: d["v"] for d in s}).decode(),
+                    return_dtype=pl.String,
+                )
+            )
+            wide = (
+                wide.join(extra, on="_i", how="full", coalesce=True)
+                if len(wide.columns) > 1
+                else extra
+            )
+        return base.join(wide, on="_i", how="left").drop("_i")
 
 
 def _load_text(text: str, origin: str) -> list[Pattern]:
@@ -69,8 +134,9 @@ def _load_text(text: str, origin: str) -> list[Pattern]:
         samples = tuple(Sample(s["line"], {k: str(v) for k, v in s.get("fields", {}).items()})
                         for s in p.get("samples", []))  # fmt: skip
         pat = Pattern(
-            p["name"], p["table"], p["needle"], p["regex"], dict(p.get("extract", {})), samples
-        )
+            p["name"], p["table"], p["needle"], p["regex"], dict(p.get("extract", {})), samples,
+            p.get("pairs"), tuple(p.get("require_any", ())),
+        )  # fmt: skip
         problems = check(pat)
         if problems:
             raise PatternError(f"{where}: {problems[0]}")
