@@ -108,6 +108,12 @@ CREATE TABLE batches (
     pending_token BIGINT, accept_len DOUBLE, accept_rate DOUBLE, cuda_graph BOOLEAN,
     npu_graph BOOLEAN, input_throughput DOUBLE, gen_throughput DOUBLE, extra VARCHAR
 );
+-- SGLang's --log-requests lines: which room each rid was given (Receive / Finish).
+CREATE TABLE rid_rooms (
+    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
+    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
+    event VARCHAR NOT NULL, rid VARCHAR, room UBIGINT NOT NULL
+);
 -- The reproducer harness: one row per request it sent, marked ok or corrupted.
 CREATE TABLE results (
     run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,

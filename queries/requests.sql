@@ -1,7 +1,8 @@
 -- requests: one row per request the reproducer harness sent, with the evidence about it.
 --
 -- The request's room is the harness's own `room` column when it has one, else the room
--- whose checksum records carry the same rid. Its verdict is the worst over that room's
+-- whose checksum records carry the same rid, else the one SGLang's --log-requests
+-- `Receive:` / `Finish:` lines give the rid. Its verdict is the worst over that room's
 -- rows in `rooms` (conflict, mismatch, stale, partial, missing_dst, missing_src, match).
 -- `unexpected_steps` counts the decode steps the request was in the batch of (by rid or
 -- room, from `steps` records) in which a canary saw writes outside the expected pages,
@@ -13,7 +14,7 @@
 -- @column session           VARCHAR  harness session
 -- @column round             BIGINT   round within the session
 -- @column rid               VARCHAR  request id
--- @column room              UBIGINT  bootstrap_room (from the harness, else from checksums by rid)
+-- @column room              UBIGINT  bootstrap_room (harness, else checksums by rid, else Receive/Finish lines)
 -- @column verdict           VARCHAR  worst verdict of the room in `rooms`; NULL without checksums
 -- @column corrupted         BOOLEAN  the harness marked the response corrupted
 -- @column reason            VARCHAR  the harness's reason
@@ -22,9 +23,13 @@
 -- @column unexpected_steps  BIGINT   decode steps with unexpected page writes this request was in
 WITH rid_room AS (
     SELECT run, rid, min(room) AS room FROM checksums WHERE rid IS NOT NULL GROUP BY ALL
+), logged AS (
+    SELECT run, rid, min(room) AS room FROM rid_rooms WHERE rid IS NOT NULL GROUP BY ALL
 ), linked AS (
-    SELECT r.*, coalesce(r.room, rr.room) AS linked_room
-    FROM results r LEFT JOIN rid_room rr ON rr.run = r.run AND rr.rid = r.rid
+    SELECT r.*, coalesce(r.room, rr.room, lg.room) AS linked_room
+    FROM results r
+    LEFT JOIN rid_room rr ON rr.run = r.run AND rr.rid = r.rid
+    LEFT JOIN logged lg ON lg.run = r.run AND lg.rid = r.rid
 ), worst AS (
     SELECT run, room,
            arg_max(verdict, CASE verdict WHEN 'conflict' THEN 7 WHEN 'mismatch' THEN 6

@@ -102,3 +102,18 @@ def test_team_samples_ingested_as_cat(tmp_path: Path, db: Path) -> None:
     assert rows[3][:3] == ("Prefill", "DP0 TP0 EP0", 88123)
     assert rows[-1] == ("Decode", "DP0 TP0 EP0", 884213, 64, 0.24, None, True, 2410.77)
     assert rows[-2][5] == 0.22  # full token usage
+
+
+def test_rid_room_from_log_requests_links_requests(tmp_path: Path, db: Path) -> None:
+    log = tmp_path / "d.log"
+    log.write_text(
+        "[2026-09-20 14:03:12] Receive: obj=GenerateReqInput(rid='r9', text=None, bootstrap_room=77, stream=False)\n"
+        "[2026-09-20 14:03:14] Finish: obj=GenerateReqInput(rid='r9', bootstrap_room=77), out={}\n"
+    )
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"session": 1, "round": 0, "rid": "r9", "corrupted": false}\n')
+    forensics.ingest([str(log), str(results)], db, host="decode-0")
+    _, rows = forensics.query("SELECT event, rid, room FROM rid_rooms ORDER BY entry_no", db)
+    assert rows == [("Receive", "r9", 77), ("Finish", "r9", 77)]
+    _, req = forensics.query("SELECT rid, room, verdict FROM requests", db)
+    assert req == [("r9", 77, None)]

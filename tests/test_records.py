@@ -145,13 +145,7 @@ def test_rejected_records_reach_quarantine_and_entries_stay(tmp_path: Path, db: 
         "2026-11-29T07:00:01.000002+0000 decode-0 python3[1]: forensics:step step=4 rids=r1\n"
     )
     res = forensics.ingest([str(f)], db)
-    assert res.sources[0].records == {
-        "checksum": 0,
-        "canary": 0,
-        "step": 1,
-        "transfer": 0,
-        "batch": 0,
-    }
+    assert {k: n for k, n in res.sources[0].records.items() if n} == {"step": 1}
     _, q = forensics.query("SELECT line, reason FROM quarantine", db)
     assert q == [(1, "checksum: no room")]
     _, n = forensics.query("SELECT count(*) FROM entries", db)

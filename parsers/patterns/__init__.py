@@ -29,6 +29,7 @@ BATCH_STATS = [
 TABLE_COLUMNS = {
     "transfers": ["side", "rank", "rid", "room", "other_room", "exception", "reason"],
     "batches": ["phase", "ranks", "forward_ct", *BATCH_STATS, "extra"],
+    "rid_rooms": ["event", "rid", "room"],
 }
 _PAIR = r"([^:,]+): ([^,]+)"
 
@@ -84,15 +85,21 @@ class Pattern:
         """The `pairs` group as columns; keys the table lacks go to `extra` (JSON)."""
         assert self.pairs is not None
         known = set(TABLE_COLUMNS[self.table])
-        long = (
-            out.select(_i=pl.int_range(pl.len()), p=pl.col(self.pairs).str.extract_all(_PAIR))
-            .explode("p")
-            .drop_nulls("p")
-            .select(
-                "_i",
-                k=pair_key(pl.col("p").str.extract(r"^([^:]+):", 1)),
-                v=pl.col("p").str.replace(r"^[^:]+: ", "").str.strip_chars(),
-            )
+        pairs = out.select(
+            _i=pl.int_range(pl.len()),
+            p=pl.col(self.pairs).str.strip_chars_end(", ").str.split(", "),
+        ).explode("p")
+        pairs = pairs.filter(pl.col("p").str.contains(": ", literal=True).fill_null(False))
+        sep = pl.col("p").str.find(": ", literal=True)
+        long = pairs.select(
+            "_i", raw=pl.col("p").str.slice(0, sep), v=pl.col("p").str.slice(sep + 2)
+        )
+        # Few distinct keys: normalise those, not every row's.
+        keys = long["raw"].unique()
+        normal = pl.select(pair_key(pl.lit(keys))).to_series().to_list()
+        names = dict(zip(keys.to_list(), normal, strict=True))
+        long = long.select(
+            "_i", k=pl.col("raw").replace_strict(names), v=pl.col("v").str.strip_chars()
         )
         base = out.drop(self.pairs).with_columns(_i=pl.int_range(pl.len()))
         if long.is_empty():
