@@ -28,6 +28,7 @@ import generate  # noqa: E402
 DUCKDB_QUERY = r"""
 import duckdb, sys
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 q = '''
 WITH lines AS (
   SELECT line FROM read_csv(?, columns = {'line': 'VARCHAR'}, delim = '\x01', quote = '',
