@@ -12,7 +12,8 @@ import forensics
 
 from .helpers import cli
 
-SHARED_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples" / "sglang-lines.txt"
+# A copy of ../shared/samples/sglang-lines.txt (the team's sample of every SGLang line variant).
+SHARED_SAMPLES = Path(__file__).resolve().parent / "data" / "sglang-lines.txt"
 
 
 def test_builtin_samples_pass() -> None:
