@@ -20,9 +20,9 @@ from .parsers.records import parse_records
 
 TABLES = {
     "checksum": "checksums", "canary": "canary", "step": "steps",
-    "transfer": "transfers", "batch": "batches", "rid_room": "rid_rooms",
+    "transfer": "transfers", "batch": "batches", "rid_room": "rid_rooms", "http": "http",
 }  # fmt: skip
-_PATTERN_KINDS = {"transfers": "transfer", "batches": "batch", "rid_rooms": "rid_room"}
+_PATTERN_KINDS = {table: kind for kind, table in TABLES.items()}
 PATTERNS = builtin()
 _COLUMNS = ["entry_no", "line_first", "host", "ts_us", "message", "fields"]
 Reject = tuple[int, int, str, str]  # entry_no, line, reason, message
@@ -37,6 +37,8 @@ def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
             room=pl.col("room").cast(pl.UInt64, strict=False),
             other_room=pl.col("other_room").cast(pl.UInt64, strict=False),
         )
+    if table == "http":
+        return df.with_columns(status=pl.col("status").cast(pl.Int64, strict=False))
     if table == "rid_rooms":
         return df.with_columns(room=pl.col("room").cast(pl.UInt64, strict=False))
     if table == "batches":

@@ -114,6 +114,12 @@ CREATE TABLE rid_rooms (
     entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
     event VARCHAR NOT NULL, rid VARCHAR, room UBIGINT NOT NULL
 );
+-- uvicorn access lines of the HTTP servers.
+CREATE TABLE http (
+    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
+    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
+    client VARCHAR, method VARCHAR NOT NULL, path VARCHAR, status BIGINT
+);
 -- The reproducer harness: one row per request it sent, marked ok or corrupted.
 CREATE TABLE results (
     run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,

@@ -118,3 +118,13 @@ def test_rid_room_from_log_requests_links_requests(tmp_path: Path, db: Path) -> 
     assert rows == [("Receive", "r9", 77), ("Finish", "r9", 77)]
     _, req = forensics.query("SELECT rid, room, verdict FROM requests", db)
     assert req == [("r9", 77, None)]
+
+
+def test_http_access_lines(tmp_path: Path, db: Path) -> None:
+    forensics.ingest([str(SHARED_SAMPLES)], db, host="mixed")
+    _, rows = forensics.query("SELECT method, path, status FROM http ORDER BY entry_no", db)
+    assert rows == [
+        ("POST", "/v1/chat/completions", 200),
+        ("POST", "/v1/chat/completions", 500),
+        ("POST", "/generate", 200),
+    ]

@@ -30,6 +30,7 @@ TABLE_COLUMNS = {
     "transfers": ["side", "rank", "rid", "room", "other_room", "exception", "reason"],
     "batches": ["phase", "ranks", "forward_ct", *BATCH_STATS, "extra"],
     "rid_rooms": ["event", "rid", "room"],
+    "http": ["client", "method", "path", "status"],
 }
 _PAIR = r"([^:,]+): ([^,]+)"
 
