@@ -82,6 +82,10 @@ def ingest(
         int | None, typer.Option(help="Year for renderings without one (short, short-precise).")
     ] = None,
     host: Annotated[str | None, typer.Option(help="Host for renderings without one (cat).")] = None,
+    patterns: Annotated[
+        list[Path],
+        typer.Option("--patterns", help="Pattern file (TOML) for a fork's own lines (repeatable)."),
+    ] = [],  # noqa: B006
     json: JsonOpt = False,
 ) -> None:
     """Read journald output (any journalctl rendering, .journal files) into the database.
@@ -95,7 +99,7 @@ def ingest(
     with progress:
         res = run_ingest(
             paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,
-            progress=_progress_factory(progress),
+            patterns=patterns, progress=_progress_factory(progress),
         )  # fmt: skip
     _print_ingest(res, json)
 

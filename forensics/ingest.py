@@ -29,6 +29,8 @@ from .parsers.journald import (
     sniff,
 )
 from .parsers.journald.text import TEXT_FORMATS
+from .parsers.patterns import Pattern, PatternError
+from .parsers.patterns import load_file as load_patterns
 from .parsers.results import RESULT_FORMATS, read_results, sniff_results
 from .records import TABLES as RECORD_TABLES
 from .records import RecordSink
@@ -79,11 +81,19 @@ def ingest(
     fmt: str | None = None,
     year: int | None = None,
     host: str | None = None,
+    patterns: list[str | os.PathLike] | None = None,
     progress: ProgressFactory | None = None,
 ) -> IngestResult:
-    """Read every path into the database in one transaction; all or nothing."""
+    """Read every path into the database in one transaction; all or nothing.
+
+    `patterns`: pattern files (TOML) for a fork's own lines, checked before anything is read.
+    """
     if fmt is not None and fmt not in FORMATS:
         raise ForensicsError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    try:
+        user = [p for f in patterns or [] for p in load_patterns(f)]
+    except PatternError as exc:
+        raise ForensicsError(str(exc)) from None
     inputs = expand(paths)
     path = db_path(db)
     created = not path.exists()
@@ -101,7 +111,7 @@ def ingest(
             _ensure_run(con, run, tags or {})
             for inp in inputs:
                 cb = progress(inp, _size(inp)) if progress else None
-                results.append(_ingest_one(con, inp, run, fmt, year, host, cb))
+                results.append(_ingest_one(con, inp, run, fmt, year, host, cb, user))
     except BaseException:
         con.close()
         if created:
@@ -153,6 +163,7 @@ def _ingest_one(
     year: int | None,
     host: str | None,
     progress: Callable[[int], None] | None,
+    user: list[Pattern],
 ) -> SourceResult:
     opened = open_input(inp, progress)
     try:
@@ -165,7 +176,7 @@ def _ingest_one(
     # Entries go straight into their table (no staging copy); the transaction undoes them
     # if anything below fails, and dedupe/rejoin work on this source's rows only.
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
-    records = RecordSink(con, source_id, run)
+    records = RecordSink(con, source_id, run, user)
     try:
         for batch in _prefetch(_batches(opened, inp, chosen, ctx)):
             # A relation, not register(): DuckDB keeps registered tables alive until the

@@ -15,7 +15,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from .parsers.patterns import BATCH_STATS, apply, builtin
+from .parsers.patterns import BATCH_STATS, Pattern, apply, builtin, record_rows
 from .parsers.records import parse_records
 
 TABLES = {
@@ -55,9 +55,12 @@ def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
-def _patterned(entries: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """SGLang's own lines (built-in patterns): rows per record kind."""
-    found = apply(PATTERNS, entries["message"].cast(pl.String))
+def _patterned(entries: pl.DataFrame, user: list[Pattern]) -> dict[str, pl.DataFrame]:
+    """SGLang's own lines (built-in and user table patterns): rows per record kind."""
+    found = apply(
+        PATTERNS + [p for p in user if p.table in TABLES.values()],
+        entries["message"].cast(pl.String),
+    )
     origin = entries.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
     )
@@ -68,18 +71,29 @@ def _patterned(entries: pl.DataFrame) -> dict[str, pl.DataFrame]:
     }
 
 
-def _records_of(entries: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
-    out = _patterned(entries)
-    cand = entries.filter(
-        pl.col("message").str.contains("forensics:", literal=True).fill_null(False)
-        | pl.col("fields")
-        .cast(pl.String)
-        .str.contains('"FORENSICS_KIND"', literal=True)
-        .fill_null(False)
-    )
+def _records_of(
+    entries: pl.DataFrame,
+    user: list[Pattern] = (),  # type: ignore[assignment]
+) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
+    out = _patterned(entries, list(user))
+    matched = record_rows(list(user), entries["message"].cast(pl.String)) if user else None
+    is_cand = pl.col("message").str.contains("forensics:", literal=True).fill_null(False) | pl.col(
+        "fields"
+    ).cast(pl.String).str.contains('"FORENSICS_KIND"', literal=True).fill_null(False)
+    if matched is not None:
+        is_cand = is_cand | pl.int_range(pl.len()).is_in(matched["row"].unique().implode())
+    with_row = entries.with_columns(_orig=pl.int_range(pl.len(), dtype=pl.Int64))
+    cand = with_row.filter(is_cand)
     if cand.is_empty():
         return out, []
-    recs = parse_records(cand)
+    if matched is not None:  # rows of `entries` -> rows of `cand`
+        renum = cand.select(_orig="_orig", row=pl.int_range(pl.len(), dtype=pl.Int64))
+        matched = (
+            matched.join(renum.rename({"row": "new"}), left_on="row", right_on="_orig")
+            .drop("row")
+            .rename({"new": "row"})
+        )
+    recs = parse_records(cand, matched)
     origin = cand.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
     )
@@ -92,15 +106,24 @@ def _records_of(entries: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[Re
     return out, rejects
 
 
-def _batch_records(batch: pa.Table) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
-    return _records_of(pl.from_arrow(batch.select(_COLUMNS)))  # type: ignore[arg-type]
+def _batch_records(
+    batch: pa.Table, user: list[Pattern]
+) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
+    return _records_of(pl.from_arrow(batch.select(_COLUMNS)), user)  # type: ignore[arg-type]
 
 
 class RecordSink:
     """Records of the batches of one source, parsed in a worker, stored in order."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, source_id: int, run: str) -> None:
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        source_id: int,
+        run: str,
+        user: list[Pattern] | None = None,
+    ) -> None:
         self.con = con
+        self.user = user or []
         self.source_id = source_id
         self.run = run
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="forensics-records")
@@ -112,7 +135,7 @@ class RecordSink:
         }
 
     def submit(self, batch: pa.Table) -> None:
-        self.pending.append(self.pool.submit(_batch_records, batch))
+        self.pending.append(self.pool.submit(_batch_records, batch, self.user))
         # Wait when parsing falls behind: a backlog of batches would grow with the input.
         while self.pending and (self.pending[0].done() or len(self.pending) > BACKLOG):
             self._store(*self.pending.popleft().result())
@@ -153,4 +176,4 @@ class RecordSink:
                 f"SELECT {', '.join(_COLUMNS)} FROM entries WHERE source_id = {sid}"
                 f" AND entry_no IN ({','.join(map(str, rewritten))}) ORDER BY entry_no"
             ).pl()
-            self._store(*_records_of(entries))
+            self._store(*_records_of(entries, self.user))

@@ -128,3 +128,42 @@ def test_http_access_lines(tmp_path: Path, db: Path) -> None:
         ("POST", "/v1/chat/completions", 500),
         ("POST", "/generate", 200),
     ]
+
+
+FORK = """
+[[pattern]]
+name = "dsv4_idxk_checksum"
+table = "checksum"
+needle = "dsv4_idxk_checksum"
+regex = \'\'\'dsv4_idxk_checksum side=(?P<side>\\w+) room=(?P<room>\\S+) sig=(?P<full>[0-9a-f]+)\'\'\'
+[[pattern.samples]]
+line = "[2026-11-29 07:00:01 TP0] dsv4_idxk_checksum side=src room=7 sig=abc"
+fields = { side = "src", room = "7", full = "abc" }
+"""
+
+
+def test_fork_format_mapped_onto_checksum_records(tmp_path: Path, db: Path) -> None:
+    pats = _write(tmp_path, FORK)
+    log = tmp_path / "fork.log"
+    log.write_text(
+        "2026-11-29T07:00:01.000000+0000 p python3[1]: dsv4_idxk_checksum side=src room=7 sig=abc\n"
+        "2026-11-29T07:00:02.000000+0000 d python3[2]: dsv4_idxk_checksum side=dst room=7 sig=abd\n"
+        "2026-11-29T07:00:03.000000+0000 d python3[2]: dsv4_idxk_checksum side=dst room=x sig=abd\n"
+    )
+    proc = cli("ingest", str(log), "--patterns", str(pats), "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    _, rows = forensics.query('SELECT side, room, buf, "full" FROM checksums ORDER BY entry_no', db)
+    assert rows == [("src", 7, "index_k", "abc"), ("dst", 7, "index_k", "abd")]
+    _, verdict = forensics.query("SELECT verdict FROM rooms", db)
+    assert verdict == [("mismatch",)]
+    _, q = forensics.query("SELECT line, reason FROM quarantine", db)
+    assert q == [(3, "checksum: room is not an unsigned 63-bit number")]
+
+
+def test_bad_patterns_file_stops_ingest_before_reading(tmp_path: Path, db: Path) -> None:
+    bad = _write(tmp_path, FORK.replace('full = "abc"', 'full = "zzz"'))
+    log = tmp_path / "x.log"
+    log.write_text("2026-11-29T07:00:01.000000+0000 p a[1]: hi\n")
+    proc = cli("ingest", str(log), "--patterns", str(bad), "--db", str(db))
+    assert proc.returncode == 2 and "sample field full" in proc.stderr.decode()
+    assert not db.exists()

@@ -19,6 +19,8 @@ from pathlib import Path
 import orjson
 import polars as pl
 
+from ..records.contract import KNOWN
+
 BATCH_STATS = [
     "new_seq", "new_token", "cached_token", "token", "full_token", "swa_token",
     "token_usage", "full_token_usage", "swa_token_usage", "mamba_usage", "pre_allocated_usage",
@@ -32,6 +34,9 @@ TABLE_COLUMNS = {
     "rid_rooms": ["event", "rid", "room"],
     "http": ["client", "method", "path", "status"],
 }
+# A user pattern may target a record kind of docs/log-contract.md: its named groups are
+# that record's keys, validated as if the line had been written in the contract's form.
+RECORD_KINDS = {kind: sorted(keys) for kind, keys in KNOWN.items()}
 _PAIR = r"([^:,]+): ([^,]+)"
 
 
@@ -135,10 +140,9 @@ def _load_text(text: str, origin: str) -> list[Pattern]:
         missing = [k for k in ("name", "table", "needle", "regex") if not p.get(k)]
         if missing:
             raise PatternError(f"{where}: missing {', '.join(missing)}")
-        if p["table"] not in TABLE_COLUMNS:
-            raise PatternError(
-                f"{where}: unknown table {p['table']!r}; known: {', '.join(TABLE_COLUMNS)}"
-            )
+        if p["table"] not in TABLE_COLUMNS and p["table"] not in RECORD_KINDS:
+            known = ", ".join([*TABLE_COLUMNS, *RECORD_KINDS])
+            raise PatternError(f"{where}: unknown table {p['table']!r}; known: {known}")
         samples = tuple(Sample(s["line"], {k: str(v) for k, v in s.get("fields", {}).items()})
                         for s in p.get("samples", []))  # fmt: skip
         pat = Pattern(
@@ -161,7 +165,7 @@ def check(pat: Pattern) -> list[str]:
     except pl.exceptions.ComputeError as exc:
         return [f"regex does not compile: {str(exc).splitlines()[0]}"]
     problems = []
-    allowed = set(TABLE_COLUMNS[pat.table])
+    allowed = set(TABLE_COLUMNS.get(pat.table) or RECORD_KINDS[pat.table])
     unknown = [c for c in got.columns if c != "_matched" and c not in allowed]
     if unknown:
         problems.append(f"fields {unknown} are not columns of {pat.table}")
@@ -191,6 +195,19 @@ def load_file(path: str | Path) -> list[Pattern]:
     return _load_text(text, str(p))
 
 
+def record_rows(patterns: list[Pattern], messages: pl.Series) -> pl.DataFrame | None:
+    """(row, kind, key, value) of the record kinds user patterns find in messages."""
+    found = apply([p for p in patterns if p.table in RECORD_KINDS], messages)
+    parts = [
+        df.unpivot(index="row", on=[c for c in df.columns if c not in ("row", "pattern")],
+                   variable_name="key", value_name="value")
+        .drop_nulls("value")
+        .with_columns(kind=pl.lit(table))
+        for table, df in found.items()
+    ]  # fmt: skip
+    return pl.concat(parts).select("row", "kind", "key", "value") if parts else None
+
+
 def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFrame]:
     """Rows per table: `row` (index into messages), `pattern`, and the table's columns."""
     out: dict[str, list[pl.DataFrame]] = {}
@@ -203,7 +220,7 @@ def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFram
             row=idx.cast(pl.Int64), pattern=pl.lit(pat.name)
         )
         f = f.filter("_matched").drop("_matched")
-        cols = TABLE_COLUMNS[pat.table]
+        cols = TABLE_COLUMNS.get(pat.table) or RECORD_KINDS[pat.table]
         f = f.select(
             "row",
             "pattern",

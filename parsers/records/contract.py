@@ -105,8 +105,12 @@ def _long_kv(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return long, pl.concat([leftover, stray])
 
 
-def parse_records(entries: pl.DataFrame) -> Records:
-    """Records of entries (columns `message`, `fields`); `row` in the output indexes them."""
+def parse_records(entries: pl.DataFrame, matched: pl.DataFrame | None = None) -> Records:
+    """Records of entries (columns `message`, `fields`); `row` in the output indexes them.
+
+    `matched` adds records found by user patterns: (row, kind, key, value) rows for
+    entries whose own text carries no `forensics:` token.
+    """
     msg = pl.col("message").cast(pl.String)
     kind = msg.str.extract(TOKEN, 1)
     # The body is what follows the token: sliced by position (a regex capturing the rest
@@ -151,6 +155,10 @@ def parse_records(entries: pl.DataFrame) -> Records:
     parts.append(long.select("row", "kind", "key", "value"))
     if rows_py:
         parts.append(pl.DataFrame(rows_py, schema=["row", "kind", "key", "value"], orient="row"))
+    if matched is not None and not matched.is_empty():
+        taken = set(kv["row"].to_list()) | srows  # the contract's own forms come first
+        matched = matched.filter(~pl.col("row").is_in(list(taken)))
+        parts.append(matched.select("row", "kind", "key", "value"))
     allkv = (
         pl.concat(parts)
         if parts
@@ -168,6 +176,7 @@ def parse_records(entries: pl.DataFrame) -> Records:
                 schema=["row", "kind"],
                 orient="row",
             ).cast({"row": pl.Int64}),
+            *([matched.select("row", "kind")] if matched is not None and len(matched) else []),
         ]
     ).unique("row")
     failed = [row for row, _ in rejects]  # JSON bodies that did not parse: rejected once
