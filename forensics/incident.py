@@ -75,15 +75,17 @@ def generate(
     t = T0_US
     step = 0
     n = sessions * rounds
-    bad_kinds = ["partial", "stale", "mismatch", "missing_dst"]
+    bad_kinds = ["partial", "stale", "mismatch", "missing_dst", "conflict", "missing_src"]
     bad_idx = {
-        i: bad_kinds[k % len(bad_kinds)] for k, i in enumerate(rng.sample(range(n), max(1, n // 8)))
+        i: bad_kinds[k % len(bad_kinds)]
+        for k, i in enumerate(rng.sample(range(1, n), min(n - 1, max(len(bad_kinds), n // 6))))
     }
     burst_at = n // 2
     burst_steps: list[int] = []
     corrupted: set[str] = set()
     src_digests: list[tuple[int, str, str, str]] = []
     stale_of: dict[int, int] = {}  # room -> the room whose bytes decode got instead
+    dst_count: dict[int, int] = {}  # room -> dst records logged
 
     def P(ts: int, msg: str | bytes, **kw) -> None:
         pre.append(Entry(ts, ts - T0_US + 5_000_000, PREFILL_BOOT, "prefill-0",
@@ -111,9 +113,17 @@ def generate(
         head, tail, full = _digest(room, "h"), _digest(room, "t"), _digest(room, "f")
         nbytes = 4096 * rng.randint(4, 64)
         t += 2_000
-        P(t, f"forensics:checksum side=src room={room} rid={rid} buf=index_k layer=all tp=0 "
-             f"dtype=fp8 nbytes={nbytes} head={head} tail={tail} full={full}")  # fmt: skip
         kind = bad_idx.get(i, "match")
+        if kind == "missing_src":
+            pass  # prefill never logged it (a lost line, a crashed rank)
+        elif i % 5 == 1:  # the contract's JSON form, as some forks write it
+            P(t, "forensics:checksum " + orjson.dumps({
+                "side": "src", "room": room, "rid": rid, "buf": "index_k", "layer": "all",
+                "tp": 0, "dtype": "fp8", "nbytes": nbytes, "head": head, "tail": tail, "full": full,
+            }).decode())  # fmt: skip
+        else:
+            P(t, f"forensics:checksum side=src room={room} rid={rid} buf=index_k layer=all tp=0 "
+                 f"dtype=fp8 nbytes={nbytes} head={head} tail={tail} full={full}")  # fmt: skip
         d_head, d_tail, d_full = head, tail, full
         if kind == "partial":
             d_tail, d_full = _digest(room, "t", "torn"), _digest(room, "f", "torn")
@@ -124,11 +134,24 @@ def generate(
         elif kind == "mismatch":
             d_head, d_tail, d_full = _digest(room, 1), _digest(room, 2), _digest(room, 3)
         verdicts[room] = kind
-        src_digests.append((room, head, tail, full))
+        if kind != "missing_src":  # only what prefill logged can be received stale
+            src_digests.append((room, head, tail, full))
         t += rng.randint(5_000, 30_000)  # transfer
         if kind != "missing_dst":
-            D(t, f"forensics:checksum side=dst room={room} rid={rid} buf=index_k layer=all "
-                 f"tp=0 dtype=fp8 nbytes={nbytes} head={d_head} tail={d_tail} full={d_full}")  # fmt: skip
+            copies = 2 if kind == "match" and i % 7 == 3 else 1  # identical duplicates count
+            for _ in range(copies):
+                D(t, f"forensics:checksum side=dst room={room} rid={rid} buf=index_k layer=all "
+                     f"tp=0 dtype=fp8 nbytes={nbytes} head={d_head} tail={d_tail} full={d_full}")  # fmt: skip
+            dst_count[room] = copies
+            if kind == "conflict":  # a second dst record that disagrees with the first
+                D(t + 1, f"forensics:checksum side=dst room={room} rid={rid} buf=index_k "
+                         f"layer=all tp=0 dtype=fp8 nbytes={nbytes} head={_digest(room, 9)} "
+                         f"tail={d_tail} full={d_full}")  # fmt: skip
+                D(t + 2, _sglang(t + 2, f"Context corruption detected: Request {rid} "
+                                        f"(bootstrap_room={room}) received metadata from "
+                                        f"bootstrap_room={src_digests[-2][0]}. Metadata buffer "
+                                        f"index: 17. This indicates metadata buffer index collision."), priority=3)  # fmt: skip
+                dst_count[room] = 2
         else:
             D(t, _sglang(t, f"Decode transfer failed for request rank=0 decode_req.req.rid='{rid}' "
                             f"decode_req.req.bootstrap_room={room} with exception "
@@ -175,7 +198,7 @@ def generate(
                 t, 'INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK', ""
             ),
         )
-        bad = kind in ("partial", "stale", "mismatch", "missing_dst") or bad_step
+        bad = kind != "match" or bad_step
         if bad:
             corrupted.add(rid)
         results.append({
@@ -191,6 +214,7 @@ def generate(
     truth = {
         "verdicts": verdicts,
         "stale_of": stale_of,
+        "dst_count": dst_count,
         "burst_steps": burst_steps,
         "corrupted": sorted(corrupted),
         "decode_offset_us": decode_offset_us,

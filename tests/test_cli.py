@@ -94,6 +94,14 @@ def test_query_list_and_run(tmp_path: Path) -> None:
     listing = cli("query", "--list", "--db", db).stdout.decode()
     assert "rooms" in listing and "verdict" in listing
     rows = orjson.loads(cli("query", "rooms", "--format", "json", "--db", db).stdout)
-    assert {r["verdict"] for r in rows} == {"match", "partial", "stale", "mismatch", "missing_dst"}
+    assert {r["verdict"] for r in rows} == {
+        "match",
+        "partial",
+        "stale",
+        "mismatch",
+        "missing_dst",
+        "missing_src",
+        "conflict",
+    }
     bad = cli("query", "nope", "--db", db)
     assert bad.returncode == 2 and "no query named 'nope'" in bad.stderr.decode()

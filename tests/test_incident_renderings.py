@@ -43,6 +43,11 @@ def test_rooms_and_requests_in_every_rendering(
     rooms = {r[cols.index("room")]: dict(zip(cols, r, strict=True)) for r in rows}
     assert {k: v["verdict"] for k, v in rooms.items()} == truth["verdicts"]
     assert {k: v["stale_of"] for k, v in rooms.items() if v["stale_of"]} == truth["stale_of"]
+    # identical duplicates are counted; the conflicting pair is counted and judged
+    assert {k: v["dst_count"] for k, v in rooms.items() if v["dst_count"]} == truth["dst_count"]
+    # transfer failures and the context corruption are attached to their rooms
+    events = {v["verdict"] for v in rooms.values() if v["transfer_events"]}
+    assert events == {"missing_dst", "conflict"}
     cols, rows = forensics.run_named("requests", db)
     reqs = [dict(zip(cols, r, strict=True)) for r in rows]
     assert sorted(r["rid"] for r in reqs if r["corrupted"]) == truth["corrupted"]

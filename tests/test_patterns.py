@@ -80,10 +80,12 @@ def test_bad_pattern_files_refused_with_reason(tmp_path: Path, edit, message: st
 def test_transfers_attached_to_rooms(tmp_path: Path) -> None:
     res = forensics.demo(tmp_path / "inc")
     _, rows = forensics.query(
-        "SELECT verdict, transfer_events, transfer_reasons FROM rooms WHERE transfer_events > 0",
+        "SELECT verdict, transfer_events, transfer_reasons FROM rooms WHERE transfer_events > 0"
+        " ORDER BY verdict DESC",
         res.ingest.db,
     )
-    assert len(rows) == 1 and rows[0][0] == "missing_dst"
+    assert [r[0] for r in rows] == ["missing_dst", "conflict"]
+    assert rows[1][2].startswith("context_corruption: Metadata buffer index: 17")
     assert (
         rows[0][2].startswith("transfer_failed: Request ")
         and "KVPoll.WaitingForInput" in rows[0][2]

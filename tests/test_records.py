@@ -121,14 +121,16 @@ def test_demo_incident_records_stored_with_origin(tmp_path: Path) -> None:
     db = res.ingest.db
     n_rooms = len(truth["verdicts"])
     missing = sum(v == "missing_dst" for v in truth["verdicts"].values())
+    no_src = sum(v == "missing_src" for v in truth["verdicts"].values())
+    dst_records = sum(truth["dst_count"].values())  # duplicates and the conflict included
     _, rows = forensics.query(
         "SELECT side, count(*), count(DISTINCT room), bool_and(run = 'demo' AND host IS NOT NULL"
         " AND ts_us IS NOT NULL) FROM checksums GROUP BY side ORDER BY side",
         db,
     )
     assert rows == [
-        ("dst", n_rooms - missing, n_rooms - missing, True),
-        ("src", n_rooms, n_rooms, True),
+        ("dst", dst_records, n_rooms - missing, True),
+        ("src", n_rooms - no_src, n_rooms - no_src, True),
     ]
     _, burst = forensics.query(
         "SELECT DISTINCT step FROM canary WHERE n_unexpected > 0 ORDER BY step", db
