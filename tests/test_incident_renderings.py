@@ -51,6 +51,7 @@ def test_rooms_and_requests_in_every_rendering(
     cols, rows = forensics.run_named("requests", db)
     reqs = [dict(zip(cols, r, strict=True)) for r in rows]
     assert sorted(r["rid"] for r in reqs if r["corrupted"]) == truth["corrupted"]
+    assert {r["room"]: r["verdict"] for r in reqs} == truth["verdicts"]
     assert sum(r["unexpected_steps"] for r in reqs) == len(truth["burst_steps"])
     _, q = forensics.query("SELECT count(*) FROM quarantine", db)
     assert q == [(0,)]

@@ -165,3 +165,30 @@ def test_overlap_duplicates_drop_their_records(renderings, tmp_path: Path, db: P
     forensics.ingest([str(tmp_path / "b.log")], db)
     _, steps = forensics.query("SELECT step FROM steps ORDER BY step", db)
     assert [s[0] for s in steps] == [0, 1, 2, 3, 4, 5]
+
+
+def test_structured_fields_through_a_real_journal(tmp_path: Path, db: Path) -> None:
+    from forensics.journal_export import export_entry, render, write_journal
+
+    src = tmp_path / "s.export"
+    src.write_bytes(
+        export_entry(
+            [
+                ("__REALTIME_TIMESTAMP", 1_795_935_600_000_000),
+                ("_HOSTNAME", "decode-0"),
+                ("MESSAGE", "idx-k checksum (structured)"),
+                ("FORENSICS_KIND", "checksum"),
+                ("FORENSICS_SIDE", "dst"),
+                ("FORENSICS_ROOM", "7301934425522180813"),
+                ("FORENSICS_FULL", "ab12"),
+                ("FORENSICS_NOTE", "retry"),
+            ]
+        )
+    )
+    journals = write_journal(src, tmp_path / "j" / "s.journal")
+    for fmt in ("journal", "json", "export"):
+        path = journals[0] if fmt == "journal" else render(journals, fmt, tmp_path / f"s.{fmt}")
+        one = tmp_path / f"{fmt}.duckdb"
+        forensics.ingest([str(path)], one)
+        _, rows = forensics.query('SELECT side, room, "full", extra FROM checksums', one)
+        assert rows == [("dst", 7301934425522180813, "ab12", '{"note":"retry"}')], fmt
