@@ -188,10 +188,7 @@ def _ingest_one(
         raise ForensicsError(str(exc)) from None
     finally:
         records.close()
-    # Drain what the reader did not need, so that the digest covers the whole file.
-    while opened.stream.read(1 << 20):
-        pass
-    sha = opened.hasher.sha.hexdigest()
+    sha, seen = _digest(con, opened)
     res = SourceResult(
         inp.name,
         chosen,
@@ -200,13 +197,11 @@ def _ingest_one(
         bytes=opened.hasher.nbytes,
         lines=ctx.lines,
     )
-    dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
-    if dup is not None:
+    if seen:
         con.execute("DELETE FROM entries WHERE source_id = ?", [source_id])
         for table in RECORD_TABLES.values():
             con.execute(f"DELETE FROM {table} WHERE source_id = ?", [source_id])
-        res.status = "skipped"
-        res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
+        res.status, res.reason = "skipped", seen
         return res
     res.source_id = source_id
     rewritten = _rejoin(con, source_id, chosen in TEXT_FORMATS)
@@ -319,15 +314,11 @@ def _ingest_results(
 ) -> SourceResult:
     """A harness results file: rows into `results`, no journal entries."""
     table = read_results(opened.stream, fmt, ctx)
-    while opened.stream.read(1 << 20):
-        pass
+    sha, seen = _digest(con, opened)
     res = SourceResult(inp.name, fmt, "ingested", opened.compression,
                        bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
-    sha = opened.hasher.sha.hexdigest()
-    dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
-    if dup is not None:
-        res.status = "skipped"
-        res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
+    if seen:
+        res.status, res.reason = "skipped", seen
         return res
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     res.source_id = source_id
@@ -337,6 +328,18 @@ def _ingest_results(
     res.records = {"result": table.num_rows}
     _store_source(con, inp, opened, res, ctx, sha, run)
     return res
+
+
+def _digest(con: duckdb.DuckDBPyConnection, opened: Opened) -> tuple[str, str]:
+    """sha256 of the whole input, and why it is skipped ("" when it is new)."""
+    # Drain what the reader did not need, so that the digest covers the whole file.
+    while opened.stream.read(1 << 20):
+        pass
+    sha = opened.hasher.sha.hexdigest()
+    dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [sha])
+    if dup is None:
+        return sha, ""
+    return sha, f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
 
 
 def _report_batch(rows: int) -> None:
