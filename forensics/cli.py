@@ -18,11 +18,10 @@ from .demo import demo as run_demo
 from .errors import ForensicsError
 from .ingest import IngestResult
 from .ingest import ingest as run_ingest
-from .named import list_queries
+from .named import list_queries, view_sql
 from .parsers.patterns import PatternError
 from .parsers.patterns import builtin as builtin_patterns
 from .parsers.patterns import load_file as load_patterns
-from .queries import names as query_names
 from .sources import list_sources
 from .sql import OUTPUT_FORMATS, export, query
 from .store import connect_read_only, db_path
@@ -226,9 +225,7 @@ def query_cmd(
             t.add_row(q.name, q.summary, ", ".join(c[0] for c in q.columns))
         out.print(t)
         return
-    if name not in query_names():
-        raise ForensicsError(f"no query named {name!r}; known: {', '.join(query_names())}")
-    sql(f"SELECT * FROM {name}", db=db, format=format, out_file=out_file)
+    sql(view_sql(name), db=db, format=format, out_file=out_file)
 
 
 @app.command()

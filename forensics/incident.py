@@ -9,6 +9,7 @@ the tests and the benchmark all draw their inputs from here.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import random
 from collections.abc import Iterator
@@ -47,8 +48,6 @@ class Incident:
 
 
 def _sglang(ts_us: int, text: str, rank: str = " TP0") -> str:
-    import datetime as dt
-
     t = dt.datetime.fromtimestamp(ts_us / 1e6, dt.UTC)
     return f"[{t:%Y-%m-%d %H:%M:%S}{rank}] {text}"
 
@@ -258,8 +257,6 @@ def write_results(results: list[dict], path: Path) -> Path:
 
 def render_short_iso_precise(entries: list[Entry]) -> Iterator[bytes]:
     """Lines as `journalctl -o short-iso-precise --all` prints them (for machines without it)."""
-    import datetime as dt
-
     for e in entries:
         t = dt.datetime.fromtimestamp(e.ts_us // 1_000_000, dt.UTC)
         head = f"{t:%Y-%m-%dT%H:%M:%S}.{e.ts_us % 1_000_000:06d}+0000 {e.host} {e.ident}[{e.pid}]: "

@@ -177,11 +177,12 @@ def _ingest_one(
     # if anything below fails, and dedupe/rejoin work on this source's rows only.
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     records = RecordSink(con, source_id, run, user)
+    columns = _insert_columns(source_id)
     try:
         for batch in _prefetch(_batches(opened, inp, chosen, ctx)):
             # A relation, not register(): DuckDB keeps registered tables alive until the
             # transaction ends, which made memory grow with the size of the input.
-            con.from_arrow(batch).select(_insert_columns(source_id)).insert_into("entries")
+            con.from_arrow(batch).select(columns).insert_into("entries")
             records.submit(batch)
             _report_batch(batch.num_rows)
     except (JournalctlMissing, JournalctlFailed) as exc:

@@ -13,8 +13,13 @@ def list_queries() -> list[NamedQuery]:
     return all_queries()
 
 
-def run_named(name: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
-    """Columns and rows of the named query's view."""
+def view_sql(name: str) -> str:
+    """The SELECT over a named query's view; an unknown name is a clear error."""
     if name not in names():
         raise ForensicsError(f"no query named {name!r}; known: {', '.join(names())}")
-    return query(f"SELECT * FROM {name}", db)
+    return f"SELECT * FROM {name}"
+
+
+def run_named(name: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
+    """Columns and rows of the named query's view."""
+    return query(view_sql(name), db)

@@ -185,13 +185,11 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 def connect(
-    path: str | os.PathLike | None = None, *, create: bool = True
+    path: str | os.PathLike | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """A writable connection to a checked (or, with create, new) database."""
+    """A writable connection to a checked (or new) database."""
     p = db_path(path)
     new = not p.exists()
-    if new and not create:
-        raise ForensicsError(f"no database at {p}: run `forensics ingest` first")
     con = _connect(p, read_only=False)
     if new or (_version(con) is None and _empty(con)):
         con.execute("BEGIN")

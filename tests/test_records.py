@@ -8,7 +8,6 @@ import orjson
 import polars as pl
 import pytest
 from forensics.parsers.records import parse_records
-from forensics.parsers.records.contract import pages
 
 import forensics
 from forensics.incident import generate
@@ -97,10 +96,13 @@ def test_canary_lists_counts_ranges_and_derived_unexpected() -> None:
 
 
 def test_pages_rule() -> None:
-    assert pages("32") == (None, 32)
-    assert pages("[32]") == ([32], 1)
-    assert pages("1,3-5") == ([1, 3, 4, 5], 4)
-    assert pages("-") == ([], 0)
+    r = _parse(*(f"forensics:canary step={i} layer=0 changed={v}" for i, v in
+                 enumerate(["32", "[32]", "1,3-5", "-"])))  # fmt: skip
+    got = [(row["changed"], row["n_changed"]) for row in r.canary.sort("step").to_dicts()]
+    assert got[0] == (None, 32)
+    assert got[1] == ([32], 1)
+    assert got[2] == ([1, 3, 4, 5], 4)
+    assert got[3] == ([], 0)
 
 
 def test_step_lists_and_structured_fields() -> None:

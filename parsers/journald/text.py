@@ -8,7 +8,6 @@ continuation lines (multi-line messages) or invalid UTF-8 take a slower path.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -33,7 +32,7 @@ _UNIT_SUFFIXES = (
 _MONTH_NAMES = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec"
 MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(), 1)}
 _SGLANG_TS = r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[^\]]*\]"
-_MARKER = re.compile(r"^-- (?:Boot (?P<boot>[0-9a-f]{32})|[^\n]*?) --\r?\n?$")
+_BOOT_MARKER = r"^-- Boot ([0-9a-f]{32}) --$"
 
 
 @dataclass(frozen=True)
@@ -322,7 +321,7 @@ class TextReader:
                 (ln, reason, t) for ln, t in zip(nos, body.filter(orphan).to_list(), strict=True)
             ]
         # "-- Boot ID --" names the boot of the entries after it.
-        boots = body.str.extract(_MARKER.pattern, 1)
+        boots = body.str.extract(_BOOT_MARKER, 1)
         has_boot = boots.is_not_null()
         boot = pl.repeat(None, n, dtype=pl.String, eager=True)
         last_boot = None

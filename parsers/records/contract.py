@@ -273,33 +273,9 @@ def _checksum(wide: pl.DataFrame):
     return ok, bad
 
 
-def pages(value: str | None) -> tuple[list[int] | None, int | None]:
-    """A page list or a count (a bare integer is a count; see docs/log-contract.md)."""
-    if value is None:
-        return None, None
-    v = value.strip()
-    if re.fullmatch(r"\d+", v):
-        return None, int(v)
-    v = v.strip("[]").strip()
-    if v in ("", "-"):
-        return [], 0
-    out: list[int] = []
-    for tok in v.split(","):
-        tok = tok.strip()
-        a, sep, b = tok.partition("-")
-        if sep:
-            lo, hi = int(a), int(b)
-            if hi < lo:
-                raise ValueError(f"range {tok} runs backwards")
-            out.extend(range(lo, hi + 1))
-        else:
-            out.append(int(tok))
-    return out, len(out)
-
-
 def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """(list, count, error) per value, vectorised: a bare integer is a count, anything
-    else a list with ranges (see pages(), the same rule one value at a time)."""
+    """(list, count, error) per value: a bare integer is a count, anything else a list
+    of page ids with ranges (docs/log-contract.md)."""
     n = len(values)
     v = values.str.strip_chars()
     is_count = v.str.contains(r"^\d+$").fill_null(False)
