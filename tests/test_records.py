@@ -97,12 +97,14 @@ def test_canary_lists_counts_ranges_and_derived_unexpected() -> None:
 
 def test_pages_rule() -> None:
     r = _parse(*(f"forensics:canary step={i} layer=0 changed={v}" for i, v in
-                 enumerate(["32", "[32]", "1,3-5", "-"])))  # fmt: skip
+                 enumerate(["32", "[32]", "1,3-5", "-", "4,x", '"7, 8"'])))  # fmt: skip
     got = [(row["changed"], row["n_changed"]) for row in r.canary.sort("step").to_dicts()]
     assert got[0] == (None, 32)
     assert got[1] == ([32], 1)
     assert got[2] == ([1, 3, 4, 5], 4)
     assert got[3] == ([], 0)
+    assert got[4] == ([7, 8], 2)  # spaces take the general path, next to a bad list
+    assert r.rejects == [(4, "canary: bad page list")]
 
 
 def test_step_lists_and_structured_fields() -> None:

@@ -282,9 +282,39 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     body = v.str.strip_chars("[] ")
     empty = body.is_in(["", "-"]).fill_null(False)
     as_list = ~is_count & values.is_not_null() & ~empty
+    # Most lists are plain "3,4,9": cast in place. Ranges, spaces and junk leave a null
+    # element; only those rows take the general path.
+    lst = body.str.split(",").list.eval(pl.element().cast(pl.Int64, strict=False))
+    general = as_list & lst.list.eval(pl.element().is_null()).list.any().fill_null(False)
+    lst = pl.select(
+        pl.when(pl.lit(empty))
+        .then(pl.lit([], pl.List(pl.Int64)))
+        .when(pl.lit(as_list & ~general))
+        .then(pl.lit(lst))
+    ).to_series()
+    err = pl.Series([False] * n, dtype=pl.Boolean)
+    if general.any():
+        idx = general.arg_true()
+        slow, bad_rows = _page_ranges(body.gather(idx))
+        at = pl.DataFrame({"i": idx.cast(pl.Int64), "p": slow})
+        full = pl.DataFrame({"i": pl.int_range(n, eager=True)}).join(at, on="i", how="left")
+        lst = pl.select(pl.when(pl.lit(general)).then(full["p"]).otherwise(lst)).to_series()
+        if len(bad_rows):
+            err = err.scatter(idx.gather(bad_rows), True)
+    count = pl.select(
+        pl.when(pl.lit(is_count))
+        .then(v.cast(pl.Int64, strict=False))
+        .otherwise(lst.list.len().cast(pl.Int64))
+    ).to_series()
+    return lst, count, err
+
+
+def _page_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Lists with ranges ("3-5, 9"): (pages per value, indexes of values that are not
+    page lists)."""
+    n = len(body)
     toks = (
         pl.DataFrame({"i": pl.int_range(n, eager=True), "b": body})
-        .filter(as_list)
         .with_columns(tok=pl.col("b").str.split(","))
         .explode("tok")
         .with_columns(tok=pl.col("tok").str.strip_chars())
@@ -307,18 +337,7 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
         .agg(pl.col("p"))
     )
     frame = pl.DataFrame({"i": pl.int_range(n, eager=True)}).join(lists, on="i", how="left")
-    lst = frame.select(
-        pl.when(pl.Series(empty)).then(pl.lit([], pl.List(pl.Int64))).otherwise(pl.col("p"))
-    ).to_series()
-    count = pl.select(
-        pl.when(pl.Series(is_count))
-        .then(v.cast(pl.Int64, strict=False))
-        .otherwise(lst.list.len().cast(pl.Int64))
-    ).to_series()
-    err = pl.Series([False] * n, dtype=pl.Boolean)
-    if len(bad_rows):
-        err = err.scatter(bad_rows, True)
-    return lst, count, err
+    return frame["p"], bad_rows
 
 
 def _canary(wide: pl.DataFrame):
