@@ -9,10 +9,16 @@ The Python API the CLI is a thin layer over:
 
 __version__ = "0.1.0"
 
+from .canary import canary
+from .compare import compare
+from .correlate import correlate
 from .demo import demo
 from .errors import ForensicsError
 from .ingest import IngestResult, SourceResult, ingest
 from .named import list_queries, run_named
+from .report import report
+from .rooms import rooms
+from .skew import skew
 from .sources import list_sources
 from .sql import export, query
 from .store import connect, connect_read_only
@@ -23,14 +29,20 @@ __all__ = [
     "IngestResult",
     "SourceResult",
     "__version__",
+    "canary",
+    "compare",
     "connect",
     "connect_read_only",
+    "correlate",
     "demo",
     "export",
     "ingest",
     "list_queries",
     "list_sources",
     "query",
+    "report",
+    "rooms",
     "run_named",
+    "skew",
     "summarize",
 ]

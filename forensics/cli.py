@@ -13,7 +13,10 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from . import __version__
+from . import __version__, render
+from .canary import canary as run_canary
+from .compare import compare as run_compare
+from .correlate import correlate as run_correlate
 from .demo import demo as run_demo
 from .errors import ForensicsError
 from .ingest import IngestResult
@@ -22,6 +25,9 @@ from .named import list_queries, view_sql
 from .parsers.patterns import PatternError
 from .parsers.patterns import builtin as builtin_patterns
 from .parsers.patterns import load_file as load_patterns
+from .report import report as run_report
+from .rooms import rooms as run_rooms
+from .skew import skew as run_skew
 from .sources import list_sources
 from .sql import OUTPUT_FORMATS, export, query
 from .store import connect_read_only, db_path
@@ -44,6 +50,7 @@ DbOpt = Annotated[
     typer.Option("--db", envvar="FORENSICS_DB", help="DuckDB file [default: ./forensics.duckdb]"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+RunOpt = Annotated[str | None, typer.Option("--run", help="Only this run [default: all runs].")]
 PROGRESS_MIN_BYTES = 4 << 20
 
 
@@ -228,6 +235,90 @@ def query_cmd(
     sql(view_sql(name), db=db, format=format, out_file=out_file)
 
 
+def _emit(result, as_json: bool, show) -> None:
+    if as_json:
+        doc = orjson.dumps(result.as_dict(), default=str, option=orjson.OPT_INDENT_2)
+        sys.stdout.write(doc.decode() + "\n")
+    else:
+        show(out, result)
+
+
+@app.command()
+def rooms(
+    db: DbOpt = None,
+    run: RunOpt = None,
+    verdict: Annotated[str | None, typer.Option(help="List only rooms with this verdict.")] = None,
+    limit: Annotated[int, typer.Option(help="Rooms to list.")] = 20,
+    json: JsonOpt = False,
+) -> None:
+    """Verdict counts per run and the worst rooms (conflict, mismatch, stale, partial, …).
+
+    Example: forensics rooms --verdict stale
+    """
+    _emit(run_rooms(db, run, verdict, limit), json, render.rooms)
+
+
+@app.command()
+def correlate(db: DbOpt = None, run: RunOpt = None, json: JsonOpt = False) -> None:
+    """Do bad rooms / unexpected page writes explain the corrupted requests? Fisher, RR.
+
+    Example: forensics correlate --run flag-on
+    """
+    _emit(run_correlate(db, run), json, render.correlation)
+
+
+@app.command()
+def compare(
+    runs: Annotated[
+        list[str] | None, typer.Argument(help="Runs to compare [default: all].")
+    ] = None,
+    db: DbOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Corruption rate per run (Wilson 95 %) and Fisher's p for each pair: noise or not?
+
+    Example: forensics compare flag-on flag-off
+    """
+    _emit(run_compare(db, runs or None), json, render.comparison)
+
+
+@app.command()
+def skew(db: DbOpt = None, run: RunOpt = None, json: JsonOpt = False) -> None:
+    """Bounds on the clock offset between prefill and decode hosts, from causality.
+
+    Example: forensics skew --json
+    """
+    _emit(run_skew(db, run), json, render.skew)
+
+
+@app.command()
+def canary(
+    db: DbOpt = None,
+    run: RunOpt = None,
+    top: Annotated[int, typer.Option(help="Steps to list.")] = 10,
+    json: JsonOpt = False,
+) -> None:
+    """Decode steps with page writes outside the expected set: layers, pages, batch.
+
+    Example: forensics canary --top 5
+    """
+    _emit(run_canary(db, run, top), json, render.canary)
+
+
+@app.command()
+def report(
+    db: DbOpt = None,
+    run: RunOpt = None,
+    top: Annotated[int, typer.Option(help="Rooms and canary steps to list.")] = 5,
+    json: JsonOpt = False,
+) -> None:
+    """The whole story: coverage, verdicts, correlations, runs, canary, skew — in sentences.
+
+    Example: forensics report --run flag-on
+    """
+    _emit(run_report(db, run, top), json, render.report)
+
+
 @app.command()
 def patterns(
     check: Annotated[
@@ -269,6 +360,8 @@ def demo(
             f"demo incident in {res.dir}: {', '.join(p.name for p in res.files)} (decode {how})"
         )
     _print_ingest(res.ingest, json)
+    if not json:
+        render.report(out, run_report(res.ingest.db))
 
 
 @app.callback(invoke_without_command=True)

@@ -64,8 +64,20 @@ def generate(
     decode_offset_us: int = 2_500,
     steps_per_request: int = 12,
     filler_per_step: int = 0,
+    corruption: str = "evidence",
+    base_rate: float = 0.0,
+    bad_share: float | None = None,
 ) -> Incident:
-    """An incident of sessions × rounds requests; filler lines scale it for benchmarks."""
+    """An incident of sessions × rounds requests; filler lines scale it for benchmarks.
+
+    `corruption` decides which requests the harness marks corrupted: "evidence" — exactly
+    those with a bad room or in a burst step; "effect" — those with probability 0.9, the
+    others with `base_rate` (bad rooms cause most corruption); "independent" — every
+    request with `base_rate`, whatever its evidence. `bad_share` is the share of requests
+    with a planted bad room (default: one in six, at least one of each kind).
+    """
+    if corruption not in ("evidence", "effect", "independent"):
+        raise ValueError(f"unknown corruption model {corruption!r}")
     rng = random.Random(seed)
     pre: list[Entry] = []
     dec: list[Entry] = []
@@ -75,9 +87,10 @@ def generate(
     step = 0
     n = sessions * rounds
     bad_kinds = ["partial", "stale", "mismatch", "missing_dst", "conflict", "missing_src"]
+    n_bad = max(len(bad_kinds), n // 6) if bad_share is None else round(bad_share * n)
     bad_idx = {
         i: bad_kinds[k % len(bad_kinds)]
-        for k, i in enumerate(rng.sample(range(1, n), min(n - 1, max(len(bad_kinds), n // 6))))
+        for k, i in enumerate(rng.sample(range(1, n), min(n - 1, n_bad)))
     }
     burst_at = n // 2
     burst_steps: list[int] = []
@@ -85,6 +98,7 @@ def generate(
     src_digests: list[tuple[int, str, str, str]] = []
     stale_of: dict[int, int] = {}  # room -> the room whose bytes decode got instead
     dst_count: dict[int, int] = {}  # room -> dst records logged
+    suppressed: list[tuple[str, int]] = []  # journald's rate-limit notices: (host, messages)
 
     def P(ts: int, msg: str | bytes, **kw) -> None:
         pre.append(Entry(ts, ts - T0_US + 5_000_000, PREFILL_BOOT, "prefill-0",
@@ -104,6 +118,10 @@ def generate(
         P(t, _sglang(t, f"Receive: obj=GenerateReqInput(rid='{rid}', text=None, "
                         f"bootstrap_host='10.0.4.11', bootstrap_port=8998, "
                         f"bootstrap_room={room}, stream=False)", ""))  # fmt: skip
+        # Decode takes the request too and pre-allocates before prefill may send to it.
+        D(t + 1_000, _sglang(t + 1_000, f"Receive: obj=GenerateReqInput(rid='{rid}', text=None, "
+                                        f"bootstrap_host='10.0.4.11', bootstrap_port=8998, "
+                                        f"bootstrap_room={room}, stream=False)", ""))  # fmt: skip
         t += 3_000
         P(t, _sglang(t, f"Prefill batch, #new-seq: 1, #new-token: {rng.randint(500, 9000)}, "
                         f"#cached-token: {rng.randint(0, 4000)}, token usage: 0.{rng.randint(10, 60)}, "
@@ -156,6 +174,12 @@ def generate(
                             f"decode_req.req.bootstrap_room={room} with exception "
                             f"KVTransferError(bootstrap_room={room}): Request {room} timed out "
                             f"after 300.0s in KVPoll.WaitingForInput"), priority=3)  # fmt: skip
+        if i == n // 3:  # journald's rate limit dropped some of decode's lines here
+            local = t + decode_offset_us
+            dec.append(Entry(local, local - T0_US + 9_000_000, DECODE_BOOT, "decode-0",
+                             "systemd-journald.service", "systemd-journald", 412,
+                             "Suppressed 1834 messages from sglang-decode.service", priority=5))  # fmt: skip
+            suppressed.append(("decode-0", 1834))
         bad_step = False
         for _ in range(steps_per_request):
             step += 1
@@ -198,6 +222,10 @@ def generate(
             ),
         )
         bad = kind != "match" or bad_step
+        if corruption == "effect":
+            bad = rng.random() < (0.9 if bad else base_rate)
+        elif corruption == "independent":
+            bad = rng.random() < base_rate
         if bad:
             corrupted.add(rid)
         results.append({
@@ -217,6 +245,7 @@ def generate(
         "burst_steps": burst_steps,
         "corrupted": sorted(corrupted),
         "decode_offset_us": decode_offset_us,
+        "suppressed": suppressed,
     }
     return Incident(pre, dec, results, truth)
 

@@ -207,9 +207,10 @@ def connect(
     return con
 
 
-def _install_views(con: duckdb.DuckDBPyConnection) -> None:
+def _install_views(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
+    kind = "TEMP VIEW" if temp else "VIEW"
     for q in all_queries():
-        con.execute(f"CREATE OR REPLACE VIEW {q.name} AS {q.sql}")
+        con.execute(f"CREATE OR REPLACE {kind} {q.name} AS {q.sql}")
 
 
 def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyConnection:
@@ -222,6 +223,9 @@ def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyC
     except ForensicsError:
         con.close()
         raise
+    # The file's views are those of the pd-forensics that wrote last; readers use this
+    # one's (temporary views shadow stored ones and leave the file untouched).
+    _install_views(con, temp=True)
     return con
 
 

@@ -20,7 +20,10 @@
 -- @column reason            VARCHAR  the harness's reason
 -- @column start_us          BIGINT   request start, µs since the epoch
 -- @column end_us            BIGINT   request end, µs since the epoch
--- @column unexpected_steps  BIGINT   decode steps with unexpected page writes this request was in
+-- @column steps             BIGINT   decode steps (from `steps` records) the request was in the batch of
+-- @column unexpected_steps  BIGINT   of those, steps in which a canary saw unexpected page writes
+-- @column first_step        BIGINT   first of those steps (NULL: in no step record)
+-- @column last_step         BIGINT   last of those steps
 WITH rid_room AS (
     SELECT run, rid, min(room) AS room FROM checksums WHERE rid IS NOT NULL GROUP BY ALL
 ), logged AS (
@@ -38,18 +41,31 @@ WITH rid_room AS (
     FROM rooms GROUP BY ALL
 ), bad_steps AS (
     SELECT DISTINCT run, host, step FROM canary WHERE n_unexpected > 0
-), in_bad AS (
-    SELECT l.run, l.rid, l.linked_room, count(DISTINCT (s.host, s.step)) AS n
-    FROM linked l
-    JOIN steps s
-      ON s.run = l.run
-     AND (list_contains(s.rids, l.rid) OR list_contains(s.rooms, l.linked_room))
-    JOIN bad_steps b ON b.run = s.run AND b.host IS NOT DISTINCT FROM s.host AND b.step = s.step
+), members AS (
+    -- who was in each decode step's batch, by rid and by room
+    SELECT run, host, step, unnest(rids) AS rid, NULL::UBIGINT AS room FROM steps
+    UNION ALL
+    SELECT run, host, step, NULL::VARCHAR AS rid, unnest(rooms) AS room FROM steps
+), req_steps AS (
+    SELECT l.run, l.rid, l.linked_room, m.host, m.step
+    FROM linked l JOIN members m ON m.run = l.run AND m.rid = l.rid
+    UNION
+    SELECT l.run, l.rid, l.linked_room, m.host, m.step
+    FROM linked l JOIN members m ON m.run = l.run AND m.room = l.linked_room
+), per_req AS (
+    SELECT rs.run, rs.rid, rs.linked_room, count(*) AS steps,
+           count(b.step) AS unexpected_steps, min(rs.step) AS first_step,
+           max(rs.step) AS last_step
+    FROM req_steps rs
+    LEFT JOIN bad_steps b
+      ON b.run = rs.run AND b.host IS NOT DISTINCT FROM rs.host AND b.step = rs.step
     GROUP BY ALL
 )
 SELECT l.run, l.session, l.round, l.rid, l.linked_room AS room, w.verdict, l.corrupted,
-       l.reason, l.start_us, l.end_us, coalesce(ib.n, 0) AS unexpected_steps
+       l.reason, l.start_us, l.end_us, coalesce(pr.steps, 0) AS steps,
+       coalesce(pr.unexpected_steps, 0) AS unexpected_steps, pr.first_step, pr.last_step
 FROM linked l
 LEFT JOIN worst w ON w.run = l.run AND w.room = l.linked_room
-LEFT JOIN in_bad ib
-  ON ib.run = l.run AND ib.rid = l.rid AND ib.linked_room IS NOT DISTINCT FROM l.linked_room
+LEFT JOIN per_req pr
+  ON pr.run = l.run AND pr.rid IS NOT DISTINCT FROM l.rid
+ AND pr.linked_room IS NOT DISTINCT FROM l.linked_room

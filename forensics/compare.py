@@ -1,0 +1,150 @@
+"""Did a configuration change move the corruption rate, or is the difference noise?
+
+The rate per run from the harness results, with Wilson 95 % intervals; for each pair of
+runs Fisher's exact p (Holm-adjusted when there are several pairs), and, where the
+difference is not significant, how many requests per run would show one of that size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from itertools import combinations
+
+import duckdb
+from scipy.stats import norm
+
+from .errors import ForensicsError
+from .runs import all_runs
+from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, two_by_two, wilson
+from .store import connect_read_only
+
+POWER = 0.8  # for "requests needed": the chance of seeing a difference that is there
+
+
+@dataclass
+class RunRate:
+    run: str
+    tags: dict[str, str]
+    requests: int
+    corrupted: int
+    rate: float | None
+    low: float | None  # Wilson 95 %
+    high: float | None
+
+    def describe(self) -> str:
+        return (
+            f"{self.run} {fmt_pct(self.rate)} (95 % CI {fmt_pct(self.low)}–{fmt_pct(self.high)},"
+            f" {self.corrupted}/{self.requests})"
+        )
+
+
+@dataclass
+class PairTest:
+    a: str
+    b: str
+    table: TwoByTwo  # exposure = being run a
+    p_adjusted: float | None  # Holm over every pair compared
+    needed: int | None  # requests per run to detect this difference (not significant only)
+    conclusion: str
+
+    @property
+    def significant(self) -> bool:
+        return self.p_adjusted is not None and self.p_adjusted < ALPHA
+
+    def as_dict(self) -> dict:
+        return {
+            "a": self.a, "b": self.b, **self.table.as_dict(), "p_adjusted": self.p_adjusted,
+            "significant": self.significant, "requests_needed": self.needed,
+            "conclusion": self.conclusion,
+        }  # fmt: skip
+
+
+@dataclass
+class Comparison:
+    rates: list[RunRate]
+    pairs: list[PairTest]
+    without_results: list[str]  # runs with no harness results: nothing to compare
+
+    def as_dict(self) -> dict:
+        return {
+            "rates": [asdict(r) for r in self.rates],
+            "pairs": [p.as_dict() for p in self.pairs],
+            "runs_without_results": self.without_results,
+        }
+
+    def sentences(self) -> list[str]:
+        return [p.conclusion for p in self.pairs]
+
+
+def compare(db: str | os.PathLike | None = None, runs: list[str] | None = None) -> Comparison:
+    """Corruption rate per run and a test for each pair (all runs when `runs` is None)."""
+    con = connect_read_only(db)
+    try:
+        return compare_con(con, runs)
+    finally:
+        con.close()
+
+
+def compare_con(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Comparison:
+    known = dict(all_runs(con))
+    chosen = runs or list(known)
+    unknown = [r for r in chosen if r not in known]
+    if unknown:
+        raise ForensicsError(f"no run named {unknown[0]!r}; known: {', '.join(known) or 'none'}")
+    counts = {
+        r: (n, k)
+        for r, n, k in con.execute(
+            "SELECT run, count(*), count(*) FILTER (WHERE corrupted) FROM results GROUP BY run"
+        ).fetchall()
+    }
+    rates = []
+    for r in chosen:
+        if r not in counts:
+            continue
+        n, k = counts[r]
+        low, high = wilson(k, n)
+        rates.append(RunRate(r, known[r], n, k, k / n if n else None, low, high))
+    tables = [(a, b, two_by_two(a.corrupted, a.requests, b.corrupted, b.requests))
+              for a, b in combinations(rates, 2)]  # fmt: skip
+    adjusted = holm([t.p_value for _, _, t in tables if t.p_value is not None])
+    pairs = []
+    it = iter(adjusted)
+    for a, b, t in tables:
+        p_adj = next(it) if t.p_value is not None else None
+        pairs.append(_pair(a, b, t, p_adj, len(tables)))
+    without = [r for r in chosen if r not in counts]
+    return Comparison(rates, pairs, without)
+
+
+def requests_needed(p1: float, p2: float) -> int | None:
+    """Requests per run for a two-sided test at ALPHA to detect p1 vs p2 with POWER
+    (normal approximation for two proportions)."""
+    if p1 == p2:
+        return None
+    za, zb = norm.ppf(1 - ALPHA / 2), norm.ppf(POWER)
+    pbar = (p1 + p2) / 2
+    num = za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
+    return math.ceil(num**2 / (p1 - p2) ** 2)
+
+
+def _pair(a: RunRate, b: RunRate, t: TwoByTwo, p_adj: float | None, m: int) -> PairTest:
+    head = f"{a.describe()} vs {b.describe()}"
+    if p_adj is None:
+        return PairTest(a.run, b.run, t, None, None, f"{head}: nothing to test")
+    how = f"Fisher {fmt_p(t.p_value)}" + (
+        f", Holm-adjusted over {m} pairs {fmt_p(p_adj)}" if m > 1 else ""
+    )
+    if p_adj < ALPHA:
+        text = f"{head}: {how} — a real difference, not noise"
+        return PairTest(a.run, b.run, t, p_adj, None, text)
+    needed = requests_needed(a.rate or 0.0, b.rate or 0.0)
+    more = (
+        f"; telling {fmt_pct(a.rate)} from {fmt_pct(b.rate)} apart would take about "
+        f"{needed:,} requests per run"
+        if needed
+        else ""
+    )
+    text = f"{head}: {how} — within noise, no evidence of a difference{more}"
+    return PairTest(a.run, b.run, t, p_adj, needed, text)

@@ -1,0 +1,157 @@
+"""Do bad rooms or unexpected page writes explain the corrupted requests, or is it noise?
+
+Two 2×2 tables over the `requests` view: exposure (a bad room / a decode step with
+unexpected page writes) × outcome (the harness marked the response corrupted), each with
+Fisher's exact p and the relative risk, and one sentence that says what they mean.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import duckdb
+
+from .runs import run_filter, selected_runs
+from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
+from .store import connect_read_only, first_row
+
+BAD_VERDICTS = ("partial", "mismatch", "stale")
+
+
+@dataclass
+class Association:
+    name: str  # bad_room | bad_step
+    label: str  # what exposure means, in words
+    table: TwoByTwo
+    excluded: int  # requests the evidence says nothing about
+    excluded_why: str
+    corrupted: int  # corrupted requests in the table
+    conclusion: str
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name, "label": self.label, **self.table.as_dict(),
+            "excluded": self.excluded, "excluded_why": self.excluded_why,
+            "corrupted": self.corrupted, "significant": self.table.significant,
+            "conclusion": self.conclusion,
+        }  # fmt: skip
+
+
+@dataclass
+class Correlation:
+    runs: list[str]
+    requests: int
+    corrupted: int
+    associations: list[Association]
+
+    def as_dict(self) -> dict:
+        return {
+            "runs": self.runs, "requests": self.requests, "corrupted": self.corrupted,
+            "associations": [a.as_dict() for a in self.associations],
+        }  # fmt: skip
+
+    def sentences(self) -> list[str]:
+        return [a.conclusion for a in self.associations]
+
+
+def correlate(
+    db: str | os.PathLike | None = None,
+    run: str | None = None,
+    bad: tuple[str, ...] = BAD_VERDICTS,
+) -> Correlation:
+    """Bad room × corrupted and in-a-bad-step × corrupted over the requests of `run`
+    (every run pooled when None)."""
+    con = connect_read_only(db)
+    try:
+        return correlate_con(con, run, bad)
+    finally:
+        con.close()
+
+
+def correlate_con(
+    con: duckdb.DuckDBPyConnection, run: str | None = None, bad: tuple[str, ...] = BAD_VERDICTS
+) -> Correlation:
+    runs = selected_runs(con, run)
+    where, params = run_filter(run)
+    total = first_row(
+        con, f"SELECT count(*), count(*) FILTER (WHERE corrupted) FROM requests WHERE {where}",
+        params,
+    )  # fmt: skip
+    room = _table(
+        con, where, params,
+        exposed="verdict IN ({})".format(", ".join("?" * len(bad))),
+        known="verdict IS NOT NULL", extra=list(bad),
+    )  # fmt: skip
+    step = _table(con, where, params, exposed="unexpected_steps > 0", known="steps > 0")
+    return Correlation(
+        runs,
+        total[0],
+        total[1],
+        [
+            _association(
+                "bad_room", f"a bad room ({', '.join(bad)})", room,
+                "no checksum records for their room",
+            ),
+            _association(
+                "bad_step", "a decode step with unexpected page writes", step,
+                "in no decode step record",
+            ),
+        ],
+    )  # fmt: skip
+
+
+def _table(
+    con: duckdb.DuckDBPyConnection,
+    where: str,
+    params: list,
+    exposed: str,
+    known: str,
+    extra: list | None = None,
+) -> tuple[TwoByTwo, int]:
+    """(2×2 table, requests not classifiable) for one exposure."""
+    sql = f"""
+        SELECT count(*) FILTER (WHERE {known} AND ({exposed}) AND corrupted),
+               count(*) FILTER (WHERE {known} AND ({exposed})),
+               count(*) FILTER (WHERE {known} AND NOT ({exposed}) AND corrupted),
+               count(*) FILTER (WHERE {known} AND NOT ({exposed})),
+               count(*) FILTER (WHERE NOT ({known}))
+        FROM requests WHERE {where}"""
+    ex = extra or []
+    row = first_row(con, sql, ex * 4 + params)
+    a, n1, c, n0, unknown = row
+    return two_by_two(a, n1, c, n0), unknown
+
+
+def _association(
+    name: str, label: str, found: tuple[TwoByTwo, int], excluded_why: str
+) -> Association:
+    t, excluded = found
+    corrupted = t.exposed_cases + t.control_cases
+    counts = (
+        f"{t.exposed_cases}/{t.exposed_total} corrupted with it vs "
+        f"{t.control_cases}/{t.control_total} without"
+    )
+    if t.p_value is None:
+        missing = "no request had" if t.exposed_total == 0 else "every request had"
+        text = f"cannot test {label}: {missing} it ({counts})"
+    else:
+        rr = (
+            f"RR {fmt_num(t.relative_risk)} (95 % CI {fmt_num(t.rr_low)}–{fmt_num(t.rr_high)}),"
+            f" Fisher {fmt_p(t.p_value)}"
+        )
+        rr_value = t.relative_risk if t.relative_risk is not None else float("nan")
+        if t.significant and rr_value > 1:
+            text = (
+                f"corruption is associated with {label}: {rr}; {t.exposed_cases} of "
+                f"{corrupted} corrupted requests had it ({counts})"
+            )
+        elif t.significant:
+            text = (
+                f"corruption is less frequent with {label}: {rr} ({counts}); it does not explain it"
+            )
+        else:
+            text = f"no evidence that corruption is associated with {label}: {rr} ({counts})"
+    if excluded:
+        text += f"; {excluded} requests left out: {excluded_why}"
+    return Association(name, label, t, excluded, excluded_why, corrupted, text)

@@ -1,0 +1,125 @@
+"""Analysis results as terminal tables and sentences (the CLI's and the demo's text)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .canary import CanaryReport, page_ranges
+from .compare import Comparison
+from .correlate import Correlation
+from .report import Report
+from .rooms import SEVERITY, RoomsReport
+from .skew import Skew
+from .stats import fmt_num, fmt_p, fmt_pct
+from .timefmt import iso_us
+
+
+def rooms(con: Console, r: RoomsReport) -> None:
+    verdicts = sorted({v for c in r.counts.values() for v in c}, key=SEVERITY.index)
+    t = Table(title="verdicts per run", title_justify="left")
+    t.add_column("run")
+    for v in verdicts:
+        t.add_column(v, justify="right")
+    for run, c in r.counts.items():
+        t.add_row(run, *(str(c.get(v, 0)) for v in verdicts))
+    con.print(t)
+    if not r.worst:
+        con.print("no rooms to list")
+        return
+    w = Table(title="worst rooms", title_justify="left")
+    for c in (
+        "run",
+        "verdict",
+        "room",
+        "rid",
+        "dst host",
+        "dst time",
+        "stale_of",
+        "transfer events",
+    ):
+        w.add_column(c)
+    for row in r.worst:
+        w.add_row(
+            row["run"], row["verdict"], str(row["room"]), row["rid"] or "-",
+            row["dst_host"] or "-", iso_us(row["dst_ts_us"]),
+            str(row["stale_of"]) if row["stale_of"] is not None else "-",
+            row["transfer_reasons"] or "-",
+        )  # fmt: skip
+    con.print(w)
+
+
+def correlation(con: Console, c: Correlation) -> None:
+    t = Table(
+        title=f"exposure × corrupted ({', '.join(c.runs)}: {c.requests} requests, "
+        f"{c.corrupted} corrupted)",
+        title_justify="left",
+    )
+    for col in ("exposure", "corrupted / with", "corrupted / without", "RR", "95 % CI", "Fisher p"):
+        t.add_column(col)
+    for a in c.associations:
+        x = a.table
+        t.add_row(
+            a.label, f"{x.exposed_cases}/{x.exposed_total}", f"{x.control_cases}/{x.control_total}",
+            fmt_num(x.relative_risk), f"{fmt_num(x.rr_low)}–{fmt_num(x.rr_high)}", fmt_p(x.p_value),
+        )  # fmt: skip
+    con.print(t)
+    _sentences(con, c.sentences())
+
+
+def comparison(con: Console, c: Comparison) -> None:
+    t = Table(title="corruption rate per run (Wilson 95 %)", title_justify="left")
+    for col in ("run", "tags", "requests", "corrupted", "rate", "95 % CI"):
+        t.add_column(col)
+    for r in c.rates:
+        tags = " ".join(f"{k}={v}" for k, v in r.tags.items()) or "-"
+        t.add_row(r.run, tags, str(r.requests), str(r.corrupted), fmt_pct(r.rate),
+                  f"{fmt_pct(r.low)}–{fmt_pct(r.high)}")  # fmt: skip
+    con.print(t)
+    if c.without_results:
+        con.print(f"runs without harness results: {', '.join(c.without_results)}")
+    if not c.pairs:
+        con.print("one run with results: nothing to compare")
+    _sentences(con, c.sentences())
+
+
+def skew(con: Console, s: Skew) -> None:
+    _sentences(con, s.sentences())
+
+
+def canary(con: Console, c: CanaryReport) -> None:
+    if c.steps:
+        t = Table(title="steps with unexpected page writes", title_justify="left")
+        for col in ("run", "host", "step", "time", "layer", "expected", "changed",
+                    "unexpected", "pages", "batch", "corrupted"):  # fmt: skip
+            t.add_column(col)
+        for s in c.steps:
+            for i, lw in enumerate(s.layers):
+                first = i == 0
+                t.add_row(
+                    s.run if first else "", s.host or "-" if first else "",
+                    str(s.step) if first else "", iso_us(s.ts_us) if first else "",
+                    str(lw.layer), str(lw.n_expected), str(lw.n_changed), str(lw.n_unexpected),
+                    page_ranges(lw.pages), str(len(s.rids)) if first else "",
+                    str(s.corrupted) if first else "",
+                )  # fmt: skip
+        con.print(t)
+    _sentences(con, c.sentences())
+
+
+def report(con: Console, r: Report) -> None:
+    con.rule(f"report{' — run ' + r.run if r.run else ''}")
+    _sentences(con, r.coverage.sentences())
+    rooms(con, r.rooms)
+    correlation(con, r.correlation)
+    if len(r.comparison.rates) > 1:
+        comparison(con, r.comparison)
+    canary(con, r.canary)
+    con.rule("for the bug report")
+    for s in r.sentences():
+        con.print(f"- {s}", soft_wrap=True)
+
+
+def _sentences(con: Console, lines: list[str]) -> None:
+    for s in lines:
+        con.print(f"→ {s}")

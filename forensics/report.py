@@ -1,0 +1,171 @@
+"""`forensics report`: the whole story on one screen, ending in bug-report sentences.
+
+Coverage first (what the inputs are and what they miss: quarantined lines, journald's
+rate-limit gaps), then the evidence (verdicts, canary steps), then the conclusions
+(correlations, run comparison, clock skew).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+import duckdb
+
+from .canary import CanaryReport, canary_con
+from .compare import Comparison, compare_con
+from .correlate import Correlation, correlate_con
+from .rooms import RoomsReport, rooms_con
+from .runs import all_runs, run_filter, selected_runs
+from .skew import Skew, skew_con
+from .store import connect_read_only
+from .timefmt import span
+
+SUPPRESSED = r"^Suppressed (\d+) messages from (\S+)"
+
+
+@dataclass
+class HostCoverage:
+    host: str | None
+    entries: int
+    first_ts_us: int | None
+    last_ts_us: int | None
+
+
+@dataclass
+class Gap:
+    """journald dropped messages over its rate limit: evidence may be missing here."""
+
+    host: str | None
+    ts_us: int | None
+    suppressed: int
+    unit: str
+
+
+@dataclass
+class Coverage:
+    runs: dict[str, dict[str, str]]  # run -> tags
+    sources: int
+    results: int  # harness result rows
+    hosts: list[HostCoverage]
+    quarantined: int
+    quarantine_reasons: list[tuple[str, int]]
+    gaps: list[Gap]
+
+    def sentences(self) -> list[str]:
+        hosts = ", ".join(h.host or "?" for h in self.hosts)
+        n = sum(h.entries for h in self.hosts)
+        first = min((h.first_ts_us for h in self.hosts if h.first_ts_us), default=None)
+        last = max((h.last_ts_us for h in self.hosts if h.last_ts_us), default=None)
+        out = [
+            f"inputs: {n:,} journal entries from {len(self.hosts)} hosts ({hosts}), "
+            f"{span(first, last)}; {self.results:,} harness results; {self.sources} sources"
+        ]
+        if self.quarantined:
+            top = self.quarantine_reasons[0]
+            out.append(f"{self.quarantined:,} lines quarantined (most: {top[1]:,} × {top[0]})")
+        if self.gaps:
+            total = sum(g.suppressed for g in self.gaps)
+            where = ", ".join(sorted({f"{g.host}/{g.unit}" for g in self.gaps}))
+            gaps = f"{len(self.gaps)} gap{'s' if len(self.gaps) > 1 else ''}"
+            out.append(
+                f"journald suppressed {total:,} messages ({gaps}: {where}): "
+                f"records from those windows may be missing"
+            )
+        return out
+
+
+@dataclass
+class Report:
+    run: str | None
+    coverage: Coverage
+    rooms: RoomsReport
+    correlation: Correlation
+    comparison: Comparison
+    skew: Skew
+    canary: CanaryReport
+
+    def as_dict(self) -> dict:
+        return {
+            "run": self.run,
+            "coverage": asdict(self.coverage),
+            "rooms": self.rooms.as_dict(),
+            "correlation": self.correlation.as_dict(),
+            "comparison": self.comparison.as_dict(),
+            "skew": self.skew.as_dict(),
+            "canary": self.canary.as_dict(),
+            "conclusions": self.sentences(),
+        }
+
+    def sentences(self) -> list[str]:
+        """What an engineer pastes into the bug report."""
+        return [
+            *self.coverage.sentences(),
+            *self.rooms.sentences(),
+            *self.correlation.sentences(),
+            *self.comparison.sentences(),
+            *self.canary.sentences(),
+            *self.skew.sentences(),
+        ]
+
+
+def report(db: str | os.PathLike | None = None, run: str | None = None, top: int = 5) -> Report:
+    con = connect_read_only(db)
+    try:
+        return report_con(con, run, top)
+    finally:
+        con.close()
+
+
+def report_con(con: duckdb.DuckDBPyConnection, run: str | None = None, top: int = 5) -> Report:
+    runs = selected_runs(con, run)
+    return Report(
+        run,
+        coverage(con, run),
+        rooms_con(con, run, limit=top),
+        correlate_con(con, run),
+        compare_con(con, runs if run is None else [run]),
+        skew_con(con, run),
+        canary_con(con, run, top),
+    )
+
+
+def coverage(con: duckdb.DuckDBPyConnection, run: str | None = None) -> Coverage:
+    where, params = run_filter(run, "s.run")
+    tags = dict(all_runs(con))
+    chosen = selected_runs(con, run)
+    hosts = [
+        HostCoverage(*r)
+        for r in con.execute(
+            f"""SELECT e.host, count(*), min(e.ts_us), max(e.ts_us)
+                FROM entries e JOIN sources s USING (source_id) WHERE {where}
+                GROUP BY ALL ORDER BY e.host NULLS LAST""",
+            params,
+        ).fetchall()
+    ]
+    reasons = con.execute(
+        f"""SELECT q.reason, count(*) FROM quarantine q JOIN sources s USING (source_id)
+            WHERE {where} GROUP BY ALL ORDER BY count(*) DESC, q.reason LIMIT 5""",
+        params,
+    ).fetchall()
+    nq, nsrc = con.execute(
+        f"""SELECT (SELECT count(*) FROM quarantine q JOIN sources s USING (source_id)
+                    WHERE {where}),
+                   (SELECT count(*) FROM sources s WHERE {where})""",
+        params * 2,
+    ).fetchall()[0]
+    gaps = [
+        Gap(*r)
+        for r in con.execute(
+            f"""SELECT e.host, e.ts_us, CAST(regexp_extract(e.message, ?, 1) AS BIGINT),
+                       regexp_extract(e.message, ?, 2)
+                FROM entries e JOIN sources s USING (source_id)
+                WHERE {where} AND e.message LIKE 'Suppressed % messages from %'
+                  AND regexp_matches(e.message, ?)
+                ORDER BY e.ts_us""",
+            [SUPPRESSED, SUPPRESSED, *params, SUPPRESSED],
+        ).fetchall()
+    ]
+    rwhere, rparams = run_filter(run)
+    results = con.execute(f"SELECT count(*) FROM results WHERE {rwhere}", rparams).fetchall()
+    return Coverage({r: tags[r] for r in chosen}, nsrc, results[0][0], hosts, nq, reasons, gaps)

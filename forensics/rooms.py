@@ -1,0 +1,77 @@
+"""Which rooms went wrong and how: verdict counts and the worst rooms first."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import duckdb
+
+from .errors import ForensicsError
+from .runs import run_filter, selected_runs
+from .store import connect_read_only
+
+# Worst first: what makes a room's bytes untrustworthy before what only lost a log line.
+SEVERITY = ["conflict", "mismatch", "stale", "partial", "missing_dst", "missing_src", "match"]
+COLUMNS = ["run", "verdict", "room", "rid", "buf", "layer", "tp", "src_host", "dst_host",
+           "src_ts_us", "dst_ts_us", "stale_of", "transfer_events", "transfer_reasons"]  # fmt: skip
+
+
+@dataclass
+class RoomsReport:
+    counts: dict[str, dict[str, int]]  # run -> verdict -> rows
+    worst: list[dict]  # rows of `rooms`, worst verdict first, then by time
+
+    def as_dict(self) -> dict:
+        return {"counts": self.counts, "worst": self.worst}
+
+    def sentences(self) -> list[str]:
+        out = []
+        for run, counts in self.counts.items():
+            total = sum(counts.values())
+            bad = {v: n for v, n in counts.items() if v != "match"}
+            what = ", ".join(f"{n} {v}" for v, n in bad.items()) or "none bad"
+            out.append(f"{run}: {total} rooms, {counts.get('match', 0)} match; {what}")
+        return out or ["no checksum records: no room can be judged"]
+
+
+def rooms(
+    db: str | os.PathLike | None = None,
+    run: str | None = None,
+    verdict: str | None = None,
+    limit: int = 20,
+) -> RoomsReport:
+    con = connect_read_only(db)
+    try:
+        return rooms_con(con, run, verdict, limit)
+    finally:
+        con.close()
+
+
+def rooms_con(
+    con: duckdb.DuckDBPyConnection,
+    run: str | None = None,
+    verdict: str | None = None,
+    limit: int = 20,
+) -> RoomsReport:
+    if verdict is not None and verdict not in SEVERITY:
+        raise ForensicsError(f"unknown verdict {verdict!r}; known: {', '.join(SEVERITY)}")
+    selected_runs(con, run)
+    where, params = run_filter(run)
+    counts: dict[str, dict[str, int]] = {}
+    for r, v, n in con.execute(
+        f"SELECT run, verdict, count(*) FROM rooms WHERE {where} GROUP BY ALL", params
+    ).fetchall():
+        counts.setdefault(r, {})[v] = n
+    counts = {r: {v: c[v] for v in SEVERITY if v in c} for r, c in sorted(counts.items())}
+    order = (
+        "CASE verdict " + " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(SEVERITY)) + " END"
+    )
+    pick = "verdict = ?" if verdict is not None else "verdict <> 'match'"
+    rel = con.execute(
+        f"""SELECT {", ".join(COLUMNS)} FROM rooms WHERE {where} AND {pick}
+            ORDER BY {order}, coalesce(dst_ts_us, src_ts_us), room LIMIT ?""",
+        [*params, *([verdict] if verdict is not None else []), limit],
+    )
+    worst = [dict(zip(COLUMNS, row, strict=True)) for row in rel.fetchall()]
+    return RoomsReport(counts, worst)

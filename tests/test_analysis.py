@@ -1,0 +1,292 @@
+"""Conclusions (issue 4): correlate, compare, skew, canary, rooms, report — on planted truth.
+
+Incidents come from the generator with a known corruption model, are written as journal
+export streams plus harness results and ingested like any input; the statistics are
+checked against scipy on tables counted from the planted truth, not from the database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from scipy.stats import binomtest, fisher_exact
+from scipy.stats.contingency import relative_risk
+
+import forensics
+from forensics import incident
+from forensics.canary import canary, page_ranges
+from forensics.compare import compare, requests_needed
+from forensics.correlate import BAD_VERDICTS, correlate
+from forensics.report import report
+from forensics.rooms import rooms
+from forensics.skew import skew
+from forensics.stats import holm, two_by_two
+
+from .helpers import cli
+
+REQUESTS = dict(sessions=25, rounds=8, steps_per_request=2)  # 200 requests a run
+
+
+def _ingest(tmp: Path, db: Path, run: str, inc: incident.Incident, **tags: str) -> None:
+    d = tmp / run
+    d.mkdir()
+    files = [
+        incident.write_export(inc.prefill, d / "prefill.export"),
+        incident.write_export(inc.decode, d / "decode.export"),
+        incident.write_results(inc.results, d / "results.jsonl"),
+    ]
+    forensics.ingest([str(f) for f in files], db, run=run, tags=tags)
+
+
+def _truth_table(inc: incident.Incident) -> tuple[int, int, int, int]:
+    """Bad room × corrupted counted from what the generator planted."""
+    verdicts = inc.truth["verdicts"]
+    bad = [verdicts[r["room"]] in BAD_VERDICTS for r in inc.results]
+    hit = [r["corrupted"] for r in inc.results]
+    a = sum(b and h for b, h in zip(bad, hit, strict=True))
+    c = sum(not b and h for b, h in zip(bad, hit, strict=True))
+    return a, sum(bad), c, len(bad) - sum(bad)
+
+
+@pytest.fixture(scope="module")
+def effect(tmp_path_factory: pytest.TempPathFactory):
+    """Bad rooms cause most corruption; the rest is a 5 % background."""
+    tmp = tmp_path_factory.mktemp("effect")
+    inc = incident.generate(**REQUESTS, seed=1, corruption="effect", base_rate=0.05, bad_share=0.2)
+    _ingest(tmp, tmp / "db.duckdb", "effect", inc)
+    return tmp / "db.duckdb", inc
+
+
+@pytest.fixture(scope="module")
+def independent(tmp_path_factory: pytest.TempPathFactory):
+    """Corruption at 20 %, whatever the rooms and steps say."""
+    tmp = tmp_path_factory.mktemp("independent")
+    inc = incident.generate(
+        **REQUESTS, seed=2, corruption="independent", base_rate=0.2, bad_share=0.2
+    )
+    _ingest(tmp, tmp / "db.duckdb", "independent", inc)
+    return tmp / "db.duckdb", inc
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory):
+    """flag-off and flag-on differ only by noise (both 20 %); fixed really is lower (3 %)."""
+    tmp = tmp_path_factory.mktemp("runs")
+    db = tmp / "db.duckdb"
+    runs = {}
+    for run, seed, rate in (("flag-off", 11, 0.2), ("flag-on", 12, 0.2), ("fixed", 13, 0.03)):
+        inc = incident.generate(**REQUESTS, seed=seed, corruption="independent", base_rate=rate)
+        _ingest(tmp, db, run, inc, flag=run)
+        runs[run] = inc
+    return db, runs
+
+
+def test_correlate_finds_the_real_effect_with_scipys_numbers(effect) -> None:
+    db, inc = effect
+    res = correlate(db)
+    room = res.associations[0]
+    a, n1, c, n0 = _truth_table(inc)
+    t = room.table
+    assert (t.exposed_cases, t.exposed_total, t.control_cases, t.control_total) == (a, n1, c, n0)
+    assert t.p_value == pytest.approx(fisher_exact([[a, n1 - a], [c, n0 - c]]).pvalue, rel=1e-12)
+    rr = relative_risk(a, n1, c, n0)
+    ci = rr.confidence_interval(0.95)
+    assert (t.relative_risk, t.rr_low, t.rr_high) == pytest.approx(
+        (rr.relative_risk, ci.low, ci.high)
+    )
+    assert t.significant and t.relative_risk > 3
+    assert room.conclusion.startswith("corruption is associated with a bad room")
+    assert f"{a} of {res.corrupted} corrupted requests had it" in room.conclusion
+    assert res.requests == 200 and res.corrupted == len(inc.truth["corrupted"])
+
+
+def test_correlate_says_no_evidence_when_corruption_is_independent(independent) -> None:
+    db, inc = independent
+    res = correlate(db)
+    room, step = res.associations
+    a, n1, c, n0 = _truth_table(inc)
+    assert (room.table.exposed_cases, room.table.exposed_total) == (a, n1)
+    assert room.table.p_value == pytest.approx(fisher_exact([[a, n1 - a], [c, n0 - c]]).pvalue)
+    assert not room.table.significant
+    assert room.conclusion.startswith("no evidence that corruption is associated with a bad room")
+    assert not step.table.significant
+
+
+def test_correlate_bad_steps_table_counts_the_burst(effect) -> None:
+    db, _ = effect
+    step = correlate(db).associations[1]
+    # The burst puts two requests into steps with unexpected writes; every request has steps.
+    assert step.table.exposed_total == 2 and step.excluded == 0
+    assert step.table.exposed_total + step.table.control_total == 200
+
+
+def test_compare_tells_noise_from_a_real_difference(three_runs) -> None:
+    db, runs = three_runs
+    res = compare(db)
+    rates = {r.run: r for r in res.rates}
+    for run, inc in runs.items():
+        k = len(inc.truth["corrupted"])
+        ci = binomtest(k, 200).proportion_ci(0.95, method="wilson")
+        assert (rates[run].corrupted, rates[run].requests) == (k, 200)
+        assert (rates[run].low, rates[run].high) == pytest.approx((ci.low, ci.high))
+        assert rates[run].tags == {"flag": run}
+    pairs = {(p.a, p.b): p for p in res.pairs}
+    raw = []
+    for (a, b), p in pairs.items():
+        ka, kb = rates[a].corrupted, rates[b].corrupted
+        expect = fisher_exact([[ka, 200 - ka], [kb, 200 - kb]]).pvalue
+        assert p.table.p_value == pytest.approx(expect)
+        raw.append(expect)
+    assert [p.p_adjusted for p in pairs.values()] == pytest.approx(holm(raw))
+    noise = pairs[("flag-off", "flag-on")]
+    assert not noise.significant and "within noise" in noise.conclusion
+    assert noise.needed is not None and noise.needed > 200
+    for other in (("flag-off", "fixed"), ("flag-on", "fixed")):
+        assert pairs[other].significant and "a real difference" in pairs[other].conclusion
+
+
+def test_compare_two_named_runs_and_an_unknown_one(three_runs) -> None:
+    db, _ = three_runs
+    res = compare(db, ["flag-on", "fixed"])
+    assert [r.run for r in res.rates] == ["flag-on", "fixed"] and len(res.pairs) == 1
+    assert res.pairs[0].p_adjusted == res.pairs[0].table.p_value  # one pair: nothing to adjust
+    proc = cli("compare", "flag-on", "nope", "--db", str(db))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == (
+        "error: no run named 'nope'; known: flag-off, flag-on, fixed"
+    )
+
+
+@pytest.mark.parametrize("offset_us", [2_500, -40_000])
+def test_skew_bounds_contain_the_planted_offset(tmp_path: Path, offset_us: int) -> None:
+    inc = incident.generate(decode_offset_us=offset_us)
+    db = tmp_path / "db.duckdb"
+    _ingest(tmp_path, db, "r", inc)
+    (pair,) = skew(db).pairs
+    assert (pair.src_host, pair.dst_host) == ("prefill-0", "decode-0")
+    assert pair.lower_us < offset_us < pair.upper_us
+    # Tight enough to use: the shortest transfer and the receive-to-send gap bound it.
+    assert pair.upper_us - pair.lower_us < 20_000
+    rooms_with_both = sum(
+        1 for v in inc.truth["verdicts"].values() if v not in ("missing_dst", "missing_src")
+    )
+    assert pair.upper_rooms == rooms_with_both
+    assert pair.consistent
+    behind = "behind" in pair.sentence.split(" and ")[0]
+    assert behind == (pair.upper_us < 0)
+
+
+def test_canary_lists_the_planted_burst_exactly(effect) -> None:
+    db, inc = effect
+    res = canary(db, top=10)
+    burst = inc.truth["burst_steps"]
+    assert [s.step for s in sorted(res.steps, key=lambda s: s.step)] == burst
+    assert res.steps_with_writes == len(burst)
+    for s in res.steps:
+        assert [lw.layer for lw in s.layers] == [30]
+        (lw,) = s.layers
+        assert lw.pages == list(range(300 + s.step % 7, 330 + s.step % 7))
+        assert (lw.n_expected, lw.n_changed, lw.n_unexpected) == (2, 32, 30)
+        assert len(s.rids) == 1 and s.rids[0] in {r["rid"] for r in inc.results}
+    assert len(canary(db, top=1).steps) == 1
+
+
+def test_rooms_counts_and_worst_first(effect) -> None:
+    db, inc = effect
+    res = rooms(db, limit=500)
+    planted: dict[str, int] = {}
+    for v in inc.truth["verdicts"].values():
+        planted[v] = planted.get(v, 0) + 1
+    assert list(res.counts) == ["effect"]
+    assert res.counts["effect"] == {v: planted[v] for v in res.counts["effect"]}
+    assert sum(res.counts["effect"].values()) == len(inc.truth["verdicts"])
+    order = [r["verdict"] for r in res.worst]
+    assert order[0] == "conflict" and "match" not in order
+    stale = rooms(db, verdict="stale").worst
+    assert {r["room"] for r in stale} == {
+        k for k, v in inc.truth["verdicts"].items() if v == "stale"
+    }
+    assert all(r["stale_of"] == inc.truth["stale_of"][r["room"]] for r in stale)
+
+
+def test_report_tells_the_story_of_the_demo(tmp_path: Path) -> None:
+    res = forensics.demo(tmp_path / "inc")
+    rep = report(res.ingest.db)
+    text = rep.sentences()
+    assert text[0].startswith("inputs: ") and "2 hosts (decode-0, prefill-0)" in text[0]
+    (gap,) = rep.coverage.gaps
+    assert (gap.host, gap.suppressed, gap.unit) == ("decode-0", 1834, "sglang-decode.service")
+    assert any(s.startswith("journald suppressed 1,834 messages") for s in text)
+    assert rep.coverage.quarantined == 0 and rep.coverage.results == 8 * 4  # sessions × rounds
+    assert any("corruption is associated with a bad room" in s for s in text)
+    assert any(s.startswith("3 decode steps wrote pages outside") for s in text)
+    assert any("decode-0's clock is" in s for s in text)
+    doc = rep.as_dict()
+    assert doc["conclusions"] == text
+    orjson.dumps(doc, default=str)  # JSON-able as the CLI prints it
+
+
+def test_cli_json_for_every_analysis_command(effect) -> None:
+    db, inc = effect
+    docs = {}
+    for cmd in ("rooms", "correlate", "compare", "skew", "canary", "report"):
+        proc = cli(cmd, "--db", str(db), "--json")
+        assert proc.returncode == 0, proc.stderr.decode()
+        docs[cmd] = orjson.loads(proc.stdout)
+    assert docs["correlate"]["associations"][0]["significant"] is True
+    assert docs["compare"]["rates"][0]["corrupted"] == len(inc.truth["corrupted"])
+    assert docs["canary"]["steps_with_unexpected_writes"] == len(inc.truth["burst_steps"])
+    assert docs["skew"]["pairs"][0]["lower_us"] < 2_500 < docs["skew"]["pairs"][0]["upper_us"]
+    assert docs["report"]["correlation"] == docs["correlate"]
+    text = cli("correlate", "--db", str(db)).stdout.decode()
+    assert "corruption is associated with a bad room" in text and "Fisher" in text
+
+
+def test_cli_run_filter_and_errors(effect) -> None:
+    db, _ = effect
+    proc = cli("rooms", "--db", str(db), "--run", "nope")
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == "error: no run named 'nope'; known: effect"
+    proc = cli("rooms", "--db", str(db), "--verdict", "broken")
+    assert proc.returncode == 2 and "unknown verdict 'broken'" in proc.stderr.decode()
+    assert cli("skew", "--db", str(db), "--run", "effect").returncode == 0
+
+
+def test_demo_ends_with_the_report(tmp_path: Path) -> None:
+    proc = cli("demo", "--dir", str(tmp_path / "inc"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    out = proc.stdout.decode()
+    tail = out[out.rindex("for the bug report") :]
+    assert "corruption is associated with a bad room" in tail
+    assert "decode steps wrote pages outside their expected set" in tail
+
+
+def test_statistics_helpers() -> None:
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    empty = two_by_two(0, 0, 3, 10)
+    assert empty.p_value is None and not empty.significant
+    inf = two_by_two(5, 10, 0, 30)
+    assert inf.as_dict()["relative_risk"] == "inf"
+    assert requests_needed(0.2, 0.2) is None
+    assert requests_needed(0.22, 0.17) > requests_needed(0.3, 0.1)
+    assert page_ranges([5, 1, 2, 3, 9]) == "1-3, 5, 9"
+    assert page_ranges(list(range(0, 40, 2)), limit=3) == "0, 2, 4, … (20 pages)"
+    assert page_ranges(None) == "not listed"
+
+
+def test_readers_use_this_versions_views_on_an_older_file(effect, tmp_path: Path) -> None:
+    db, _ = effect
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(db.read_bytes())
+    con = forensics.connect(old)
+    con.execute("DROP VIEW canary_writes")  # as written by a release without it
+    con.close()
+    assert canary(old).steps_with_writes == canary(db).steps_with_writes
+    con = forensics.connect_read_only(old)
+    try:  # the file itself is untouched: the view lives on the connection only
+        assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = "
+                           "'canary_writes' AND NOT temporary").fetchall() == [(0,)]  # fmt: skip
+    finally:
+        con.close()
