@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 
 import duckdb
-from scipy.stats import norm
 
 from .errors import ForensicsError
 from .runs import all_runs
@@ -121,6 +120,8 @@ def compare_con(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -
 def requests_needed(p1: float, p2: float) -> int | None:
     """Requests per run for a two-sided test at ALPHA to detect p1 vs p2 with POWER
     (normal approximation for two proportions)."""
+    from scipy.stats import norm  # lazily: see stats.two_by_two
+
     if p1 == p2:
         return None
     za, zb = norm.ppf(1 - ALPHA / 2), norm.ppf(POWER)

@@ -9,9 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from scipy.stats import binomtest, fisher_exact
-from scipy.stats.contingency import relative_risk
-
 ALPHA = 0.05  # significance level of every conclusion
 
 
@@ -44,6 +41,10 @@ def two_by_two(
 
     Without both groups there is nothing to compare: the statistics are None.
     """
+    # scipy.stats takes 0.7 s to import: only commands that test something pay for it.
+    from scipy.stats import fisher_exact
+    from scipy.stats.contingency import relative_risk
+
     if exposed_total == 0 or control_total == 0:
         return TwoByTwo(exposed_cases, exposed_total, control_cases, control_total,
                         None, None, None, None, None)  # fmt: skip
@@ -63,6 +64,8 @@ def two_by_two(
 
 def wilson(k: int, n: int) -> tuple[float | None, float | None]:
     """Wilson 95 % interval of a proportion k/n (None without trials)."""
+    from scipy.stats import binomtest
+
     if n == 0:
         return None, None
     ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")

@@ -7,6 +7,7 @@ checked against scipy on tables counted from the planted truth, not from the dat
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -290,3 +291,18 @@ def test_readers_use_this_versions_views_on_an_older_file(effect, tmp_path: Path
                            "'canary_writes' AND NOT temporary").fetchall() == [(0,)]  # fmt: skip
     finally:
         con.close()
+
+
+def test_text_output_states_each_answer(three_runs, effect) -> None:
+    db, _ = three_runs
+    text = " ".join(cli("compare", "--db", str(db)).stdout.decode().split())
+    assert "flag-off" in text and "flag=fixed" in text
+    assert "within noise" in text and "a real difference" in text
+    db, inc = effect
+    text = " ".join(cli("canary", "--db", str(db)).stdout.decode().split())
+    for step in inc.truth["burst_steps"]:
+        assert re.search(rf"decode-0 │ {step} │ \S+ \S+ │ 30 │ 2 │ 32 │ 30 │", text), step
+    assert "decode steps wrote pages outside their expected set" in text
+    assert "clock is at most" in cli("skew", "--db", str(db)).stdout.decode()
+    text = cli("rooms", "--db", str(db), "--verdict", "partial").stdout.decode()
+    assert "partial" in text and "conflict" in text.split("worst rooms")[0]
