@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
-from .runs import run_filter, selected_runs
+from .runs import Runs, run_filter, selected_runs
 from .store import connect_read_only, first_row
 
 
@@ -71,9 +71,7 @@ class CanaryReport:
         ]
 
 
-def canary(
-    db: str | os.PathLike | None = None, run: str | None = None, top: int = 10
-) -> CanaryReport:
+def canary(db: str | os.PathLike | None = None, run: Runs = None, top: int = 10) -> CanaryReport:
     con = connect_read_only(db)
     try:
         return canary_con(con, run, top)
@@ -81,9 +79,7 @@ def canary(
         con.close()
 
 
-def canary_con(
-    con: duckdb.DuckDBPyConnection, run: str | None = None, top: int = 10
-) -> CanaryReport:
+def canary_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 10) -> CanaryReport:
     selected_runs(con, run)
     where, params = run_filter(run)
     n_records = first_row(con, f"SELECT count(*) FROM canary WHERE {where}", params)[0]

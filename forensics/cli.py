@@ -17,6 +17,8 @@ from . import __version__, render
 from .canary import canary as run_canary
 from .compare import compare as run_compare
 from .correlate import correlate as run_correlate
+from .dashboard import DEFAULT_NAME
+from .dashboard import dashboard as run_dashboard
 from .demo import demo as run_demo
 from .errors import ForensicsError
 from .ingest import IngestResult
@@ -320,6 +322,33 @@ def report(
 
 
 @app.command()
+def dashboard(
+    db: DbOpt = None,
+    run: Annotated[list[str], typer.Option(help="A run to show (repeatable) [default: all].")] = [],  # noqa: B006
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help=f"HTML file to write [default: ./{DEFAULT_NAME}].")
+    ] = None,
+    open_: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """One offline HTML file: page writes, requests, page map, verdicts, runs, worst rooms.
+
+    Example: forensics dashboard --run flag-on --out incident.html --open
+    """
+    res = run_dashboard(db, run or None, out_file, open_)
+    if json:
+        sys.stdout.write(orjson.dumps(res.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    _print_dashboard(res)
+
+
+def _print_dashboard(res) -> None:
+    out.print(f"wrote {res.path} ({res.bytes / 1e6:.1f} MB, {res.seconds:.1f} s)")
+    for line in res.empty + res.notes:
+        out.print(f"  {line}")
+
+
+@app.command()
 def patterns(
     check: Annotated[
         Path | None, typer.Option("--check", help="A pattern file (TOML) to verify.")
@@ -362,6 +391,7 @@ def demo(
     _print_ingest(res.ingest, json)
     if not json:
         render.report(out, run_report(res.ingest.db))
+        _print_dashboard(res.dashboard)
 
 
 @app.callback(invoke_without_command=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from .runs import run_filter, selected_runs
+from .runs import Runs, run_filter, selected_runs
 from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
 from .store import connect_read_only, first_row
 
@@ -57,7 +57,7 @@ class Correlation:
 
 def correlate(
     db: str | os.PathLike | None = None,
-    run: str | None = None,
+    run: Runs = None,
     bad: tuple[str, ...] = BAD_VERDICTS,
 ) -> Correlation:
     """Bad room × corrupted and in-a-bad-step × corrupted over the requests of `run`
@@ -70,7 +70,7 @@ def correlate(
 
 
 def correlate_con(
-    con: duckdb.DuckDBPyConnection, run: str | None = None, bad: tuple[str, ...] = BAD_VERDICTS
+    con: duckdb.DuckDBPyConnection, run: Runs = None, bad: tuple[str, ...] = BAD_VERDICTS
 ) -> Correlation:
     runs = selected_runs(con, run)
     where, params = run_filter(run)

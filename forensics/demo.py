@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import incident
+from .dashboard import DashboardResult, dashboard
 from .ingest import IngestResult, ingest
 from .journal_export import journal_remote_available, render, write_journal
 
@@ -17,6 +18,7 @@ class DemoResult:
     ingest: IngestResult
     truth: dict
     real_journal: bool  # decode rendered by the real journalctl from a real .journal
+    dashboard: DashboardResult
 
 
 def demo(out_dir: str | Path = "demo-incident", db: str | Path | None = None) -> DemoResult:
@@ -46,4 +48,5 @@ def demo(out_dir: str | Path = "demo-incident", db: str | Path | None = None) ->
         run="demo",
         tags={"source": "forensics demo"},
     )
-    return DemoResult(d, [prefill, decode, results], res, inc.truth, real)
+    board = dashboard(dbp, out=d / "dashboard.html")
+    return DemoResult(d, [prefill, decode, results], res, inc.truth, real, board)

@@ -108,7 +108,8 @@ def canary(con: Console, c: CanaryReport) -> None:
 
 
 def report(con: Console, r: Report) -> None:
-    con.rule(f"report{' — run ' + r.run if r.run else ''}")
+    runs = r.run if isinstance(r.run, str) else ", ".join(r.run or [])
+    con.rule(f"report{' — ' + runs if runs else ''}")
     _sentences(con, r.coverage.sentences())
     rooms(con, r.rooms)
     correlation(con, r.correlation)

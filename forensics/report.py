@@ -16,7 +16,7 @@ from .canary import CanaryReport, canary_con
 from .compare import Comparison, compare_con
 from .correlate import Correlation, correlate_con
 from .rooms import RoomsReport, rooms_con
-from .runs import all_runs, run_filter, selected_runs
+from .runs import Runs, all_runs, run_filter, selected_runs
 from .skew import Skew, skew_con
 from .store import connect_read_only
 from .timefmt import span
@@ -77,7 +77,7 @@ class Coverage:
 
 @dataclass
 class Report:
-    run: str | None
+    run: Runs
     coverage: Coverage
     rooms: RoomsReport
     correlation: Correlation
@@ -109,7 +109,7 @@ class Report:
         ]
 
 
-def report(db: str | os.PathLike | None = None, run: str | None = None, top: int = 5) -> Report:
+def report(db: str | os.PathLike | None = None, run: Runs = None, top: int = 5) -> Report:
     con = connect_read_only(db)
     try:
         return report_con(con, run, top)
@@ -117,20 +117,20 @@ def report(db: str | os.PathLike | None = None, run: str | None = None, top: int
         con.close()
 
 
-def report_con(con: duckdb.DuckDBPyConnection, run: str | None = None, top: int = 5) -> Report:
+def report_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 5) -> Report:
     runs = selected_runs(con, run)
     return Report(
         run,
         coverage(con, run),
         rooms_con(con, run, limit=top),
         correlate_con(con, run),
-        compare_con(con, runs if run is None else [run]),
+        compare_con(con, runs),
         skew_con(con, run),
         canary_con(con, run, top),
     )
 
 
-def coverage(con: duckdb.DuckDBPyConnection, run: str | None = None) -> Coverage:
+def coverage(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Coverage:
     where, params = run_filter(run, "s.run")
     tags = dict(all_runs(con))
     chosen = selected_runs(con, run)

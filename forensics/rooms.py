@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import duckdb
 
 from .errors import ForensicsError
-from .runs import run_filter, selected_runs
+from .runs import Runs, run_filter, selected_runs
 from .store import connect_read_only
 
 # Worst first: what makes a room's bytes untrustworthy before what only lost a log line.
@@ -37,7 +37,7 @@ class RoomsReport:
 
 def rooms(
     db: str | os.PathLike | None = None,
-    run: str | None = None,
+    run: Runs = None,
     verdict: str | None = None,
     limit: int = 20,
 ) -> RoomsReport:
@@ -50,7 +50,7 @@ def rooms(
 
 def rooms_con(
     con: duckdb.DuckDBPyConnection,
-    run: str | None = None,
+    run: Runs = None,
     verdict: str | None = None,
     limit: int = 20,
 ) -> RoomsReport:

@@ -13,16 +13,26 @@ def all_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, dict]]:
     return [(r, dict(t or {})) for r, t in rows]
 
 
-def selected_runs(con: duckdb.DuckDBPyConnection, run: str | None) -> list[str]:
-    """The named run (checked to exist) or every run."""
+Runs = str | list[str] | None  # one run, several, or (None / empty) all of them
+
+
+def _as_list(run: Runs) -> list[str]:
+    return [run] if isinstance(run, str) else list(run or [])
+
+
+def selected_runs(con: duckdb.DuckDBPyConnection, run: Runs) -> list[str]:
+    """The named runs (checked to exist) or every run."""
     known = [r for r, _ in all_runs(con)]
-    if run is None:
-        return known
-    if run not in known:
-        raise ForensicsError(f"no run named {run!r}; known: {', '.join(known) or 'none'}")
-    return [run]
+    chosen = _as_list(run)
+    for r in chosen:
+        if r not in known:
+            raise ForensicsError(f"no run named {r!r}; known: {', '.join(known) or 'none'}")
+    return chosen or known
 
 
-def run_filter(run: str | None, column: str = "run") -> tuple[str, list]:
-    """A WHERE clause and its parameters selecting one run (or all)."""
-    return (f"{column} = ?", [run]) if run is not None else ("TRUE", [])
+def run_filter(run: Runs, column: str = "run") -> tuple[str, list]:
+    """A WHERE clause and its parameters selecting the runs (or all)."""
+    chosen = _as_list(run)
+    if not chosen:
+        return "TRUE", []
+    return f"{column} IN ({', '.join('?' * len(chosen))})", chosen

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
-from .runs import run_filter, selected_runs
+from .runs import Runs, run_filter, selected_runs
 from .store import connect_read_only
 
 
@@ -46,7 +46,7 @@ class Skew:
         ]
 
 
-def skew(db: str | os.PathLike | None = None, run: str | None = None) -> Skew:
+def skew(db: str | os.PathLike | None = None, run: Runs = None) -> Skew:
     con = connect_read_only(db)
     try:
         return skew_con(con, run)
@@ -54,7 +54,7 @@ def skew(db: str | os.PathLike | None = None, run: str | None = None) -> Skew:
         con.close()
 
 
-def skew_con(con: duckdb.DuckDBPyConnection, run: str | None = None) -> Skew:
+def skew_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Skew:
     selected_runs(con, run)
     where, params = run_filter(run)
     rows = con.execute(

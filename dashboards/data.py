@@ -1,0 +1,231 @@
+"""What the dashboard draws, fetched from DuckDB and cut to a point budget there.
+
+Every panel's rows carry two x positions: the decode step and the wall time (decode's
+clock, ms since the epoch) so that the page can switch its shared axis between them.
+Above a panel's budget the rows are aggregated in SQL (step bins) or thinned (rooms that
+matched), never in Python, so a million canary rows cost a GROUP BY, not a million dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import polars as pl
+
+POINT_BUDGET = 20_000  # canary markers (all layers)
+REQUEST_BUDGET = 2_000  # request bars
+ROOM_BUDGET = 20_000  # verdict markers
+LOAD_BUDGET = 4_000  # decode-load points
+HEATMAP_STEPS = 400  # page-map columns
+HEATMAP_PAGES = 200  # page-map rows
+PAGES_SHOWN = 8  # first pages in a hover
+RIDS_SHOWN = 4  # first rids in a hover
+
+
+@dataclass
+class Panels:
+    canary: pl.DataFrame
+    canary_bin: int  # steps per marker: 1 = one marker per canary record
+    canary_rows: int  # canary records with unexpected writes, before aggregation
+    requests: pl.DataFrame
+    requests_total: int  # requests with step records, before thinning
+    pages: pl.DataFrame  # heatmap cells
+    rooms: pl.DataFrame
+    rooms_total: int
+    load: pl.DataFrame
+    notes: list[str] = field(default_factory=list)  # what was aggregated or left out
+
+
+def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pl.DataFrame:
+    return con.sql(sql, params=params).pl()
+
+
+def _runs_clause(runs: list[str] | None, col: str = "run") -> tuple[str, list]:
+    if not runs:
+        return "TRUE", []
+    return f"{col} IN ({', '.join('?' * len(runs))})", list(runs)
+
+
+def panels(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Panels:
+    where, params = _runs_clause(runs)
+    notes: list[str] = []
+    canary, width, n_canary = _canary(con, where, params)
+    if width > 1:
+        notes.append(
+            f"unexpected page writes: {n_canary:,} canary records aggregated into bins of "
+            f"{width:,} steps per layer (budget {POINT_BUDGET:,} points)"
+        )
+    requests, n_req = _requests(con, where, params)
+    if n_req > len(requests):
+        notes.append(
+            f"requests: {len(requests):,} of {n_req:,} drawn (budget {REQUEST_BUDGET:,}): "
+            f"every corrupted, bad-room or burst request, then evenly spaced others"
+        )
+    rooms, n_rooms = _rooms(con, where, params)
+    if n_rooms > len(rooms):
+        notes.append(
+            f"transfer verdicts: {len(rooms):,} of {n_rooms:,} rooms drawn (budget "
+            f"{ROOM_BUDGET:,}): every bad room, then evenly spaced matches"
+        )
+    return Panels(
+        canary, width, n_canary, requests, n_req, _pages(con, where, params), rooms,
+        n_rooms, _load(con, where, params), notes,
+    )  # fmt: skip
+
+
+def _canary(con, where: str, params: list) -> tuple[pl.DataFrame, int, int]:
+    stats = con.execute(
+        f"""SELECT count(*), count(DISTINCT layer), min(step), max(step)
+            FROM canary_writes WHERE {where}""",
+        params,
+    ).fetchall()[0]
+    n, layers, lo, hi = stats
+    if n <= POINT_BUDGET:
+        df = _df(
+            con,
+            f"""SELECT run, host, layer, step, step AS step_last, ts_us / 1000 AS t_ms,
+                       1 AS records, n_expected, n_changed, n_unexpected,
+                       pages[1:{PAGES_SHOWN}] AS pages, len(pages) AS n_pages,
+                       rids[1:{RIDS_SHOWN}] AS rids, len(rids) AS n_rids, corrupted
+                FROM canary_writes WHERE {where}
+                ORDER BY layer, step""",
+            params,
+        )
+        return df, 1, n
+    per_layer = max(1, POINT_BUDGET // max(1, layers))
+    width = max(1, -(-(hi - lo + 1) // per_layer))
+    df = _df(
+        con,
+        f"""SELECT any_value(run) AS run, any_value(host) AS host, layer,
+                   min(step) AS step, max(step) AS step_last, min(ts_us) / 1000 AS t_ms,
+                   count(*) AS records, sum(n_expected) AS n_expected,
+                   sum(n_changed) AS n_changed, sum(n_unexpected) AS n_unexpected,
+                   NULL::BIGINT[] AS pages, NULL::BIGINT AS n_pages,
+                   NULL::VARCHAR[] AS rids, NULL::BIGINT AS n_rids,
+                   sum(corrupted) AS corrupted
+            FROM canary_writes WHERE {where}
+            GROUP BY layer, (step - {lo}) // {width}
+            ORDER BY layer, step""",
+        params,
+    )
+    return df, width, n
+
+
+def _requests(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
+    """One row per request with step records: its span in steps and in decode time."""
+    rel = f"""
+        WITH req AS (SELECT * FROM requests WHERE {where} AND first_step IS NOT NULL),
+        members AS (
+            SELECT run, host, step, ts_us, unnest(rids) AS rid, NULL::UBIGINT AS room
+            FROM steps WHERE {where}
+            UNION ALL
+            SELECT run, host, step, ts_us, NULL, unnest(rooms) FROM steps WHERE {where}
+        ), spans AS (
+            SELECT r.run, r.rid, min(m.ts_us) / 1000 AS t0_ms, max(m.ts_us) / 1000 AS t1_ms
+            FROM req r JOIN members m
+              ON m.run = r.run AND (m.rid = r.rid OR m.room = r.room)
+            GROUP BY ALL
+        )
+        SELECT r.run, r.session, r.round, r.rid, r.room, r.verdict, r.corrupted, r.reason,
+               r.first_step, r.last_step, s.t0_ms, s.t1_ms, r.unexpected_steps,
+               coalesce(r.verdict IN ('partial', 'mismatch', 'stale', 'conflict'), false)
+                   AS bad_room
+        FROM req r LEFT JOIN spans s ON s.run = r.run AND s.rid = r.rid"""
+    df = _df(con, f"SELECT * FROM ({rel}) ORDER BY first_step, rid", params * 3)
+    n = len(df)
+    if n > REQUEST_BUDGET:
+        key = pl.col("corrupted") | pl.col("bad_room") | (pl.col("unexpected_steps") > 0)
+        must = df.filter(key)
+        rest = df.filter(~key)
+        room = max(0, REQUEST_BUDGET - len(must))
+        stride = max(1, -(-len(rest) // room)) if room else len(rest) + 1
+        df = pl.concat([must, rest.gather_every(stride)]).sort("first_step", "rid")
+        df = df.head(max(REQUEST_BUDGET, len(must)))
+    return df, n
+
+
+def _pages(con, where: str, params: list) -> pl.DataFrame:
+    """Unexpected writes per (step bin, page bin)."""
+    stats = con.execute(
+        f"""SELECT min(step), max(step), min(p), max(p) FROM (
+                SELECT step, unnest(pages) AS p FROM canary_writes WHERE {where})""",
+        params,
+    ).fetchall()[0]
+    if stats[0] is None:
+        return pl.DataFrame(
+            schema={"step": pl.Int64, "step_last": pl.Int64, "t_ms": pl.Float64,
+                    "page": pl.Int64, "page_last": pl.Int64, "writes": pl.Int64}
+        )  # fmt: skip
+    s0, s1, p0, p1 = stats
+    sw = max(1, -(-(s1 - s0 + 1) // HEATMAP_STEPS))
+    pw = max(1, -(-(p1 - p0 + 1) // HEATMAP_PAGES))
+    return _df(
+        con,
+        f"""SELECT {s0} + sb * {sw} AS step, {s0} + sb * {sw} + {sw} - 1 AS step_last,
+                   min(ts_us) / 1000 AS t_ms,
+                   {p0} + pb * {pw} AS page, {p0} + pb * {pw} + {pw} - 1 AS page_last,
+                   count(*) AS writes
+            FROM (SELECT sb, ts_us, (p - {p0}) // {pw} AS pb
+                  FROM (SELECT (step - {s0}) // {sw} AS sb, ts_us, unnest(pages) AS p
+                        FROM canary_writes WHERE {where}))
+            GROUP BY sb, pb ORDER BY sb, pb""",
+        params,
+    )
+
+
+def _step_times(where: str) -> str:
+    return f"SELECT run, ts_us, max(step) AS step FROM steps WHERE {where} GROUP BY ALL"
+
+
+def _rooms(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
+    """Rooms at decode's receive time (prefill's send time when decode never got it)."""
+    base = f"""
+        WITH r AS (
+            SELECT run, room, rid, verdict, stale_of, src_host, dst_host, src_ts_us,
+                   dst_ts_us, coalesce(dst_ts_us, src_ts_us) AS ts_us, transfer_reasons
+            FROM rooms WHERE {where} AND coalesce(dst_ts_us, src_ts_us) IS NOT NULL
+        ), st AS ({_step_times(where)})
+        -- before the run's first decode step: step 0
+        SELECT r.*, r.ts_us / 1000 AS t_ms, coalesce(st.step, 0) AS step
+        FROM r ASOF LEFT JOIN st ON r.run = st.run AND r.ts_us >= st.ts_us"""
+    df = _df(con, f"SELECT * FROM ({base}) ORDER BY ts_us", params * 2)
+    n = len(df)
+    if n > ROOM_BUDGET:
+        bad = df.filter(pl.col("verdict") != "match")
+        ok = df.filter(pl.col("verdict") == "match")
+        room = max(0, ROOM_BUDGET - len(bad))
+        stride = max(1, -(-len(ok) // room)) if room else len(ok) + 1
+        df = pl.concat([bad, ok.gather_every(stride)]).sort("ts_us")
+    return df, n
+
+
+def _load(con, where: str, params: list) -> pl.DataFrame:
+    """Decode load (#running-req of `Decode batch` lines), binned to the budget."""
+    n = con.execute(
+        f"""SELECT count(*) FROM batches WHERE {where} AND lower(phase) = 'decode'
+            AND running_req IS NOT NULL""",
+        params,
+    ).fetchall()[0][0]
+    if n == 0:
+        return pl.DataFrame(
+            schema={"t_ms": pl.Float64, "step": pl.Int64, "running_req": pl.Float64}
+        )
+    width = max(1, -(-n // LOAD_BUDGET))
+    return _df(
+        con,
+        f"""WITH b AS (
+                SELECT run, ts_us, running_req, row_number() OVER (ORDER BY ts_us) - 1 AS i
+                FROM batches WHERE {where} AND lower(phase) = 'decode'
+                  AND running_req IS NOT NULL AND ts_us IS NOT NULL
+            ), st AS ({_step_times(where)}), binned AS (
+                SELECT any_value(run) AS run, min(ts_us) AS ts_us,
+                       avg(running_req) AS running_req
+                FROM b GROUP BY i // {width}
+            )
+            SELECT binned.ts_us / 1000 AS t_ms, coalesce(st.step, 0) AS step,
+                   binned.running_req
+            FROM binned ASOF LEFT JOIN st ON binned.run = st.run AND binned.ts_us >= st.ts_us
+            ORDER BY binned.ts_us""",
+        params * 2,
+    )

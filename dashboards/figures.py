@@ -1,0 +1,309 @@
+"""The dashboard's figures, as Plotly figures a notebook can show too.
+
+`timeline` stacks the step-aligned panels on one shared x axis: unexpected page writes,
+requests, the page map, transfer verdicts with decode load. Every trace's x is the
+decode step; `meta["xt"]` holds the same points' wall times (ms, decode's clock) so the
+page can switch the axis. `runs_compared` is the corruption rate per run.
+
+Log text is attacker-influenced: every string drawn from the database is HTML-escaped
+before it reaches a hover, a title or a label (Plotly renders a subset of HTML there).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+from ..canary import page_ranges
+from ..compare import Comparison, compare_con
+from ..store import connect_read_only
+from .data import Panels, panels
+
+LAYER_TRACES_MAX = 10  # more layers than this: one trace coloured by layer
+VERDICT_COLOURS = {
+    "match": "#9bbf9b", "partial": "#f28e2b", "stale": "#b07aa1", "mismatch": "#e15759",
+    "conflict": "#8c1c13", "missing_dst": "#59636e", "missing_src": "#bab0ac",
+}  # fmt: skip
+CORRUPTED, OK, OUTLINE = "#d62728", "#b8b8b8", "#111111"
+PANEL_TITLES = {
+    "writes": "Unexpected page writes (per canary layer)",
+    "requests": "Requests over the steps they were decoded in",
+    "pages": "Page map: unexpected writes, page × step",
+    "verdicts": "Transfer verdicts (room at decode's receive time) and decode load",
+}
+
+
+def esc(value: object) -> str:
+    """Text from the database as inert HTML (Plotly turns entities back into characters)."""
+    return html.escape("" if value is None else str(value), quote=False)
+
+
+def timeline(db: str | os.PathLike | None = None, run: str | list[str] | None = None) -> go.Figure:
+    """The step-aligned panels of the runs' incident as one figure."""
+    runs = [run] if isinstance(run, str) else run
+    con = connect_read_only(db)
+    try:
+        return timeline_figure(panels(con, runs))
+    finally:
+        con.close()
+
+
+def present(p: Panels) -> list[str]:
+    """Panels with something to draw, in page order."""
+    have = {
+        "writes": not p.canary.is_empty(),
+        "requests": not p.requests.is_empty(),
+        "pages": not p.pages.is_empty(),
+        "verdicts": not p.rooms.is_empty() or not p.load.is_empty(),
+    }
+    return [k for k, v in have.items() if v]
+
+
+def timeline_figure(p: Panels) -> go.Figure:
+    rows = present(p)
+    if not rows:
+        fig = go.Figure()
+        fig.update_layout(title="nothing to draw: no canary, step, room or batch records")
+        return fig
+    heights = {"writes": 1.0, "requests": 1.3, "pages": 1.0, "verdicts": 0.9}
+    fig = make_subplots(
+        rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+        subplot_titles=[PANEL_TITLES[r] for r in rows],
+        row_heights=[heights[r] for r in rows],
+        specs=[[{"secondary_y": r == "verdicts"}] for r in rows],
+    )  # fmt: skip
+    for i, name in enumerate(rows, 1):
+        {"writes": _writes, "requests": _requests, "pages": _pages, "verdicts": _verdicts}[name](
+            fig, p, i
+        )
+    fig.update_xaxes(title_text="decode step", row=len(rows), col=1)
+    fig.update_layout(
+        height=320 * len(rows) + 120, margin=dict(l=70, r=40, t=60, b=50),
+        hovermode="closest", legend=dict(orientation="h", y=1.04, x=0, yanchor="bottom"),
+        template="plotly_white", meta={"panels": rows},
+    )  # fmt: skip
+    return fig
+
+
+def _with_time(trace, xt: list) -> object:
+    trace.meta = {"xt": xt}
+    return trace
+
+
+def _writes(fig: go.Figure, p: Panels, row: int) -> None:
+    df = p.canary
+    layers = df["layer"].unique().sort().to_list()
+    binned = p.canary_bin > 1
+    texts = [_write_hover(r, binned) for r in df.iter_rows(named=True)]
+    df = df.with_columns(hover=pl.Series(texts, dtype=pl.String))
+    size = df["n_unexpected"].map_elements(
+        lambda n: min(30.0, 5 + 2.5 * math.sqrt(n or 0)), return_dtype=pl.Float64
+    )
+    df = df.with_columns(size=size)
+    groups = [(f"layer {lay}", df.filter(pl.col("layer") == lay)) for lay in layers]
+    if len(layers) > LAYER_TRACES_MAX:
+        groups = [("layers", df)]
+    for name, g in groups:
+        marker = dict(size=g["size"].to_list(), opacity=0.8, line=dict(width=0))
+        if len(groups) == 1 and len(layers) > 1:
+            marker |= dict(color=g["layer"].to_list(), colorscale="Viridis",
+                           colorbar=dict(title="layer", len=0.2, y=1, yanchor="top"))  # fmt: skip
+        fig.add_trace(
+            _with_time(
+                go.Scattergl(
+                    x=g["step"].to_list(), y=g["n_unexpected"].to_list(), mode="markers",
+                    name=esc(name), marker=marker, hovertext=g["hover"].to_list(),
+                    hoverinfo="text"
+                ),
+                g["t_ms"].to_list(),
+            ),
+            row=row, col=1,
+        )  # fmt: skip
+    fig.update_yaxes(title_text="unexpected pages", row=row, col=1, rangemode="tozero")
+
+
+def _write_hover(r: dict, binned: bool) -> str:
+    where = (
+        f"steps {r['step']}–{r['step_last']} ({r['records']} records)"
+        if binned
+        else f"step {r['step']}"
+    )
+    lines = [
+        f"<b>{where}, layer {r['layer']}</b>",
+        f"run {esc(r['run'])}, host {esc(r['host'])}",
+        f"expected {r['n_expected']}, changed {r['n_changed']}, unexpected {r['n_unexpected']}",
+    ]
+    if r["pages"] is not None:
+        more = f" of {r['n_pages']}" if (r["n_pages"] or 0) > len(r["pages"]) else ""
+        lines.append(f"pages {page_ranges(r['pages'])}{more}")
+    if r["rids"] is not None:
+        more = f" (+{r['n_rids'] - len(r['rids'])})" if (r["n_rids"] or 0) > len(r["rids"]) else ""
+        lines.append("batch: " + esc(", ".join(r["rids"])) + more)
+    lines.append(f"corrupted in batch: {r['corrupted']}")
+    return "<br>".join(lines)
+
+
+def _segments(df: pl.DataFrame, a: str, b: str) -> list:
+    """x of one line segment per row, separated by None (one WebGL trace for all)."""
+    out: list = []
+    for x0, x1 in zip(df[a].to_list(), df[b].to_list(), strict=True):
+        out += [x0, x1, None]
+    return out
+
+
+def _requests(fig: go.Figure, p: Panels, row: int) -> None:
+    df = p.requests.with_columns(y=pl.int_range(pl.len()))
+    hover = [
+        "<br>".join([
+            f"<b>{esc(r['rid'])}</b>",
+            f"session {esc(r['session'])} round {r['round']}, run {esc(r['run'])}",
+            f"steps {r['first_step']}–{r['last_step']}",
+            f"room {r['room']}: {esc(r['verdict'] or 'no checksums')}",
+            "CORRUPTED: " + esc(r["reason"] or "") if r["corrupted"] else "ok",
+        ])
+        for r in df.iter_rows(named=True)
+    ]  # fmt: skip
+    df = df.with_columns(hover=pl.Series(hover, dtype=pl.String))
+    parts = [
+        ("bad room (outline)", df.filter("bad_room"), OUTLINE, 10),
+        ("ok", df.filter(~pl.col("corrupted")), OK, 5),
+        ("corrupted", df.filter("corrupted"), CORRUPTED, 5),
+    ]
+    for name, g, colour, width in parts:
+        if g.is_empty():
+            continue
+        ys = [y for v in g["y"].to_list() for y in (v, v, None)]
+        hv = [h for v in g["hover"].to_list() for h in (v, v, None)]
+        fig.add_trace(
+            _with_time(
+                go.Scattergl(
+                    x=_segments(g, "first_step", "last_step"), y=ys, mode="lines+markers",
+                    name=name, line=dict(color=colour, width=width),
+                    marker=dict(size=width / 2 + 2, color=colour), hovertext=hv,
+                    hoverinfo="text", connectgaps=False,
+                ),
+                _segments(g, "t0_ms", "t1_ms"),
+            ),
+            row=row, col=1,
+        )  # fmt: skip
+    fig.update_yaxes(title_text="request", row=row, col=1, showticklabels=False,
+                     range=[-1, len(df)])  # fmt: skip
+
+
+def _pages(fig: go.Figure, p: Panels, row: int) -> None:
+    df = p.pages
+    steps = df.select("step", "t_ms").group_by("step").agg(pl.col("t_ms").min()).sort("step")
+    pages = df["page"].unique().sort().to_list()
+    wide = (
+        df.pivot(on="step", index="page", values="writes", aggregate_function="sum")
+        .sort("page")
+        .select(["page", *[str(s) for s in steps["step"].to_list()]])
+    )
+    z = [list(r) for r in wide.drop("page").iter_rows()]
+    fig.add_trace(
+        _with_time(
+            go.Heatmap(
+                x=steps["step"].to_list(), y=pages, z=z, colorscale="Reds", showscale=True,
+                colorbar=dict(title="writes", len=0.18, y=_row_middle(fig, row)),
+                name="page map",
+                hovertemplate="step %{x}<br>page %{y}<br>unexpected writes %{z}<extra></extra>",
+            ),
+            steps["t_ms"].to_list(),
+        ),
+        row=row, col=1,
+    )  # fmt: skip
+    fig.update_yaxes(title_text="KV page", row=row, col=1)
+
+
+def _row_middle(fig: go.Figure, row: int) -> float:
+    """Vertical centre (paper coordinates) of a subplot row, for its colour bar."""
+    lo, hi = fig.get_subplot(row, 1).yaxis.domain
+    return (lo + hi) / 2
+
+
+def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
+    df = p.rooms
+    order = [v for v in VERDICT_COLOURS if v in set(df["verdict"].to_list())]
+    for v in order:
+        g = df.filter(pl.col("verdict") == v)
+        hover = [
+            "<br>".join([
+                f"<b>{esc(r['verdict'])}</b> room {r['room']}",
+                f"rid {esc(r['rid'])}, run {esc(r['run'])}",
+                f"{esc(r['src_host'])} → {esc(r['dst_host'])}, decode step ≈ {r['step']}",
+                *([f"bytes of room {r['stale_of']}"] if r["stale_of"] is not None else []),
+                *([esc(r["transfer_reasons"])] if r["transfer_reasons"] else []),
+            ])
+            for r in g.iter_rows(named=True)
+        ]  # fmt: skip
+        fig.add_trace(
+            _with_time(
+                go.Scattergl(
+                    x=g["step"].to_list(), y=[v] * len(g), mode="markers", name=v,
+                    marker=dict(color=VERDICT_COLOURS[v], size=9 if v != "match" else 6,
+                                symbol="diamond" if v != "match" else "circle"),
+                    hovertext=hover, hoverinfo="text",
+                ),
+                g["t_ms"].to_list(),
+            ),
+            row=row, col=1, secondary_y=False,
+        )  # fmt: skip
+    if not p.load.is_empty():
+        fig.add_trace(
+            _with_time(
+                go.Scattergl(
+                    x=p.load["step"].to_list(), y=p.load["running_req"].to_list(),
+                    mode="lines", name="decode #running-req",
+                    line=dict(color="rgba(31,119,180,0.6)", width=1.5),
+                    hovertemplate="#running-req %{y:.0f}<extra></extra>",
+                ),
+                p.load["t_ms"].to_list(),
+            ),
+            row=row, col=1, secondary_y=True,
+        )  # fmt: skip
+        fig.update_yaxes(title_text="#running-req", row=row, col=1, secondary_y=True,
+                         rangemode="tozero", showgrid=False)  # fmt: skip
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], row=row, col=1,
+                     secondary_y=False)  # fmt: skip
+
+
+def runs_compared(db: str | os.PathLike | None = None, runs: list[str] | None = None) -> go.Figure:
+    con = connect_read_only(db)
+    try:
+        return runs_figure(compare_con(con, runs))
+    finally:
+        con.close()
+
+
+def runs_figure(c: Comparison) -> go.Figure:
+    """Corruption rate per run with Wilson 95 % error bars."""
+    fig = go.Figure()
+    rates = [r for r in c.rates if r.rate is not None]
+    fig.add_trace(
+        go.Bar(
+            x=[esc(r.run) for r in rates],
+            y=[100 * r.rate for r in rates],
+            error_y=dict(
+                type="data", symmetric=False,
+                array=[100 * (r.high - r.rate) for r in rates],
+                arrayminus=[100 * (r.rate - r.low) for r in rates],
+            ),
+            text=[f"{r.corrupted}/{r.requests}" for r in rates], textposition="inside",
+            hovertext=[
+                esc(r.describe()) + "<br>" + esc(" ".join(f"{k}={v}" for k, v in r.tags.items()))
+                for r in rates
+            ],
+            hoverinfo="text", marker_color="#4e79a7", name="corruption rate",
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        title="Corruption rate per run (Wilson 95 % interval)", yaxis_title="% corrupted",
+        height=360, width=min(1500, 320 + 140 * len(rates)), template="plotly_white",
+        margin=dict(l=70, r=40, t=60, b=50), yaxis=dict(rangemode="tozero"),
+    )  # fmt: skip
+    return fig

@@ -1,0 +1,100 @@
+"""`forensics dashboard`: the incident on one time axis, as one offline HTML file."""
+
+from __future__ import annotations
+
+import os
+import time
+import webbrowser
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .dashboards.data import Panels, panels
+from .dashboards.figures import runs_figure, timeline_figure
+from .dashboards.page import render
+from .report import report_con
+from .runs import Runs, selected_runs
+from .store import connect_read_only, first_row
+
+DEFAULT_NAME = "forensics-dashboard.html"
+
+
+@dataclass
+class DashboardResult:
+    path: Path
+    bytes: int
+    seconds: float  # to query, build and write
+    panels: list[str]  # timeline panels drawn
+    empty: list[str] = field(default_factory=list)  # one line per panel with no data
+    notes: list[str] = field(default_factory=list)  # aggregation above the point budget
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "path": str(self.path)}
+
+
+def dashboard(
+    db: str | os.PathLike | None = None,
+    runs: Runs = None,
+    out: str | os.PathLike | None = None,
+    open_browser: bool = False,
+) -> DashboardResult:
+    """Write the dashboard of `runs` (all when None) to `out` (default next to the db)."""
+    t0 = time.perf_counter()
+    con = connect_read_only(db)
+    try:
+        chosen = selected_runs(con, runs)
+        p = panels(con, chosen)
+        rep = report_con(con, chosen, top=200)
+        empty = _empty_lines(con, p, chosen)
+    finally:
+        con.close()
+    timeline = timeline_figure(p)
+    page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty)
+    path = Path(out) if out is not None else Path(DEFAULT_NAME)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    res = DashboardResult(
+        path, path.stat().st_size, time.perf_counter() - t0,
+        list(timeline.layout.meta["panels"]) if timeline.layout.meta else [], empty, p.notes,
+    )  # fmt: skip
+    if open_browser:
+        webbrowser.open(path.resolve().as_uri())
+    return res
+
+
+def _empty_lines(con, p: Panels, runs: list[str]) -> list[str]:
+    """Why a panel is missing, in one line each."""
+    marks = ", ".join("?" * len(runs)) or "NULL"
+    n_canary, n_paged, n_steps, n_rooms = first_row(
+        con,
+        f"""SELECT (SELECT count(*) FROM canary WHERE run IN ({marks})),
+                   (SELECT count(*) FROM canary_writes WHERE run IN ({marks})
+                      AND pages IS NOT NULL),
+                   (SELECT count(*) FROM steps WHERE run IN ({marks})),
+                   (SELECT count(*) FROM rooms WHERE run IN ({marks}))""",
+        runs * 4,
+    )
+    out = []
+    if p.canary.is_empty():
+        out.append(
+            f"Unexpected page writes: none in {n_canary:,} canary records."
+            if n_canary
+            else "Unexpected page writes: no canary records in these runs."
+        )
+    if p.requests.is_empty():
+        out.append(
+            "Requests: no harness result could be placed on decode steps"
+            + (" (no step records)." if not n_steps else " (no rid or room in common).")
+        )
+    if p.pages.is_empty() and not p.canary.is_empty():
+        out.append(
+            "Page map: the canary records give counts only, no page lists."
+            if not n_paged
+            else "Page map: no pages listed."
+        )
+    if p.rooms.is_empty() and p.load.is_empty():
+        out.append(
+            "Transfer verdicts: no checksum records with times and no Decode batch lines."
+            if not n_rooms
+            else "Transfer verdicts: no room has a time."
+        )
+    return out
