@@ -60,13 +60,14 @@ def panels(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Pan
     if n_req > len(requests):
         notes.append(
             f"requests: {len(requests):,} of {n_req:,} drawn (budget {REQUEST_BUDGET:,}): "
-            f"every corrupted, bad-room or burst request, then evenly spaced others"
+            f"corrupted first, then bad-room, then those in steps with unexpected writes, "
+            f"then the rest, evenly spaced where a group does not fit"
         )
     rooms, n_rooms = _rooms(con, where, params)
     if n_rooms > len(rooms):
         notes.append(
             f"transfer verdicts: {len(rooms):,} of {n_rooms:,} rooms drawn (budget "
-            f"{ROOM_BUDGET:,}): every bad room, then evenly spaced matches"
+            f"{ROOM_BUDGET:,}): bad rooms first, then evenly spaced matches"
         )
     return Panels(
         canary, width, n_canary, requests, n_req, _pages(con, where, params), rooms,
@@ -122,9 +123,13 @@ def _requests(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
             UNION ALL
             SELECT run, host, step, ts_us, NULL, unnest(rooms) FROM steps WHERE {where}
         ), spans AS (
-            SELECT r.run, r.rid, min(m.ts_us) / 1000 AS t0_ms, max(m.ts_us) / 1000 AS t1_ms
-            FROM req r JOIN members m
-              ON m.run = r.run AND (m.rid = r.rid OR m.room = r.room)
+            -- two equi-joins: an OR in the join condition would be a nested loop
+            SELECT run, rid, min(ts_us) / 1000 AS t0_ms, max(ts_us) / 1000 AS t1_ms
+            FROM (SELECT r.run, r.rid, m.ts_us FROM req r
+                  JOIN members m ON m.run = r.run AND m.rid = r.rid
+                  UNION ALL
+                  SELECT r.run, r.rid, m.ts_us FROM req r
+                  JOIN members m ON m.run = r.run AND m.room = r.room)
             GROUP BY ALL
         )
         SELECT r.run, r.session, r.round, r.rid, r.room, r.verdict, r.corrupted, r.reason,
@@ -135,13 +140,11 @@ def _requests(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
     df = _df(con, f"SELECT * FROM ({rel}) ORDER BY first_step, rid", params * 3)
     n = len(df)
     if n > REQUEST_BUDGET:
-        key = pl.col("corrupted") | pl.col("bad_room") | (pl.col("unexpected_steps") > 0)
-        must = df.filter(key)
-        rest = df.filter(~key)
-        room = max(0, REQUEST_BUDGET - len(must))
-        stride = max(1, -(-len(rest) // room)) if room else len(rest) + 1
-        df = pl.concat([must, rest.gather_every(stride)]).sort("first_step", "rid")
-        df = df.head(max(REQUEST_BUDGET, len(must)))
+        rank = (
+            pl.when("corrupted").then(0).when("bad_room").then(1)
+            .when(pl.col("unexpected_steps") > 0).then(2).otherwise(3)
+        )  # fmt: skip
+        df = _thin(df, rank, REQUEST_BUDGET).sort("first_step", "rid")
     return df, n
 
 
@@ -174,58 +177,76 @@ def _pages(con, where: str, params: list) -> pl.DataFrame:
     )
 
 
-def _step_times(where: str) -> str:
-    return f"SELECT run, ts_us, max(step) AS step FROM steps WHERE {where} GROUP BY ALL"
+def _thin(df: pl.DataFrame, rank: pl.Expr, budget: int) -> pl.DataFrame:
+    """At most `budget` rows: whole ranks in order (0 first), the rank that overflows
+    evenly spaced over its rows."""
+    df = df.with_columns(_rank=rank)
+    kept, left = [], budget
+    for r in sorted(df["_rank"].unique().to_list()):
+        g = df.filter(pl.col("_rank") == r)
+        if len(g) > left:
+            if left:
+                kept.append(g.gather_every(-(-len(g) // left)))
+            break
+        kept.append(g)
+        left -= len(g)
+    return pl.concat(kept).drop("_rank")
+
+
+def _step_times(con, where: str, params: list) -> pl.DataFrame:
+    """(run, ts_us, step): when each decode step happened, sorted by time."""
+    return _df(
+        con,
+        f"SELECT run, ts_us, max(step) AS step FROM steps WHERE {where} AND ts_us IS NOT NULL"
+        " GROUP BY ALL ORDER BY ts_us",
+        params,
+    )
+
+
+def _at_step(df: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Each row's decode step: the last one at or before its ts_us in its run (0 before the
+    first). Polars' as-of join: DuckDB's took seconds on a million-row incident."""
+    df = df.sort("ts_us")
+    if steps.is_empty():
+        return df.with_columns(step=pl.lit(0, pl.Int64))
+    joined = df.join_asof(steps, on="ts_us", by="run", strategy="backward", check_sortedness=False)
+    return joined.with_columns(pl.col("step").fill_null(0))
 
 
 def _rooms(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
     """Rooms at decode's receive time (prefill's send time when decode never got it)."""
-    base = f"""
-        WITH r AS (
-            SELECT run, room, rid, verdict, stale_of, src_host, dst_host, src_ts_us,
-                   dst_ts_us, coalesce(dst_ts_us, src_ts_us) AS ts_us, transfer_reasons
-            FROM rooms WHERE {where} AND coalesce(dst_ts_us, src_ts_us) IS NOT NULL
-        ), st AS ({_step_times(where)})
-        -- before the run's first decode step: step 0
-        SELECT r.*, r.ts_us / 1000 AS t_ms, coalesce(st.step, 0) AS step
-        FROM r ASOF LEFT JOIN st ON r.run = st.run AND r.ts_us >= st.ts_us"""
-    df = _df(con, f"SELECT * FROM ({base}) ORDER BY ts_us", params * 2)
+    df = _df(
+        con,
+        f"""SELECT run, room, rid, verdict, stale_of, src_host, dst_host, src_ts_us,
+                   dst_ts_us, coalesce(dst_ts_us, src_ts_us) AS ts_us, transfer_reasons,
+                   coalesce(dst_ts_us, src_ts_us) / 1000 AS t_ms
+            FROM rooms WHERE {where} AND coalesce(dst_ts_us, src_ts_us) IS NOT NULL""",
+        params,
+    )
+    df = _at_step(df, _step_times(con, where, params))
     n = len(df)
     if n > ROOM_BUDGET:
-        bad = df.filter(pl.col("verdict") != "match")
-        ok = df.filter(pl.col("verdict") == "match")
-        room = max(0, ROOM_BUDGET - len(bad))
-        stride = max(1, -(-len(ok) // room)) if room else len(ok) + 1
-        df = pl.concat([bad, ok.gather_every(stride)]).sort("ts_us")
+        df = _thin(df, (pl.col("verdict") == "match").cast(pl.Int8), ROOM_BUDGET).sort("ts_us")
     return df, n
 
 
 def _load(con, where: str, params: list) -> pl.DataFrame:
     """Decode load (#running-req of `Decode batch` lines), binned to the budget."""
-    n = con.execute(
-        f"""SELECT count(*) FROM batches WHERE {where} AND lower(phase) = 'decode'
-            AND running_req IS NOT NULL""",
-        params,
-    ).fetchall()[0][0]
+    cond = f"{where} AND lower(phase) = 'decode' AND running_req IS NOT NULL AND ts_us IS NOT NULL"
+    n = con.execute(f"SELECT count(*) FROM batches WHERE {cond}", params).fetchall()[0][0]
     if n == 0:
         return pl.DataFrame(
             schema={"t_ms": pl.Float64, "step": pl.Int64, "running_req": pl.Float64}
         )
     width = max(1, -(-n // LOAD_BUDGET))
-    return _df(
+    binned = _df(
         con,
-        f"""WITH b AS (
-                SELECT run, ts_us, running_req, row_number() OVER (ORDER BY ts_us) - 1 AS i
-                FROM batches WHERE {where} AND lower(phase) = 'decode'
-                  AND running_req IS NOT NULL AND ts_us IS NOT NULL
-            ), st AS ({_step_times(where)}), binned AS (
-                SELECT any_value(run) AS run, min(ts_us) AS ts_us,
-                       avg(running_req) AS running_req
-                FROM b GROUP BY i // {width}
-            )
-            SELECT binned.ts_us / 1000 AS t_ms, coalesce(st.step, 0) AS step,
-                   binned.running_req
-            FROM binned ASOF LEFT JOIN st ON binned.run = st.run AND binned.ts_us >= st.ts_us
-            ORDER BY binned.ts_us""",
-        params * 2,
+        f"""SELECT any_value(run) AS run, min(ts_us) AS ts_us, avg(running_req) AS running_req
+            FROM (SELECT run, ts_us, running_req,
+                         row_number() OVER (ORDER BY ts_us) - 1 AS i
+                  FROM batches WHERE {cond})
+            GROUP BY i // {width}""",
+        params,
     )
+    df = _at_step(binned, _step_times(con, where, params))
+    return df.select(t_ms=pl.col("ts_us") / 1000, step="step", running_req="running_req")

@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from .canary import canary
 from .compare import compare
 from .correlate import correlate
+from .dashboard import dashboard
 from .demo import demo
 from .errors import ForensicsError
 from .ingest import IngestResult, SourceResult, ingest
@@ -34,6 +35,7 @@ __all__ = [
     "connect",
     "connect_read_only",
     "correlate",
+    "dashboard",
     "demo",
     "export",
     "ingest",

@@ -28,15 +28,20 @@ WITH batch AS (
     FROM canary c
     LEFT JOIN batch b ON b.run = c.run AND b.host IS NOT DISTINCT FROM c.host AND b.step = c.step
     WHERE c.n_unexpected > 0
+), hit_batch AS (
+    SELECT DISTINCT run, host, step, rids, rooms FROM hit
 ), bad AS (
-    SELECT h.run, h.host, h.step, h.layer, count(DISTINCT r.rid) AS n
-    FROM hit h
-    JOIN results r
-      ON r.run = h.run AND r.corrupted
-     AND (list_contains(h.rids, r.rid) OR list_contains(h.rooms, r.room))
+    -- corrupted requests of each hit step's batch, by rid or by room (two equi-joins)
+    SELECT run, host, step, count(DISTINCT rid) AS n
+    FROM (SELECT b.run, b.host, b.step, r.rid
+          FROM (SELECT run, host, step, unnest(rids) AS rid FROM hit_batch) b
+          JOIN results r ON r.run = b.run AND r.rid = b.rid AND r.corrupted
+          UNION ALL
+          SELECT b.run, b.host, b.step, r.rid
+          FROM (SELECT run, host, step, unnest(rooms) AS room FROM hit_batch) b
+          JOIN results r ON r.run = b.run AND r.room = b.room AND r.corrupted)
     GROUP BY ALL
 )
 SELECT h.*, coalesce(bad.n, 0) AS corrupted
 FROM hit h
-LEFT JOIN bad ON bad.run = h.run AND bad.host IS NOT DISTINCT FROM h.host
- AND bad.step = h.step AND bad.layer = h.layer
+LEFT JOIN bad ON bad.run = h.run AND bad.host IS NOT DISTINCT FROM h.host AND bad.step = h.step

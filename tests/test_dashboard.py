@@ -1,0 +1,281 @@
+"""The dashboard (issue 5): figure data, point budgets, escaping — and the page in a real
+browser (Debian's chromium driven by Playwright, network blocked)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import forensics.dashboards
+import pytest
+from forensics.dashboards import data, figures
+from forensics.dashboards.figures import PANEL_TITLES
+from playwright.sync_api import Browser, Page, sync_playwright
+
+import forensics
+from forensics import incident
+from forensics.dashboard import dashboard
+from forensics.incident import Entry
+
+from .helpers import cli
+
+CHROMIUM = "/usr/bin/chromium"
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(2)>"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    return forensics.demo(tmp_path_factory.mktemp("demo") / "inc")
+
+
+def _hostile(tmp: Path) -> Path:
+    """The demo incident plus log lines carrying markup, as an attacker's prompt could."""
+    inc = incident.generate()
+    last = inc.decode[-1]
+    room = 4242424242
+
+    def line(msg: str, dt: int) -> Entry:
+        return Entry(last.ts_us + dt, last.mono_us + dt, last.boot_id, last.host, last.unit,
+                     last.ident, last.pid, msg)  # fmt: skip
+
+    inc.decode += [
+        line(f'forensics:checksum side=dst room={room} rid="{SCRIPT}" buf=index_k layer=all '
+             f"tp=0 head=aa tail=bb full=cc", 10),
+        line(f"[2026-11-29 07:00:09 TP0] Decode transfer failed for request rank=0 "
+             f"decode_req.req.rid='x' decode_req.req.bootstrap_room={room} with exception "
+             f"KVTransferError(bootstrap_room={room}): {IMG} {SCRIPT}", 20),
+    ]  # fmt: skip
+    files = [
+        incident.write_export(inc.prefill, tmp / "prefill.export"),
+        incident.write_export(inc.decode, tmp / "decode.export"),
+        incident.write_results(inc.results, tmp / "results.jsonl"),
+    ]
+    db = tmp / "hostile.duckdb"
+    forensics.ingest([str(f) for f in files], db, run="<b>run</b>")
+    return db
+
+
+# --- figure functions, on their data ------------------------------------------------
+
+
+def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
+    fig = forensics.dashboards.timeline(demo.ingest.db, run="demo")  # the notebook API
+    assert fig.layout.meta["panels"] == ["writes", "requests", "pages", "verdicts"]
+    names = [t.name for t in fig.data]
+    # one canary layer; bad-room outline, ok, corrupted; the heatmap; 7 verdicts + load
+    assert names == ["layer 30", "bad room (outline)", "ok", "corrupted", "page map",
+                     "match", "partial", "stale", "mismatch", "conflict", "missing_dst",
+                     "missing_src", "decode #running-req"]  # fmt: skip
+    writes = fig.data[0]
+    burst = demo.truth["burst_steps"]
+    assert list(writes.x) == burst and list(writes.y) == [30] * len(burst)
+    assert all(t.meta and len(t.meta["xt"]) == len(t.x) for t in fig.data)
+    heat = fig.data[4]
+    assert list(heat.x) == burst and list(heat.y) == list(range(300 + burst[0] % 7, 333 + 3))
+    # every panel shares the first x axis: the burst lines up across them
+    assert {fig.layout[a].matches for a in ("xaxis", "xaxis2", "xaxis3")} == {"x4"}
+    corrupted = fig.data[3]
+    steps = [x for x in corrupted.x if x is not None]
+    assert min(steps) <= burst[0] and any(s >= burst[-1] for s in steps)
+
+
+def test_runs_figure_has_wilson_error_bars(demo) -> None:
+    fig = figures.runs_compared(demo.ingest.db)
+    (bar,) = fig.data
+    rate = len(demo.truth["corrupted"]) / 32
+    assert list(bar.x) == ["demo"] and bar.y[0] == pytest.approx(100 * rate)
+    assert bar.error_y.array[0] > 0 and bar.error_y.arrayminus[0] > 0
+
+
+def test_point_budget_aggregates_and_says_so(demo, monkeypatch: pytest.MonkeyPatch) -> None:
+    con = forensics.connect_read_only(demo.ingest.db)
+    try:
+        full = data.panels(con)
+        monkeypatch.setattr(data, "POINT_BUDGET", 2)
+        monkeypatch.setattr(data, "REQUEST_BUDGET", 10)
+        monkeypatch.setattr(data, "ROOM_BUDGET", 12)
+        cut = data.panels(con)
+    finally:
+        con.close()
+    assert full.canary_bin == 1 and len(full.canary) == 3
+    assert cut.canary_bin == 2 and len(cut.canary) == 2  # 3 steps in bins of 2
+    assert cut.canary["n_unexpected"].sum() == full.canary["n_unexpected"].sum()
+    assert cut.canary["records"].to_list() == [2, 1]
+    corrupted = set(full.requests.filter("corrupted")["rid"].to_list())
+    assert len(cut.requests) == 10 and corrupted <= set(cut.requests["rid"].to_list())
+    bad = full.rooms.filter(full.rooms["verdict"] != "match")
+    assert len(cut.rooms) <= 12 + len(bad) and set(bad["room"]) <= set(cut.rooms["room"])
+    assert len(cut.notes) == 3 and "budget 2 points" in cut.notes[0]
+    assert "10 of 32" in cut.notes[1] and "of 32 rooms" in cut.notes[2]
+    monkeypatch.setattr(data, "REQUEST_BUDGET", 3)  # fewer than the corrupted ones
+    con = forensics.connect_read_only(demo.ingest.db)
+    try:
+        few = data.panels(con).requests
+    finally:
+        con.close()
+    assert len(few) == 3 and few["corrupted"].all()
+    assert few["first_step"].to_list() == sorted(few["first_step"].to_list())
+    hover = figures.timeline_figure(cut).data[0].hovertext[0]
+    assert hover.startswith("<b>steps ") and "(2 records)" in hover
+
+
+def test_markup_from_logs_is_escaped_in_figures(tmp_path: Path) -> None:
+    db = _hostile(tmp_path)
+    fig = figures.timeline(db)
+    texts = " ".join(str(h) for t in fig.data for h in (t.hovertext or []) if h)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and "&lt;img src=x" in texts
+    assert SCRIPT not in texts and "<img" not in texts
+    assert "&lt;b&gt;run&lt;/b&gt;" in texts
+
+
+def test_empty_panels_say_so_in_one_line(tmp_path: Path) -> None:
+    inc = incident.generate()
+    inc.decode = [e for e in inc.decode if "forensics:canary" not in str(e.message)]
+    files = [incident.write_export(inc.decode, tmp_path / "decode.export")]
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db)
+    res = dashboard(db, out=tmp_path / "d.html")
+    assert res.panels == ["verdicts"]
+    assert res.empty == [
+        "Unexpected page writes: no canary records in these runs.",
+        "Requests: no harness result could be placed on decode steps (no rid or room in common).",
+    ]
+    page = (tmp_path / "d.html").read_text()
+    assert "Runs compared: no harness results." in page
+    assert all(e in page for e in res.empty)
+
+
+def test_cli_dashboard_prints_path_and_size(demo, tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "x.html"
+    proc = cli("dashboard", "--db", str(demo.ingest.db), "--run", "demo", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().startswith(f"wrote {out} (") and out.stat().st_size > 1e6
+    html = out.read_text()
+    assert "<script src" not in html and "<link" not in html  # self-contained
+    proc = cli("dashboard", "--db", str(demo.ingest.db), "--run", "nope", "--out", str(out))
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("error: no run named 'nope'")
+
+
+# --- the page in a real browser ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # No skip: without chromium these tests must fail (see .ci/run).
+    assert os.path.exists(CHROMIUM), "install Debian's chromium (see .ci/run)"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class Opened:
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.dialogs: list[str] = []
+
+
+def _open(browser: Browser, path: Path) -> Opened:
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = ctx.new_page()
+    o = Opened(page)
+
+    def route(r) -> None:
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:  # the network is blocked; any attempt is recorded
+            o.requests.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("console", lambda m: o.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: o.errors.append(str(e)))
+    page.on("dialog", lambda d: (o.dialogs.append(d.message), d.dismiss()))
+    page.goto(path.resolve().as_uri())
+    page.wait_for_function(
+        "() => ['timeline', 'runs'].every(id => {"
+        "  const gd = document.getElementById(id);"
+        "  return gd && gd._fullLayout && gd.querySelector('.main-svg'); })"
+    )
+    return o
+
+
+def test_demo_dashboard_draws_every_panel_offline(browser: Browser, demo, tmp_path: Path) -> None:
+    o = _open(browser, demo.dashboard.path)
+    page = o.page
+    assert page.evaluate("document.getElementById('timeline').data.length") == 13
+    assert page.evaluate("document.getElementById('runs').data.length") == 1
+    titles = page.eval_on_selector_all(
+        "#timeline .annotation-text", "es => es.map(e => e.textContent)"
+    )
+    assert [t for t in titles if t in PANEL_TITLES.values()] == list(PANEL_TITLES.values())
+    # WebGL traces draw on canvases, the heatmap and bars into SVG.
+    assert page.evaluate("document.querySelectorAll('#timeline canvas').length") > 0
+    assert (
+        page.evaluate(
+            "document.querySelectorAll('#timeline .hm image, #timeline .heatmaplayer image').length"
+        )
+        == 1
+    )
+    assert page.evaluate("document.querySelectorAll('#runs .bars .point path').length") == 1
+    assert page.evaluate("document.querySelectorAll('#rooms-table tbody tr').length") == 6
+    assert page.evaluate("document.querySelectorAll('#steps-table tbody tr').length") == 3
+    shot = tmp_path / "dashboard.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert o.errors == [] and o.requests == [] and o.dialogs == []
+
+
+def test_hover_on_a_page_write_shows_step_and_layer(browser: Browser, demo) -> None:
+    o = _open(browser, demo.dashboard.path)
+    step = demo.truth["burst_steps"][0]
+    x, y = o.page.evaluate(
+        f"""() => {{
+            const gd = document.getElementById('timeline');
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const box = gd.getBoundingClientRect();
+            return [box.left + xa._offset + xa.d2p({step}), box.top + ya._offset + ya.d2p(30)];
+        }}"""
+    )
+    o.page.mouse.move(x, y)
+    o.page.wait_for_selector("#timeline .hoverlayer .hovertext")
+    text = o.page.eval_on_selector("#timeline .hoverlayer .hovertext", "e => e.textContent")
+    assert f"step {step}, layer 30" in text and "unexpected 30" in text
+
+
+def test_switching_the_axis_to_wall_time(browser: Browser, demo) -> None:
+    o = _open(browser, demo.dashboard.path)
+    o.page.click("button[data-mode=time]")
+    o.page.wait_for_function(
+        "document.getElementById('timeline')._fullLayout.xaxis.type === 'date'"
+    )
+    first = o.page.evaluate("document.getElementById('timeline').data[0].x[0]")
+    assert first > 1.7e12  # ms since the epoch, decode's clock
+    o.page.click("button[data-mode=step]")
+    o.page.wait_for_function(
+        "document.getElementById('timeline')._fullLayout.xaxis.type === 'linear'"
+    )
+    assert (
+        o.page.evaluate("document.getElementById('timeline').data[0].x[0]")
+        == demo.truth["burst_steps"][0]
+    )
+    assert o.errors == []
+
+
+def test_markup_in_logs_shows_as_text_and_runs_nothing(browser: Browser, tmp_path: Path) -> None:
+    db = _hostile(tmp_path)
+    res = dashboard(db, out=tmp_path / "hostile.html")
+    o = _open(browser, res.path)
+    cells = o.page.eval_on_selector_all("#rooms-table td", "ts => ts.map(t => t.textContent)")
+    assert SCRIPT in cells
+    assert any(IMG in c and SCRIPT in c for c in cells)
+    # plotly.js, the two figures and the page's own script: no fifth, no image
+    assert o.page.evaluate("document.scripts.length") == 4
+    assert o.page.evaluate("document.querySelectorAll('img').length") == 0
+    o.page.click("#rooms-table th:nth-child(3)")  # sorting re-inserts rows: still inert
+    assert o.page.evaluate("document.querySelectorAll('img').length") == 0
+    assert "&lt;b&gt;run&lt;/b&gt;" in o.page.content() and o.page.title().endswith("<b>run</b>")
+    assert o.dialogs == [] and o.errors == [] and o.requests == []
