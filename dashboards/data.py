@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
+from ..runs import run_filter
+
 POINT_BUDGET = 20_000  # canary markers (all layers)
 REQUEST_BUDGET = 2_000  # request bars
 ROOM_BUDGET = 20_000  # verdict markers
@@ -41,14 +43,8 @@ def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pl.DataFrame:
     return con.sql(sql, params=params).pl()
 
 
-def _runs_clause(runs: list[str] | None, col: str = "run") -> tuple[str, list]:
-    if not runs:
-        return "TRUE", []
-    return f"{col} IN ({', '.join('?' * len(runs))})", list(runs)
-
-
 def panels(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Panels:
-    where, params = _runs_clause(runs)
+    where, params = run_filter(runs)
     notes: list[str] = []
     canary, width, n_canary = _canary(con, where, params)
     if width > 1:

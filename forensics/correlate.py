@@ -132,7 +132,9 @@ def _association(
         f"{t.exposed_cases}/{t.exposed_total} corrupted with it vs "
         f"{t.control_cases}/{t.control_total} without"
     )
-    if t.p_value is None:
+    if t.exposed_total + t.control_total == 0:
+        text = f"cannot test {label}: no harness request has the evidence to tell"
+    elif t.p_value is None:
         missing = "no request had" if t.exposed_total == 0 else "every request had"
         text = f"cannot test {label}: {missing} it ({counts})"
     else:

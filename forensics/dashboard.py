@@ -37,7 +37,8 @@ def dashboard(
     out: str | os.PathLike | None = None,
     open_browser: bool = False,
 ) -> DashboardResult:
-    """Write the dashboard of `runs` (all when None) to `out` (default next to the db)."""
+    """Write the dashboard of `runs` (all when None) to `out` (default
+    ./forensics-dashboard.html)."""
     t0 = time.perf_counter()
     con = connect_read_only(db)
     try:

@@ -16,6 +16,9 @@ from .timefmt import iso_us
 
 
 def rooms(con: Console, r: RoomsReport) -> None:
+    if not r.counts:
+        _sentences(con, r.sentences())
+        return
     verdicts = sorted({v for c in r.counts.values() for v in c}, key=SEVERITY.index)
     t = Table(title="verdicts per run", title_justify="left")
     t.add_column("run")
@@ -68,6 +71,9 @@ def correlation(con: Console, c: Correlation) -> None:
 
 
 def comparison(con: Console, c: Comparison) -> None:
+    if not c.rates:
+        con.print("→ no harness results: no corruption rate to compare")
+        return
     t = Table(title="corruption rate per run (Wilson 95 %)", title_justify="left")
     for col in ("run", "tags", "requests", "corrupted", "rate", "95 % CI"):
         t.add_column(col)

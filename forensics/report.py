@@ -58,7 +58,8 @@ class Coverage:
         first = min((h.first_ts_us for h in self.hosts if h.first_ts_us), default=None)
         last = max((h.last_ts_us for h in self.hosts if h.last_ts_us), default=None)
         out = [
-            f"inputs: {n:,} journal entries from {len(self.hosts)} hosts ({hosts}), "
+            f"inputs: {n:,} journal entr{'y' if n == 1 else 'ies'} from {len(self.hosts)} "
+            f"host{'' if len(self.hosts) == 1 else 's'} ({hosts}), "
             f"{span(first, last)}; {self.results:,} harness results; {self.sources} sources"
         ]
         if self.quarantined:

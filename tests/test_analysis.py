@@ -306,3 +306,21 @@ def test_text_output_states_each_answer(three_runs, effect) -> None:
     assert "clock is at most" in cli("skew", "--db", str(db)).stdout.decode()
     text = cli("rooms", "--db", str(db), "--verdict", "partial").stdout.decode()
     assert "partial" in text and "conflict" in text.split("worst rooms")[0]
+
+
+def test_every_command_answers_on_a_journal_without_evidence(tmp_path: Path) -> None:
+    log = tmp_path / "plain.log"
+    log.write_text("2026-11-29T07:00:00.000001+0000 h1 app[1]: hello\n")
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(log)], db)
+    rep = report(db)
+    assert rep.sentences()[0].startswith("inputs: 1 journal entry from 1 host (h1)")
+    assert rep.correlation.associations[0].conclusion == (
+        "cannot test a bad room (partial, mismatch, stale): no harness request has the "
+        "evidence to tell"
+    )
+    assert rep.comparison.rates == [] and rep.comparison.without_results == ["default"]
+    for cmd in ("rooms", "correlate", "compare", "skew", "canary", "report"):
+        proc = cli(cmd, "--db", str(db))
+        assert proc.returncode == 0 and proc.stderr == b"", (cmd, proc.stderr)
+        assert "→" in proc.stdout.decode() or "- " in proc.stdout.decode()
