@@ -75,6 +75,8 @@ def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
     assert list(heat.x) == burst and list(heat.y) == list(range(300 + burst[0] % 7, 333 + 3))
     # every panel shares the first x axis: the burst lines up across them
     assert {fig.layout[a].matches for a in ("xaxis", "xaxis2", "xaxis3")} == {"x4"}
+    assert tuple(fig.layout.yaxis2.range) == (-1, 32)  # one row per request, all 32
+    assert fig.layout.xaxis4.title.text == "decode step"
     corrupted = fig.data[3]
     steps = [x for x in corrupted.x if x is not None]
     assert min(steps) <= burst[0] and any(s >= burst[-1] for s in steps)
