@@ -62,9 +62,19 @@ class Coverage:
             f"host{'' if len(self.hosts) == 1 else 's'} ({hosts}), "
             f"{span(first, last)}; {self.results:,} harness results; {self.sources} sources"
         ]
+        if len(self.hosts) > 1:
+            out.append(
+                "per host: "
+                + "; ".join(
+                    f"{h.host or '?'} {h.entries:,} entries, {span(h.first_ts_us, h.last_ts_us)}"
+                    for h in self.hosts
+                )
+            )
         if self.quarantined:
             top = self.quarantine_reasons[0]
             out.append(f"{self.quarantined:,} lines quarantined (most: {top[1]:,} × {top[0]})")
+        else:
+            out.append("no input line was quarantined")
         if self.gaps:
             total = sum(g.suppressed for g in self.gaps)
             where = ", ".join(sorted({f"{g.host}/{g.unit}" for g in self.gaps}))

@@ -24,6 +24,7 @@ from forensics.report import report
 from forensics.rooms import rooms
 from forensics.skew import skew
 from forensics.stats import holm, two_by_two
+from forensics.timefmt import iso_us
 
 from .helpers import cli
 
@@ -220,6 +221,13 @@ def test_report_tells_the_story_of_the_demo(tmp_path: Path) -> None:
     (gap,) = rep.coverage.gaps
     assert (gap.host, gap.suppressed, gap.unit) == ("decode-0", 1834, "sglang-decode.service")
     assert any(s.startswith("journald suppressed 1,834 messages") for s in text)
+    per_host = next(s for s in text if s.startswith("per host: "))
+    for h in rep.coverage.hosts:
+        assert (
+            f"{h.host} {h.entries:,} entries, {iso_us(h.first_ts_us)} → {iso_us(h.last_ts_us)}"
+            in per_host
+        )
+    assert "no input line was quarantined" in text
     assert rep.coverage.quarantined == 0 and rep.coverage.results == 8 * 4  # sessions × rounds
     assert any("corruption is associated with a bad room" in s for s in text)
     assert any(s.startswith("3 decode steps wrote pages outside") for s in text)
