@@ -7,13 +7,14 @@ import time
 import webbrowser
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .dashboards.data import Panels, panels
-from .dashboards.figures import runs_figure, timeline_figure
-from .dashboards.page import render
 from .report import report_con
 from .runs import Runs, selected_runs
 from .store import connect_read_only, first_row
+
+if TYPE_CHECKING:
+    from .dashboards.data import Panels
 
 DEFAULT_NAME = "forensics-dashboard.html"
 
@@ -39,6 +40,11 @@ def dashboard(
 ) -> DashboardResult:
     """Write the dashboard of `runs` (all when None) to `out` (default
     ./forensics-dashboard.html)."""
+    # Plotly takes 0.2 s to import: only this command pays for it.
+    from .dashboards.data import panels
+    from .dashboards.figures import runs_figure, timeline_figure
+    from .dashboards.page import render
+
     t0 = time.perf_counter()
     con = connect_read_only(db)
     try:
