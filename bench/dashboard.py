@@ -114,10 +114,10 @@ def render_seconds(path: Path) -> float | None:
     return seconds
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     print("| canary rows | with unexpected writes | HTML MB | build s | render s | aggregated |")
     print("|---:|---:|---:|---:|---:|---|")
     with tempfile.TemporaryDirectory(prefix="forensics-dash-") as tmp:

@@ -1,12 +1,14 @@
-"""The ingest benchmark: one command, every figure measured in the same run on the same file.
+"""The benchmarks: one command, every figure measured in the same run on the same file.
 
-    python3 bench/run.py [--lines 1500000] [--skip-scaling]
+    python3 bench/run.py [--lines 1500000] [--skip-scaling] [--skip-dashboard]
 
 Generates (once, cached in bench/out/) an incident journal through the real systemd tools,
 then times on it: `forensics ingest` (short-iso-precise and json renderings), the read
 floor (`grep -c`), a hand-written DuckDB query, and lnav; then ingest at 1/4, 1/2 and the
 whole file to show time is linear and memory flat. Prints a Markdown table; ratios are
-against lnav and grep measured here and now, never against remembered numbers.
+against lnav and grep measured here and now, never against remembered numbers. Then the
+dashboard benchmark (bench/dashboard.py): HTML size, build and render time at 10 k, 100 k
+and 1 M canary rows.
 """
 
 from __future__ import annotations
@@ -85,7 +87,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=1_500_000)
     ap.add_argument("--skip-scaling", action="store_true")
+    ap.add_argument("--skip-dashboard", action="store_true")
     args = ap.parse_args()
+    ingest_benchmark(args)
+    if not args.skip_dashboard:
+        import dashboard  # bench/dashboard.py
+
+        print("\ndashboard (bench/dashboard.py):\n")
+        dashboard.main([])
+
+
+def ingest_benchmark(args: argparse.Namespace) -> None:
     files = generate.build(HERE / "out", args.lines)
     log, js = files["short-iso-precise"], files["json"]
     mb = log.stat().st_size / 2**20
