@@ -16,6 +16,7 @@ from rich.table import Table
 from . import __version__, render
 from .canary import canary as run_canary
 from .compare import compare as run_compare
+from .correlate import BAD_VERDICTS
 from .correlate import correlate as run_correlate
 from .dashboard import DEFAULT_NAME
 from .dashboard import dashboard as run_dashboard
@@ -261,12 +262,20 @@ def rooms(
 
 
 @app.command()
-def correlate(db: DbOpt = None, run: RunOpt = None, json: JsonOpt = False) -> None:
+def correlate(
+    db: DbOpt = None,
+    run: RunOpt = None,
+    bad: Annotated[
+        str, typer.Option(help="Verdicts that make a room bad, comma-separated.")
+    ] = ",".join(BAD_VERDICTS),
+    json: JsonOpt = False,
+) -> None:
     """Do bad rooms / unexpected page writes explain the corrupted requests? Fisher, RR.
 
-    Example: forensics correlate --run flag-on
+    Example: forensics correlate --run flag-on --bad partial,mismatch,stale,conflict
     """
-    _emit(run_correlate(db, run), json, render.correlation)
+    verdicts = tuple(v.strip() for v in bad.split(",") if v.strip())
+    _emit(run_correlate(db, run, verdicts), json, render.correlation)
 
 
 @app.command()

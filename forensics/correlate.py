@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from .errors import ForensicsError
+from .rooms import SEVERITY
 from .runs import Runs, run_filter, selected_runs
 from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
 from .store import connect_read_only, first_row
@@ -72,6 +74,10 @@ def correlate(
 def correlate_con(
     con: duckdb.DuckDBPyConnection, run: Runs = None, bad: tuple[str, ...] = BAD_VERDICTS
 ) -> Correlation:
+    unknown = [v for v in bad if v not in SEVERITY or v == "match"] or ([] if bad else ["(none)"])
+    if unknown:
+        known = ", ".join(v for v in SEVERITY if v != "match")
+        raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
     runs = selected_runs(con, run)
     where, params = run_filter(run)
     total = first_row(

@@ -332,3 +332,21 @@ def test_every_command_answers_on_a_journal_without_evidence(tmp_path: Path) -> 
         proc = cli(cmd, "--db", str(db))
         assert proc.returncode == 0 and proc.stderr == b"", (cmd, proc.stderr)
         assert "→" in proc.stdout.decode() or "- " in proc.stdout.decode()
+
+
+def test_correlate_with_a_chosen_set_of_bad_verdicts(effect) -> None:
+    db, inc = effect
+    chosen = ("partial", "mismatch", "stale", "conflict")
+    res = correlate(db, bad=chosen)
+    verdicts = inc.truth["verdicts"]
+    exposed = [verdicts[r["room"]] in chosen for r in inc.results]
+    assert res.associations[0].table.exposed_total == sum(exposed)
+    assert res.associations[0].label == "a bad room (partial, mismatch, stale, conflict)"
+    doc = orjson.loads(
+        cli("correlate", "--db", str(db), "--bad", ",".join(chosen), "--json").stdout
+    )
+    assert doc["associations"][0]["exposed_total"] == sum(exposed)
+    proc = cli("correlate", "--db", str(db), "--bad", "match")
+    assert proc.returncode == 2 and proc.stderr.decode().startswith(
+        "error: not a bad verdict: match"
+    )
