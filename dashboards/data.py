@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
+from ..correlate import BAD_VERDICTS
 from ..runs import run_filter
 
 POINT_BUDGET = 20_000  # canary markers (all layers)
@@ -111,29 +112,16 @@ def _canary(con, where: str, params: list) -> tuple[pl.DataFrame, int, int]:
 
 def _requests(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
     """One row per request with step records: its span in steps and in decode time."""
-    rel = f"""
-        WITH req AS (SELECT * FROM requests WHERE {where} AND first_step IS NOT NULL),
-        members AS (
-            SELECT run, host, step, ts_us, unnest(rids) AS rid, NULL::UBIGINT AS room
-            FROM steps WHERE {where}
-            UNION ALL
-            SELECT run, host, step, ts_us, NULL, unnest(rooms) FROM steps WHERE {where}
-        ), spans AS (
-            -- two equi-joins: an OR in the join condition would be a nested loop
-            SELECT run, rid, min(ts_us) / 1000 AS t0_ms, max(ts_us) / 1000 AS t1_ms
-            FROM (SELECT r.run, r.rid, m.ts_us FROM req r
-                  JOIN members m ON m.run = r.run AND m.rid = r.rid
-                  UNION ALL
-                  SELECT r.run, r.rid, m.ts_us FROM req r
-                  JOIN members m ON m.run = r.run AND m.room = r.room)
-            GROUP BY ALL
-        )
-        SELECT r.run, r.session, r.round, r.rid, r.room, r.verdict, r.corrupted, r.reason,
-               r.first_step, r.last_step, s.t0_ms, s.t1_ms, r.unexpected_steps,
-               coalesce(r.verdict IN ('partial', 'mismatch', 'stale', 'conflict'), false)
-                   AS bad_room
-        FROM req r LEFT JOIN spans s ON s.run = r.run AND s.rid = r.rid"""
-    df = _df(con, f"SELECT * FROM ({rel}) ORDER BY first_step, rid", params * 3)
+    df = _df(
+        con,
+        f"""SELECT run, session, round, rid, room, verdict, corrupted, reason, first_step,
+                   last_step, first_step_us / 1000 AS t0_ms, last_step_us / 1000 AS t1_ms,
+                   unexpected_steps,
+                   coalesce(verdict IN ({", ".join("?" * len(BAD_VERDICTS))}), false) AS bad_room
+            FROM requests WHERE {where} AND first_step IS NOT NULL
+            ORDER BY first_step, rid""",
+        [*BAD_VERDICTS, *params],
+    )
     n = len(df)
     if n > REQUEST_BUDGET:
         rank = (

@@ -12,7 +12,6 @@ before it reaches a hover, a title or a label (Plotly renders a subset of HTML t
 from __future__ import annotations
 
 import html
-import math
 import os
 
 import plotly.graph_objects as go
@@ -101,9 +100,7 @@ def _writes(fig: go.Figure, p: Panels, row: int) -> None:
     binned = p.canary_bin > 1
     texts = [_write_hover(r, binned) for r in df.iter_rows(named=True)]
     df = df.with_columns(hover=pl.Series(texts, dtype=pl.String))
-    size = df["n_unexpected"].map_elements(
-        lambda n: min(30.0, 5 + 2.5 * math.sqrt(n or 0)), return_dtype=pl.Float64
-    )
+    size = (5 + 2.5 * pl.col("n_unexpected").fill_null(0).sqrt()).clip(upper_bound=30)
     df = df.with_columns(size=size)
     groups = [(f"layer {lay}", df.filter(pl.col("layer") == lay)) for lay in layers]
     if len(layers) > LAYER_TRACES_MAX:

@@ -17,7 +17,7 @@ from ..canary import CanaryReport, page_ranges
 from ..report import Report
 from ..stats import fmt_pct
 from ..timefmt import iso_us, span
-from .figures import PANEL_TITLES, esc
+from .figures import esc
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 16px 24px; color: #222; }
@@ -225,6 +225,3 @@ def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],
         + "\n".join(body)
         + f"\n<script>{_JS}</script>\n</body></html>\n"
     )
-
-
-__all__ = ["PANEL_TITLES", "render"]

@@ -24,6 +24,8 @@
 -- @column unexpected_steps  BIGINT   of those, steps in which a canary saw unexpected page writes
 -- @column first_step        BIGINT   first of those steps (NULL: in no step record)
 -- @column last_step         BIGINT   last of those steps
+-- @column first_step_us     BIGINT   time of the first of those step records, µs (decode's clock)
+-- @column last_step_us      BIGINT   time of the last of those step records, µs (decode's clock)
 WITH rid_room AS (
     SELECT run, rid, min(room) AS room FROM checksums WHERE rid IS NOT NULL GROUP BY ALL
 ), logged AS (
@@ -43,19 +45,21 @@ WITH rid_room AS (
     SELECT DISTINCT run, host, step FROM canary WHERE n_unexpected > 0
 ), members AS (
     -- who was in each decode step's batch, by rid and by room
-    SELECT run, host, step, unnest(rids) AS rid, NULL::UBIGINT AS room FROM steps
+    SELECT run, host, step, ts_us, unnest(rids) AS rid, NULL::UBIGINT AS room FROM steps
     UNION ALL
-    SELECT run, host, step, NULL::VARCHAR AS rid, unnest(rooms) AS room FROM steps
+    SELECT run, host, step, ts_us, NULL::VARCHAR AS rid, unnest(rooms) AS room FROM steps
 ), req_steps AS (
-    SELECT l.run, l.rid, l.linked_room, m.host, m.step
+    -- two equi-joins: an OR in the join condition would be a nested loop
+    SELECT l.run, l.rid, l.linked_room, m.host, m.step, m.ts_us
     FROM linked l JOIN members m ON m.run = l.run AND m.rid = l.rid
     UNION
-    SELECT l.run, l.rid, l.linked_room, m.host, m.step
+    SELECT l.run, l.rid, l.linked_room, m.host, m.step, m.ts_us
     FROM linked l JOIN members m ON m.run = l.run AND m.room = l.linked_room
 ), per_req AS (
     SELECT rs.run, rs.rid, rs.linked_room, count(*) AS steps,
            count(b.step) AS unexpected_steps, min(rs.step) AS first_step,
-           max(rs.step) AS last_step
+           max(rs.step) AS last_step, min(rs.ts_us) AS first_step_us,
+           max(rs.ts_us) AS last_step_us
     FROM req_steps rs
     LEFT JOIN bad_steps b
       ON b.run = rs.run AND b.host IS NOT DISTINCT FROM rs.host AND b.step = rs.step
@@ -63,7 +67,8 @@ WITH rid_room AS (
 )
 SELECT l.run, l.session, l.round, l.rid, l.linked_room AS room, w.verdict, l.corrupted,
        l.reason, l.start_us, l.end_us, coalesce(pr.steps, 0) AS steps,
-       coalesce(pr.unexpected_steps, 0) AS unexpected_steps, pr.first_step, pr.last_step
+       coalesce(pr.unexpected_steps, 0) AS unexpected_steps, pr.first_step, pr.last_step,
+       pr.first_step_us, pr.last_step_us
 FROM linked l
 LEFT JOIN worst w ON w.run = l.run AND w.room = l.linked_room
 LEFT JOIN per_req pr
