@@ -113,7 +113,7 @@ def ingest(
     _print_ingest(res, json)
 
 
-def _print_ingest(res: IngestResult, as_json: bool) -> None:
+def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) -> None:
     con = connect_read_only(res.db)
     try:
         summ = summarize(con, res.source_ids)
@@ -125,8 +125,9 @@ def _print_ingest(res: IngestResult, as_json: bool) -> None:
             "run": res.run,
             "sources": [s.__dict__ for s in res.sources],
             "summary": summ.as_dict(),
+            **(more or {}),
         }
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     for s in res.sources:
         if s.status == "skipped":
@@ -397,10 +398,14 @@ def demo(
         out.print(
             f"demo incident in {res.dir}: {', '.join(p.name for p in res.files)} (decode {how})"
         )
+    rep = run_report(res.ingest.db)
+    if json:
+        more = {"report": rep.as_dict(), "dashboard": res.dashboard.as_dict()}
+        _print_ingest(res.ingest, json, more)
+        return
     _print_ingest(res.ingest, json)
-    if not json:
-        render.report(out, run_report(res.ingest.db))
-        _print_dashboard(res.dashboard)
+    render.report(out, rep)
+    _print_dashboard(res.dashboard)
 
 
 @app.callback(invoke_without_command=True)

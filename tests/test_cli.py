@@ -86,6 +86,9 @@ def test_demo_runs_and_ingests_both_hosts(tmp_path: Path) -> None:
     assert {r["host"] for r in doc["summary"]["per_stream"]} == {"prefill-0", "decode-0"}
     assert doc["summary"]["quarantined"] == 0
     assert (tmp_path / "inc" / "results.jsonl").exists()
+    assert doc["report"]["conclusions"][0].startswith("inputs: ")
+    assert doc["dashboard"]["path"] == str(tmp_path / "inc" / "dashboard.html")
+    assert doc["dashboard"]["panels"] == ["writes", "requests", "pages", "verdicts"]
 
 
 def test_query_list_and_run(tmp_path: Path) -> None:
