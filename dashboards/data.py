@@ -30,12 +30,9 @@ RIDS_SHOWN = 4  # first rids in a hover
 class Panels:
     canary: pl.DataFrame
     canary_bin: int  # steps per marker: 1 = one marker per canary record
-    canary_rows: int  # canary records with unexpected writes, before aggregation
     requests: pl.DataFrame
-    requests_total: int  # requests with step records, before thinning
     pages: pl.DataFrame  # heatmap cells
     rooms: pl.DataFrame
-    rooms_total: int
     load: pl.DataFrame
     notes: list[str] = field(default_factory=list)  # what was aggregated or left out
 
@@ -60,16 +57,15 @@ def panels(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Pan
             f"corrupted first, then bad-room, then those in steps with unexpected writes, "
             f"then the rest, evenly spaced where a group does not fit"
         )
-    rooms, n_rooms = _rooms(con, where, params)
+    steps = _step_times(con, where, params)
+    rooms, n_rooms = _rooms(con, where, params, steps)
     if n_rooms > len(rooms):
         notes.append(
             f"transfer verdicts: {len(rooms):,} of {n_rooms:,} rooms drawn (budget "
             f"{ROOM_BUDGET:,}): bad rooms first, then evenly spaced matches"
         )
-    return Panels(
-        canary, width, n_canary, requests, n_req, _pages(con, where, params), rooms,
-        n_rooms, _load(con, where, params), notes,
-    )  # fmt: skip
+    pages, load = _pages(con, where, params), _load(con, where, params, steps)
+    return Panels(canary, width, requests, pages, rooms, load, notes)
 
 
 def _canary(con, where: str, params: list) -> tuple[pl.DataFrame, int, int]:
@@ -197,7 +193,7 @@ def _at_step(df: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     return joined.with_columns(pl.col("step").fill_null(0))
 
 
-def _rooms(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
+def _rooms(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Rooms at decode's receive time (prefill's send time when decode never got it)."""
     df = _df(
         con,
@@ -207,14 +203,14 @@ def _rooms(con, where: str, params: list) -> tuple[pl.DataFrame, int]:
             FROM rooms WHERE {where} AND coalesce(dst_ts_us, src_ts_us) IS NOT NULL""",
         params,
     )
-    df = _at_step(df, _step_times(con, where, params))
+    df = _at_step(df, steps)
     n = len(df)
     if n > ROOM_BUDGET:
         df = _thin(df, (pl.col("verdict") == "match").cast(pl.Int8), ROOM_BUDGET).sort("ts_us")
     return df, n
 
 
-def _load(con, where: str, params: list) -> pl.DataFrame:
+def _load(con, where: str, params: list, steps: pl.DataFrame) -> pl.DataFrame:
     """Decode load (#running-req of `Decode batch` lines), binned to the budget."""
     cond = f"{where} AND lower(phase) = 'decode' AND running_req IS NOT NULL AND ts_us IS NOT NULL"
     n = con.execute(f"SELECT count(*) FROM batches WHERE {cond}", params).fetchall()[0][0]
@@ -232,5 +228,5 @@ def _load(con, where: str, params: list) -> pl.DataFrame:
             GROUP BY i // {width}""",
         params,
     )
-    df = _at_step(binned, _step_times(con, where, params))
+    df = _at_step(binned, steps)
     return df.select(t_ms=pl.col("ts_us") / 1000, step="step", running_req="running_req")

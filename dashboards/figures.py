@@ -45,11 +45,8 @@ def esc(value: object) -> str:
 def timeline(db: str | os.PathLike | None = None, run: str | list[str] | None = None) -> go.Figure:
     """The step-aligned panels of the runs' incident as one figure."""
     runs = [run] if isinstance(run, str) else run
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return timeline_figure(panels(con, runs))
-    finally:
-        con.close()
 
 
 def present(p: Panels) -> list[str]:
@@ -270,11 +267,8 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
 
 
 def runs_compared(db: str | os.PathLike | None = None, runs: list[str] | None = None) -> go.Figure:
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return runs_figure(compare_con(con, runs))
-    finally:
-        con.close()
 
 
 def runs_figure(c: Comparison) -> go.Figure:

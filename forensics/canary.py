@@ -72,11 +72,8 @@ class CanaryReport:
 
 
 def canary(db: str | os.PathLike | None = None, run: Runs = None, top: int = 10) -> CanaryReport:
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return canary_con(con, run, top)
-    finally:
-        con.close()
 
 
 def canary_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 10) -> CanaryReport:

@@ -14,8 +14,7 @@ from itertools import combinations
 
 import duckdb
 
-from .errors import ForensicsError
-from .runs import all_runs
+from .runs import Runs, all_runs, selected_runs
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, two_by_two, wilson
 from .store import connect_read_only
 
@@ -77,21 +76,15 @@ class Comparison:
         return [p.conclusion for p in self.pairs]
 
 
-def compare(db: str | os.PathLike | None = None, runs: list[str] | None = None) -> Comparison:
+def compare(db: str | os.PathLike | None = None, runs: Runs = None) -> Comparison:
     """Corruption rate per run and a test for each pair (all runs when `runs` is None)."""
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return compare_con(con, runs)
-    finally:
-        con.close()
 
 
-def compare_con(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Comparison:
+def compare_con(con: duckdb.DuckDBPyConnection, runs: Runs = None) -> Comparison:
     known = dict(all_runs(con))
-    chosen = runs or list(known)
-    unknown = [r for r in chosen if r not in known]
-    if unknown:
-        raise ForensicsError(f"no run named {unknown[0]!r}; known: {', '.join(known) or 'none'}")
+    chosen = selected_runs(con, runs)
     counts = {
         r: (n, k)
         for r, n, k in con.execute(

@@ -64,11 +64,8 @@ def correlate(
 ) -> Correlation:
     """Bad room × corrupted and in-a-bad-step × corrupted over the requests of `run`
     (every run pooled when None)."""
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return correlate_con(con, run, bad)
-    finally:
-        con.close()
 
 
 def correlate_con(

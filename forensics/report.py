@@ -121,11 +121,8 @@ class Report:
 
 
 def report(db: str | os.PathLike | None = None, run: Runs = None, top: int = 5) -> Report:
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return report_con(con, run, top)
-    finally:
-        con.close()
 
 
 def report_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 5) -> Report:

@@ -41,11 +41,8 @@ def rooms(
     verdict: str | None = None,
     limit: int = 20,
 ) -> RoomsReport:
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return rooms_con(con, run, verdict, limit)
-    finally:
-        con.close()
 
 
 def rooms_con(

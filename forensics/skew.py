@@ -47,11 +47,8 @@ class Skew:
 
 
 def skew(db: str | os.PathLike | None = None, run: Runs = None) -> Skew:
-    con = connect_read_only(db)
-    try:
+    with connect_read_only(db) as con:
         return skew_con(con, run)
-    finally:
-        con.close()
 
 
 def skew_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Skew:
