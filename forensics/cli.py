@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -423,26 +427,68 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def main() -> None:
+DEBUG_ENV = "FORENSICS_DEBUG"
+INTERRUPTED = "interrupted: nothing was written"
+
+
+def _usage_error(exc: BaseException) -> str | None:
+    """The message of a command-line usage error (click's, or the copy typer vendors)."""
+    if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+        return None
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+    return f"{exc.format_message()}{where}"
+
+
+def _is_abort(exc: BaseException) -> bool:
+    # click (and typer's vendored click) turn Ctrl-C into Abort.
+    return type(exc).__name__ == "Abort" and isinstance(exc, RuntimeError)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Every failure is one line on stderr and a non-zero exit: 2 for errors, 130 for
+    Ctrl-C. `--debug` (anywhere) or FORENSICS_DEBUG=1 adds the traceback of the
+    unexpected ones."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    args = [a for a in args if a != "--debug"]
+    interrupted = threading.Event()
+
+    def on_sigint(signum, frame) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_sigint)
     try:
-        app(standalone_mode=False)
-    except (ForensicsError, PatternError) as exc:
-        _fail(str(exc))
-    except duckdb.Error as exc:
-        _fail(f"database: {str(exc).splitlines()[0]}")
+        rv = app(args=args, prog_name="forensics", standalone_mode=False)
     except KeyboardInterrupt:
-        _fail("interrupted: nothing was written", 130)
+        _fail(INTERRUPTED, 130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click's usage errors come through here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    except (ForensicsError, PatternError) as exc:
+        _fail(INTERRUPTED if interrupted.is_set() else str(exc), 130 if interrupted.is_set() else 2)
+    except duckdb.Error as exc:
+        if interrupted.is_set() or isinstance(exc, duckdb.InterruptException):
+            _fail(INTERRUPTED, 130)
+        _fail(f"database: {str(exc).splitlines()[0]}")
+    except Exception as exc:
+        if interrupted.is_set() or _is_abort(exc):
+            _fail(INTERRUPTED, 130)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]  # the help text, as asked
             sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
-        raise
+        usage = _usage_error(exc)
+        if usage is not None:
+            _fail(usage, 2)
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else f" (run with --debug or {DEBUG_ENV}=1 for the traceback)"
+        first = (str(exc).splitlines() or [""])[0]
+        _fail(f"unexpected {type(exc).__name__}: {first}{hint}", 1)
+    if interrupted.is_set():
+        _fail(INTERRUPTED, 130)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 __all__ = ["app", "db_path", "main"]

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import ForensicsError
+from .outputs import write_text
 from .report import report_con
 from .runs import Runs, selected_runs
 from .store import connect_read_only, first_row
@@ -57,8 +59,11 @@ def dashboard(
     timeline = timeline_figure(p)
     page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty)
     path = Path(out) if out is not None else Path(DEFAULT_NAME)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ForensicsError(f"cannot write {path}: {exc.strerror}") from None
+    write_text(path, page)
     res = DashboardResult(
         path, path.stat().st_size, time.perf_counter() - t0,
         list(timeline.layout.meta["panels"]) if timeline.layout.meta else [], empty, p.notes,

@@ -31,11 +31,12 @@ from .parsers.journald import (
 from .parsers.journald.text import TEXT_FORMATS
 from .parsers.patterns import Pattern, PatternError
 from .parsers.patterns import load_file as load_patterns
-from .parsers.results import RESULT_FORMATS, read_results, sniff_results
+from .parsers.results import RESULT_FORMATS, NotResults, read_results, sniff_results
 from .records import TABLES as RECORD_TABLES
 from .records import RecordSink
 from .store import ENTRY_COLUMNS, connect, db_path, first_row, scalar, transaction
 
+YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
 _IDENTITY = "cursor, boot_id, mono_us, host, ts_us, unit, ident, pid, message"
 
@@ -88,6 +89,8 @@ def ingest(
 
     `patterns`: pattern files (TOML) for a fork's own lines, checked before anything is read.
     """
+    if year is not None and not YEARS[0] <= year <= YEARS[1]:
+        raise ForensicsError(f"--year {year} is outside {YEARS[0]}-{YEARS[1]}")
     if fmt is not None and fmt not in FORMATS:
         raise ForensicsError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     try:
@@ -168,6 +171,8 @@ def _ingest_one(
     opened = open_input(inp, progress)
     try:
         chosen = fmt or sniff_results(opened.head) or sniff(opened.head)
+    except NotResults as exc:
+        raise ForensicsError(f"{inp.name}: {exc}") from None
     except UnknownFormat as exc:
         raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
     ctx = ReadContext(name=inp.name, year=year, host=host, mtime=opened.mtime)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import gzip
 import hashlib
 import io
@@ -47,7 +46,7 @@ def expand(paths: list[str]) -> list[Input]:
         elif path.is_file():
             out.append(Input(p, path))
         elif _GLOB_CHARS & set(p):
-            matches = sorted(glob.glob(p, recursive=True))
+            matches = _glob(p)
             if not matches:
                 raise ForensicsError(f"no file matches {p}")
             out.extend(expand(matches))
@@ -63,6 +62,19 @@ def expand(paths: list[str]) -> list[Input]:
             seen.add(key)
             unique.append(inp)
     return unique
+
+
+def _glob(pattern: str) -> list[str]:
+    """Matches of a glob, `**` included, without following symlinked directories (glob.glob
+    follows them: a link to a parent loops until the path is too long)."""
+    parts = Path(pattern).parts
+    first = next(i for i, part in enumerate(parts) if _GLOB_CHARS & set(part))
+    root = Path(*parts[:first]) if first else Path(".")
+    rest = "/".join(parts[first:])
+    try:
+        return sorted(str(m) for m in root.glob(rest))
+    except (OSError, ValueError) as exc:
+        raise ForensicsError(f"cannot search {pattern}: {exc}") from None
 
 
 class HashingReader(io.RawIOBase):

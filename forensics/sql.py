@@ -1,31 +1,83 @@
-"""Ad-hoc SQL over the database, read-only, in the formats a user pipes onwards."""
+"""Ad-hoc SQL over the database, read-only, in the formats a user pipes onwards.
+
+Read-only for the machine too: the connection opens the file read-only, then turns off
+DuckDB's external access (no file reads or writes, no `COPY … TO`, `EXPORT DATABASE`,
+`ATTACH`, `INSTALL`, extension downloads) and locks its configuration so that the
+statement cannot turn it back on. Only one SELECT (or EXPLAIN) runs. The result files
+that `--out` names are written by pd-forensics itself, whole or not at all.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import duckdb
 import orjson
 
 from .errors import ForensicsError
+from .outputs import replacing, write_text
 from .store import connect_read_only
 
 OUTPUT_FORMATS = ("table", "csv", "json", "parquet")
+ALLOWED = ("SELECT", "EXPLAIN")
 
 
-def query(sql: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
-    """Column names and rows of one read-only query."""
+def _statement_kind(sql: str) -> str:
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise ForensicsError(f"SQL error: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise ForensicsError(f"sql runs one statement; got {len(statements)}")
+    return str(statements[0].type).rsplit(".", 1)[-1]
+
+
+@contextmanager
+def guarded(db: str | os.PathLike | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection that cannot reach outside the database file."""
     con = connect_read_only(db)
     try:
-        rel = con.sql(sql)
-        if rel is None:
-            return [], []
-        return list(rel.columns), rel.fetchall()
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        yield con
     except duckdb.Error as exc:
         raise ForensicsError(f"SQL error: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
+
+
+def _relation(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.DuckDBPyRelation | None:
+    kind = _statement_kind(sql)
+    if kind not in ALLOWED:
+        raise ForensicsError(f"sql is read-only: it runs a SELECT, not {kind}")
+    return con.sql(sql)
+
+
+def query(sql: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
+    """Column names and rows of one read-only query."""
+    with guarded(db) as con:
+        rel = _relation(con, sql)
+        if rel is None:
+            return [], []
+        return list(rel.columns), rel.fetchall()
+
+
+def _flat(rel: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
+    """Nested columns (lists, maps, structs) as JSON text and blobs as hex: CSV has
+    only flat cells."""
+    exprs = []
+    for name, dtype in zip(rel.columns, rel.types, strict=True):
+        t = str(dtype).upper()
+        q = '"' + name.replace('"', '""') + '"'
+        if t.endswith("]") or t.startswith(("MAP", "STRUCT", "UNION")):
+            exprs.append(f"to_json({q})::VARCHAR AS {q}")
+        elif t == "BLOB":
+            exprs.append(f"hex({q}) AS {q}")
+        else:
+            exprs.append(q)
+    return rel.project(", ".join(exprs))
 
 
 def export(sql: str, fmt: str, out: str | os.PathLike | None, db=None) -> str | None:
@@ -36,27 +88,25 @@ def export(sql: str, fmt: str, out: str | os.PathLike | None, db=None) -> str | 
         )
     if fmt == "parquet" and out is None:
         raise ForensicsError("--format parquet needs --out FILE")
-    con = connect_read_only(db)
-    try:
-        rel = con.sql(sql)
+    with guarded(db) as con:
+        rel = _relation(con, sql)
         if rel is None:
             raise ForensicsError("the statement returned no rows to export")
         if fmt == "parquet":
-            rel.write_parquet(str(out))
+            import pyarrow.parquet as pq
+
+            table = rel.arrow()
+            table = table.read_all() if hasattr(table, "read_all") else table
+            with replacing(out) as tmp:  # type: ignore[arg-type]
+                pq.write_table(table, tmp)
             return None
         if fmt == "csv":
-            if out is not None:
-                rel.write_csv(str(out))
-                return None
-            return rel.pl().write_csv()
-        cols = rel.columns
-        data = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
-        text = orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode()
-        if out is not None:
-            Path(out).write_text(text + "\n")
-            return None
-        return text
-    except duckdb.Error as exc:
-        raise ForensicsError(f"SQL error: {str(exc).splitlines()[0]}") from None
-    finally:
-        con.close()
+            text = _flat(rel).pl().write_csv()
+        else:
+            cols = rel.columns
+            data = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
+            text = orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+        if out is None:
+            return text
+        write_text(out, text)
+        return None

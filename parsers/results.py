@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import math
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -16,6 +17,7 @@ import orjson
 import pyarrow as pa
 
 from .journald.context import ReadContext
+from .journald.schema import TS_MAX_US
 
 RESULT_FORMATS = ("results-jsonl", "results-csv")
 SCHEMA = pa.schema(
@@ -42,18 +44,36 @@ _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
 
+_JOURNAL_KEYS = {"MESSAGE", "__CURSOR", "__REALTIME_TIMESTAMP", "_HOSTNAME", "_BOOT_ID"}
+_RESULT_KEYS = {"session", "rid", "corrupted", "ok"}
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class NotResults(ValueError):
+    """Looks like harness results, but cannot be read as them."""
+
+
 def sniff_results(head: bytes) -> str | None:
+    """results-jsonl / results-csv, or None when the head is something else (a journal)."""
     first = head.lstrip().split(b"\n", 1)[0].strip()
     if first.startswith(b"{"):
         try:
             obj = orjson.loads(first)
         except orjson.JSONDecodeError:
             return None
-        if isinstance(obj, dict) and "rid" in obj and "session" in obj and "MESSAGE" not in obj:
-            return "results-jsonl"
-        return None
-    cols = {c.strip().lower() for c in first.decode("utf-8", "replace").split(",")}
-    if {"session", "rid"} <= cols and ({"corrupted", "ok"} & cols):
+        if not isinstance(obj, dict) or _JOURNAL_KEYS & obj.keys():
+            return None
+        # Not a journal entry: with any key of a result, it is one (rows that lack a rid
+        # or a verdict are quarantined with that reason, not stored as journal entries).
+        return "results-jsonl" if _RESULT_KEYS & obj.keys() else None
+    cols = {c.strip().strip('"').lower() for c in first.decode("utf-8", "replace").split(",")}
+    if len(cols & _RESULT_KEYS) >= 2:
+        if not {"session", "rid"} <= cols or not {"corrupted", "ok"} & cols:
+            have = ", ".join(sorted(cols & _RESULT_KEYS))
+            raise NotResults(
+                f"a CSV header with {have} looks like harness results, but results need "
+                "session, rid and corrupted (or ok)"
+            )
         return "results-csv"
     return None
 
@@ -65,7 +85,7 @@ class _Bad(ValueError):
 def _bool(v: object, name: str) -> bool:
     if isinstance(v, bool):
         return v
-    if isinstance(v, int | float):
+    if isinstance(v, int | float) and v in (0, 1):
         return bool(v)
     s = str(v).strip().lower()
     if s in _TRUE:
@@ -79,25 +99,35 @@ def _int(v: object, name: str) -> int | None:
     if v is None or v == "":
         return None
     try:
-        return int(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        out = int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
         raise _Bad(f"{name} is not an integer: {v!r}") from None
+    if not INT64[0] <= out <= INT64[1] or (isinstance(v, float) and v != out):
+        raise _Bad(f"{name} is not a 64-bit integer: {v!r}")
+    return out
 
 
 def _time_us(v: object, name: str) -> int | None:
     if v is None or v == "":
         return None
     try:
-        return round(float(v) * 1_000_000)  # type: ignore[arg-type]
+        seconds = float(v)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         pass
+    else:
+        if not math.isfinite(seconds) or not 0 <= seconds * 1_000_000 <= TS_MAX_US:
+            raise _Bad(f"{name} is not a time between 1970 and 9999: {v!r}")
+        return round(seconds * 1_000_000)
     try:
         t = dt.datetime.fromisoformat(str(v))
     except ValueError:
         raise _Bad(f"{name} is neither epoch seconds nor ISO 8601: {v!r}") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.UTC)  # a time without a zone is read as UTC
-    return round(t.timestamp() * 1_000_000)
+    us = round(t.timestamp() * 1_000_000)
+    if not 0 <= us <= TS_MAX_US:
+        raise _Bad(f"{name} is not a time between 1970 and 9999: {v!r}")
+    return us
 
 
 def _row(obj: dict, line: int) -> dict:
@@ -116,11 +146,14 @@ def _row(obj: dict, line: int) -> dict:
     if room is not None and not 0 <= room < 1 << 63:
         raise _Bad(f"room is not an unsigned 63-bit number: {room}")
     extra = {k: v for k, v in obj.items() if k not in _KNOWN}
+    start, end = _time_us(obj.get("start"), "start"), _time_us(obj.get("end"), "end")
+    if start is not None and end is not None and end < start:
+        raise _Bad("end is before start")
     return {
         "line": line, "session": str(obj["session"]), "round": _int(obj.get("round"), "round"),
         "rid": str(rid), "room": room, "corrupted": corrupted,
         "reason": (str(obj["reason"]) if obj.get("reason") not in (None, "") else None),
-        "start_us": _time_us(obj.get("start"), "start"), "end_us": _time_us(obj.get("end"), "end"),
+        "start_us": start, "end_us": end,
         "concurrency": _int(obj.get("concurrency"), "concurrency"),
         "extra": orjson.dumps(extra).decode() if extra else None,
     }  # fmt: skip
@@ -145,13 +178,19 @@ def _objects(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterable[tuple[int
 
 def read_results(stream: BinaryIO, fmt: str, ctx: ReadContext) -> pa.Table:
     rows = []
+    first_line: dict[str, int] = {}  # rid -> line of its first result
     for line, obj in _objects(stream, fmt, ctx):
         if not isinstance(obj, dict):
             ctx.reject(line, "results: not an object", str(obj))
             continue
         try:
-            rows.append(_row(obj, line))
+            row = _row(obj, line)
+            if row["rid"] in first_line:
+                raise _Bad(f"rid {row['rid'][:40]!r} already on line {first_line[row['rid']]}")
         except _Bad as exc:
             ctx.reject(line, f"results: {exc}", orjson.dumps(obj, default=str).decode())
+            continue
+        first_line[row["rid"]] = line
+        rows.append(row)
     ctx.lines = max((r["line"] for r in rows), default=0)
     return pa.Table.from_pylist(rows, schema=SCHEMA)

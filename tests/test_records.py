@@ -57,6 +57,9 @@ def test_checksum_defaults_and_json_form() -> None:
 NOT_ROOM = "checksum: room is not an unsigned 63-bit number"
 
 
+BAD_PAGES = "canary: bad page list (not page ids and ranges, or over 1,048,576 pages)"
+
+
 @pytest.mark.parametrize(
     "message,reason",
     [
@@ -68,7 +71,10 @@ NOT_ROOM = "checksum: room is not an unsigned 63-bit number"
         ("forensics:canary layer=3 changed=1", "canary: no step (or not a number)"),
         ("forensics:canary step=x layer=3", "canary: no step (or not a number)"),
         ("forensics:canary step=1", "canary: no layer (or not a number)"),
-        ("forensics:canary step=1 layer=2 changed=9-3", "canary: bad page list"),
+        ("forensics:canary step=1 layer=2 changed=9-3", BAD_PAGES),
+        ("forensics:canary step=1 layer=2 changed=1-100000000", BAD_PAGES),
+        ("forensics:canary step=1 layer=2 changed=1-99999999999999999999", BAD_PAGES),
+        ("forensics:canary step=1 layer=2 changed=0-600000,700000-1300000", BAD_PAGES),
         ("forensics:step bs=2", "step: no step (or not a number)"),
         ("forensics:step step=1 rooms=1,x", "step: rooms must be numbers"),
         ("forensics:checksum {not json", "checksum: JSON body does not parse"),
@@ -104,7 +110,7 @@ def test_pages_rule() -> None:
     assert got[2] == ([1, 3, 4, 5], 4)
     assert got[3] == ([], 0)
     assert got[4] == ([7, 8], 2)  # spaces take the general path, next to a bad list
-    assert r.rejects == [(4, "canary: bad page list")]
+    assert r.rejects == [(4, BAD_PAGES)]
 
 
 def test_step_lists_and_structured_fields() -> None:

@@ -20,6 +20,10 @@ READ_SIZE = 8 << 20
 BATCH_ROWS = 50_000
 _NAME = re.compile(rb"[A-Za-z0-9_]+\Z")
 _U64 = struct.Struct("<Q")
+# A field claiming more is taken as damage (journald's own ceiling is 768 MiB, but no log
+# line comes near 64 MiB): the reader must not buffer the rest of the stream waiting for
+# bytes that will never come.
+FIELD_MAX = 64 << 20
 
 
 class _NeedMore(Exception):
@@ -46,6 +50,8 @@ def _parse_slow(buf: bytes, pos: int) -> tuple[list[tuple[bytes, bytes]], int]:
         if n < nl + 9:
             raise _NeedMore
         (size,) = _U64.unpack_from(buf, nl + 1)
+        if size > FIELD_MAX:
+            raise ValueError(f"binary field {name[:40]!r} claims {size} bytes")
         start = nl + 9
         stop = start + size
         if n < stop + 1:
@@ -125,10 +131,19 @@ def read_export(stream: BinaryIO, ctx: ReadContext) -> Iterator[pa.Table]:
                 try:
                     fields, nxt = _parse_slow(buf, pos)
                 except _NeedMore:
-                    if eof:
-                        ctx.reject(line, "export: stream ends inside an entry", buf[pos:][:4096])
-                        pos = n
-                    break
+                    if not eof:
+                        break
+                    # Cut off, or a length that runs past the end: quarantine up to the
+                    # next blank line and read on from there.
+                    skip = buf.find(b"\n\n", pos)
+                    skip = n if skip < 0 else skip + 2
+                    reason = (
+                        "stream ends inside an entry" if skip == n else "field runs past the end"
+                    )
+                    ctx.reject(line, f"export: {reason}", buf[pos:skip][:4096])
+                    line += buf.count(b"\n", pos, skip)
+                    pos = skip
+                    continue
                 except ValueError as exc:
                     # Resynchronise at the next blank line; the damaged entry is quarantined.
                     skip = buf.find(b"\n\n", pos)

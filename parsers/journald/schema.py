@@ -44,6 +44,15 @@ FIELD_MAP = {
     "_LINE_BREAK": "line_break",
 }
 INT_COLUMNS = {"ts_us", "mono_us", "pid", "priority"}
+# What each number may be; anything else is kept in `fields` as `invalid_<column>`, never
+# stored where it would overflow a column or make a date no tool can print.
+TS_MAX_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
+INT_RANGE = {
+    "ts_us": (0, TS_MAX_US),
+    "mono_us": (0, (1 << 63) - 1),
+    "pid": (0, (1 << 63) - 1),
+    "priority": (0, 7),
+}
 
 
 def decode_text(raw: bytes) -> tuple[str, bool]:
@@ -99,7 +108,8 @@ class RowBuilder:
             if v is not None:
                 try:
                     v = int(v)
-                    if c == "priority" and not 0 <= v <= 7:
+                    lo, hi = INT_RANGE[c]
+                    if not lo <= v <= hi:
                         raise ValueError(v)
                 except (TypeError, ValueError):
                     # Keep what could not be read as a number rather than drop it.

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from .blocks import blocks, line_start_cut, ordered_parallel
 from .context import ReadContext
+from .schema import TS_MAX_US
 
 # Only the header is matched (the regex stops at "ident[pid]: "); the message is the rest
 # of the line, sliced off by length: matching the message too costs 30× more. The fast
@@ -185,8 +186,11 @@ def _timestamps(fmt: TextFormat, df: pl.DataFrame, notes: list[str]):
         return parsed.dt.epoch("us"), none
     if fmt.clock in ("unix", "monotonic"):
         parts = ts.str.split_exact(".", 1).struct.unnest()
-        frac = parts["field_1"].str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
-        us = parts["field_0"].cast(pl.Int64) * 1_000_000 + frac
+        frac = parts["field_1"].str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64, strict=False)
+        secs = parts["field_0"].cast(pl.Int64, strict=False)
+        # Beyond year 9999 a time is damage: no time, rather than an overflow.
+        secs = pl.select(pl.when(secs <= TS_MAX_US // 1_000_000).then(secs)).to_series()
+        us = secs * 1_000_000 + frac
         if fmt.clock == "unix":
             return us, none
         notes.append("short-monotonic has no wall clock: ts_us left empty, mono_us kept")
@@ -246,11 +250,16 @@ class TextReader:
         self.ctx.lines = counter[0]
 
     def _parse(self, block: bytes, first_line: int) -> _Parsed:
+        notes: list[str] = []
+        if b"\r\n" in block:
+            # Logs copied through Windows or some collectors: the CR is transport, not text
+            # (left in, it hides "-- Boot … --" markers and ends every message).
+            block = block.replace(b"\r\n", b"\n")
+            notes.append("CRLF line ends read as LF")
         binary, _ = _split_lines(block)
         lines, raw = _to_text(binary)
         n = len(lines)
         line_no = pl.int_range(first_line, first_line + n, eager=True)
-        notes: list[str] = []
         if self.regex is None:  # cat: every line is a message
             df = pl.DataFrame({"msg": lines.str.strip_suffix("\n"), "line_no": line_no})
             df = df.with_columns(

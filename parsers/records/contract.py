@@ -16,6 +16,9 @@ import polars as pl
 TOKEN = r"forensics:([A-Za-z_][A-Za-z0-9_]*)"
 _PAIR = r'[A-Za-z_][A-Za-z0-9_]*=(?:"(?:[^"\\]|\\.)*"|[^\s"]\S*|)'
 ROOM_MAX = (1 << 63) - 1
+# A canary record names at most this many pages: a range beyond it ("1-100000000") is
+# quarantined before it is expanded, never materialised.
+MAX_PAGES = 1 << 20
 KINDS = ("checksum", "canary", "step")
 KNOWN = {
     "checksum": {
@@ -319,15 +322,19 @@ def _page_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
         .explode("tok")
         .with_columns(tok=pl.col("tok").str.strip_chars())
         .with_columns(
-            lo=pl.col("tok").str.extract(r"^(\d+)(?:-\d+)?$", 1).cast(pl.Int64),
+            lo=pl.col("tok").str.extract(r"^(\d+)(?:-\d+)?$", 1).cast(pl.Int64, strict=False),
             hi=pl.coalesce(
                 pl.col("tok").str.extract(r"^\d+-(\d+)$", 1),
                 pl.col("tok").str.extract(r"^(\d+)$", 1),
-            ).cast(pl.Int64),
+            ).cast(pl.Int64, strict=False),
         )
     )
+    span = (pl.col("hi") - pl.col("lo") + 1).sum().over("i")
     bad_rows = toks.filter(
-        pl.col("lo").is_null() | pl.col("hi").is_null() | (pl.col("hi") < pl.col("lo"))
+        pl.col("lo").is_null()
+        | pl.col("hi").is_null()
+        | (pl.col("hi") < pl.col("lo"))
+        | (span > MAX_PAGES)
     )["i"].unique()
     good = toks.filter(~pl.col("i").is_in(bad_rows.implode()))
     lists = (
@@ -351,7 +358,10 @@ def _canary(wide: pl.DataFrame):
     ok, bad = _split(wide, reason)
     parsed = {k: _pages_column(ok[k]) for k in ("expected", "changed", "unexpected")}
     err = parsed["expected"][2] | parsed["changed"][2] | parsed["unexpected"][2]
-    bad += [(row, "canary: bad page list") for row in ok.filter(err)["row"].to_list()]
+    bad += [
+        (row, f"canary: bad page list (not page ids and ranges, or over {MAX_PAGES:,} pages)")
+        for row in ok.filter(err)["row"].to_list()
+    ]
     el, en, _ = parsed["expected"]
     cl, cn, _ = parsed["changed"]
     ul, un, _ = parsed["unexpected"]
