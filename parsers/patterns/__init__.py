@@ -4,7 +4,9 @@ A pattern file (TOML) holds `[[pattern]]` tables: `name`, `table` (where rows go
 `needle` (a literal every matching line contains), `regex` (named groups are fields),
 optional `extract` (field → regex with one group, searched anywhere in the line),
 optional `require_any` (fields of which one must be found), optional `pairs` (a group of
-"key: value, …" spread into columns), and
+"key: value, …" spread into columns; `pair_sep` when pairs are not separated by ", ",
+`rename` for keys that changed name across versions), optional `set` (fields with a
+constant value, for lines that imply them), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield. A file whose regex
 does not compile, or whose samples do not match, is refused with the reason.
 """
@@ -71,6 +73,9 @@ class Pattern:
     samples: tuple[Sample, ...] = ()
     pairs: str | None = None  # a group of "key: value, …" pairs, one column per key
     require_any: tuple[str, ...] = ()  # a match counts only with one of these fields
+    pair_sep: str = ", "  # what separates the pairs
+    rename: dict[str, str] = field(default_factory=dict)  # pair key -> column (old names)
+    set: dict[str, str] = field(default_factory=dict)  # constant fields
 
     def fields_of(self, lines: pl.Series) -> pl.DataFrame:
         """One row per line: the pattern's fields (all null where it does not match)."""
@@ -80,6 +85,8 @@ class Pattern:
             name: lines.str.extract(rx, 1) for name, rx in self.extract.items()
         }  # searched anywhere in the line
         out = caps.with_columns(**extra) if extra else caps
+        if self.set:
+            out = out.with_columns(**{k: pl.lit(v, pl.String) for k, v in self.set.items()})
         if self.require_any:
             matched = matched & pl.any_horizontal(pl.col(c).is_not_null() for c in self.require_any)
         out = out.with_columns(_matched=out.select(matched).to_series())
@@ -91,35 +98,48 @@ class Pattern:
         """The `pairs` group as columns; keys the table lacks go to `extra` (JSON)."""
         assert self.pairs is not None
         known = set(TABLE_COLUMNS[self.table])
+        sep = self.pair_sep
         pairs = out.select(
             _i=pl.int_range(pl.len()),
-            p=pl.col(self.pairs).str.strip_chars_end(", ").str.split(", "),
+            p=pl.col(self.pairs).str.strip_chars_end(sep + " ").str.split(sep),
         ).explode("p")
         pairs = pairs.filter(pl.col("p").str.contains(": ", literal=True).fill_null(False))
-        sep = pl.col("p").str.find(": ", literal=True)
-        long = pairs.select(
-            "_i", raw=pl.col("p").str.slice(0, sep), v=pl.col("p").str.slice(sep + 2)
-        )
+        at = pl.col("p").str.find(": ", literal=True)
+        long = pairs.select("_i", raw=pl.col("p").str.slice(0, at), v=pl.col("p").str.slice(at + 2))
         # Few distinct keys: normalise those, not every row's.
         keys = long["raw"].unique()
         normal = pl.select(pair_key(pl.lit(keys))).to_series().to_list()
-        names = dict(zip(keys.to_list(), normal, strict=True))
+        names = {
+            raw: self.rename.get(key, key) for raw, key in zip(keys.to_list(), normal, strict=True)
+        }
         long = long.select(
             "_i", k=pl.col("raw").replace_strict(names), v=pl.col("v").str.strip_chars()
         )
+        # A key given twice in one line: the first counts (pivot needs unique keys).
+        long = long.unique(["_i", "k"], keep="first", maintain_order=True)
         base = out.drop(self.pairs).with_columns(_i=pl.int_range(pl.len()))
         if long.is_empty():
             return base.drop("_i")
         wide = long.filter(pl.col("k").is_in(list(known))).pivot(
             on="k", index="_i", values="v", aggregate_function="first"
         )
-        unknown = long.filter(~pl.col("k").is_in(list(known)))
+        unknown = long.filter(~pl.col("k").is_in(list(known)) & (pl.col("k") != ""))
         if not unknown.is_empty():
-            extra = unknown.group_by("_i").agg(
-                extra=pl.struct("k", "v").map_elements(
-                    lambda s: orjson.dumps({d["k"]: d["v"] for d in s}).decode(),
-                    return_dtype=pl.String,
+            # JSON built column-wise: keys are [a-z0-9_] by construction, values escaped.
+            value = (
+                pl.col("v")
+                .str.replace_all("\\", "\\\\", literal=True)
+                .str.replace_all('"', '\\"', literal=True)
+                .str.replace_all(r"[\x00-\x1f]", " ")
+            )
+            extra = (
+                unknown.group_by("_i", maintain_order=True)
+                .agg(
+                    extra=pl.concat_str(
+                        pl.lit('"'), "k", pl.lit('":"'), value, pl.lit('"')
+                    ).str.join(",")
                 )
+                .with_columns(extra=pl.concat_str(pl.lit("{"), "extra", pl.lit("}")))
             )
             wide = (
                 wide.join(extra, on="_i", how="full", coalesce=True)
@@ -147,7 +167,8 @@ def _load_text(text: str, origin: str) -> list[Pattern]:
                         for s in p.get("samples", []))  # fmt: skip
         pat = Pattern(
             p["name"], p["table"], p["needle"], p["regex"], dict(p.get("extract", {})), samples,
-            p.get("pairs"), tuple(p.get("require_any", ())),
+            p.get("pairs"), tuple(p.get("require_any", ())), p.get("pair_sep", ", "),
+            dict(p.get("rename", {})), {k: str(v) for k, v in p.get("set", {}).items()},
         )  # fmt: skip
         problems = check(pat)
         if problems:

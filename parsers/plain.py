@@ -1,0 +1,283 @@
+"""Plain logs, not from journald: SGLang's stdout saved to a file, `docker logs` (with or
+without `--timestamps`), docker's json-file log, `kubectl logs --timestamps`.
+
+- Time comes from the line itself: the collector's RFC 3339 prefix (docker, kubectl),
+  else SGLang's `[YYYY-MM-DD HH:MM:SS …]` prefix (or Python logging's `YYYY-MM-DD
+  HH:MM:SS`). A time-only prefix (`[04:40:55 TP0]`, older SGLang) is dated from the
+  dated lines around it (else the file time), rolling over at midnight. A line with no
+  time of its own takes the time of the line before. Times without a zone are read as UTC.
+- A traceback (an unprefixed `Traceback (most recent call last):`, indented lines, and
+  the lines up to the next prefixed one) joins the entry it belongs to, as one message.
+- Blank lines separate nothing: they are counted (`sources.markers`), not stored.
+- Host: `--host`, else the file name up to its first dot (`decode-1.log` → decode-1;
+  docker's `<id>-json.log` → the container id's first 12 characters).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import orjson
+import pyarrow as pa
+
+from .journald.context import ReadContext
+from .journald.schema import TS_MAX_US, RowBuilder
+
+PLAIN_FORMATS = ("sglang", "timestamped", "docker-json")
+BATCH_ROWS = 50_000
+_RFC3339 = re.compile(
+    rb"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})) "
+)
+_RFC3339_Z = re.compile(rb"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z ")
+_DATED = re.compile(r"^\[?(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?")
+_TIME_ONLY = re.compile(r"^\[(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?[ \]]")
+_TRACEBACK = "Traceback (most recent call last):"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _head_lines(head: bytes) -> list[bytes]:
+    lines = [ln for ln in head.split(b"\n")[:200] if ln.strip()]
+    if len(lines) > 1 and not head.endswith(b"\n"):
+        lines = lines[:-1]  # the sniff window may cut the last line
+    return lines
+
+
+def sniff_collector(head: bytes) -> str | None:
+    """docker-json or timestamped (docker/kubectl `--timestamps`), else None. Checked
+    before journalctl's renderings: a collector's prefix looks like short-iso-precise
+    to them. journalctl writes zones as offsets, never "Z"; docker and kubectl write Z."""
+    lines = _head_lines(head)
+    if not lines:
+        return None
+    if lines[0].startswith(b'{"log":'):
+        return "docker-json"
+    stamped = sum(1 for ln in lines if _RFC3339_Z.match(ln))
+    return "timestamped" if stamped * 2 > len(lines) else None
+
+
+def sniff_program(head: bytes) -> str | None:
+    """ "sglang" when most lines start with SGLang's (or Python logging's) time prefix:
+    checked only once no journalctl rendering fits (they would all be "cat")."""
+    texts = [ln.decode("utf-8", "replace") for ln in _head_lines(head)]
+    prefixed = sum(1 for t in texts if _DATED.match(t) or _TIME_ONLY.match(t))
+    # A quarter: tracebacks and unprefixed uvicorn lines may outnumber the prefixed ones.
+    return "sglang" if texts and prefixed * 4 >= len(texts) else None
+
+
+def host_from_name(name: str) -> str | None:
+    base = Path(name).name
+    if base in ("", "-"):
+        return None
+    if base.endswith("-json.log"):  # docker's json-file: <container id>-json.log
+        return base.removesuffix("-json.log")[:12] or None
+    return base.split(".", 1)[0] or None
+
+
+def _us(date: dt.date, h: str, m: str, s: str, frac: str | None) -> int | None:
+    try:
+        t = dt.datetime(date.year, date.month, date.day, int(h), int(m), int(s), tzinfo=dt.UTC)
+    except ValueError:
+        return None
+    us = int((t - _EPOCH).total_seconds()) * 1_000_000
+    if frac:
+        us += int(frac[:6].ljust(6, "0"))
+    return us if 0 <= us <= TS_MAX_US else None
+
+
+def _rfc3339_us(text: str) -> int | None:
+    frac = ""
+    m = re.match(r"^(.*T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(.*)$", text)
+    if m is None:
+        return None
+    base, frac, zone = m.group(1), m.group(2) or "", m.group(3)
+    try:
+        t = dt.datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone))
+    except ValueError:
+        return None
+    us = round((t - _EPOCH).total_seconds()) * 1_000_000 + int(frac[:6].ljust(6, "0") or 0)
+    return us if 0 <= us <= TS_MAX_US else None
+
+
+@dataclass
+class _Entry:
+    line_first: int
+    line_last: int
+    parts: list[bytes]
+    ts_us: int | None
+    pending_time: tuple[str, str, str, str | None] | None = None  # time-only, undated yet
+    fields: dict[str, object] = field(default_factory=dict)
+
+
+class PlainReader:
+    def __init__(self, fmt: str, ctx: ReadContext) -> None:
+        self.fmt = fmt
+        self.ctx = ctx
+        self.host = ctx.host or host_from_name(ctx.name)
+        if ctx.host is None and self.host is not None:
+            ctx.note(f"host {self.host!r} from the file name (--host sets it)")
+        self.builder = RowBuilder()
+        self.entry_no = 0
+        self.cur: _Entry | None = None
+        self.in_traceback = False
+        self.day: dt.date | None = None  # date of the last dated line
+        self.last_secs: int | None = None  # time of day of the last line, for rollover
+        self.last_ts: int | None = None
+        self.undated: list[_Entry] = []  # time-only entries before the first date
+        self.untimed = 0
+
+    # -- lines --------------------------------------------------------------------
+    def _physical(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """(line number, text, collector time, fields) per logical line of the program."""
+        n = 0
+        if self.fmt == "docker-json":
+            partial: list[bytes] = []
+            first = 0
+            for raw in stream:
+                n += 1
+                try:
+                    obj = orjson.loads(raw)
+                    log, when = obj["log"], obj.get("time")
+                    if not isinstance(log, str) or not isinstance(when, str | None):
+                        raise TypeError
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    if raw.strip():
+                        self.ctx.reject(n, "docker-json: not a docker json-file line", raw)
+                    else:
+                        self.ctx.markers += 1
+                    continue
+                # docker splits lines over 16 KiB into pieces without the final newline
+                first = first or n
+                partial.append(log.encode())
+                if not log.endswith("\n"):
+                    continue
+                text = b"".join(partial).rstrip(b"\n").removesuffix(b"\r")
+                extra = {"stream": obj["stream"]} if isinstance(obj.get("stream"), str) else {}
+                yield first, text, _rfc3339_us(when) if when else None, extra
+                partial, first = [], 0
+            if partial:
+                yield first, b"".join(partial), None, {}
+        else:
+            for raw in stream:
+                n += 1
+                text = raw.rstrip(b"\n").removesuffix(b"\r")
+                when = None
+                if self.fmt == "timestamped":
+                    m = _RFC3339.match(text)
+                    if m is not None:
+                        when = _rfc3339_us(m.group(1).decode())
+                        text = text[m.end() :]
+                yield n, text, when, {}
+        self.ctx.lines = n
+
+    def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
+        for line, raw, when, extra in self._physical(stream):
+            self._line(line, raw, when, extra)
+            if self.builder.n >= BATCH_ROWS and not self.undated:
+                yield self.builder.table()
+        self._flush()
+        self._date_undated(final=True)
+        if self.untimed:
+            self.ctx.note(
+                f"{self.untimed:,} entries without a time of their own took the time before"
+            )
+        if self.builder.n:
+            yield self.builder.table()
+
+    def _line(self, line: int, raw: bytes, when: int | None, extra: dict) -> None:
+        text = raw.decode("utf-8", "replace")
+        if not text.strip():
+            self.ctx.markers += 1
+            return
+        dated = _DATED.match(text)
+        timed = None if dated else _TIME_ONLY.match(text)
+        if dated is None and timed is None and self.cur is not None and self._continues(text):
+            self.cur.parts.append(raw)
+            self.cur.line_last = line
+            return
+        # A traceback is its own entry, or part of the entry whose line opened it
+        # ("… hit an exception: Traceback (most recent call last):").
+        self.in_traceback = _TRACEBACK in text
+        self._flush()
+        entry = _Entry(line, line, [raw], when, fields=extra)
+        if dated is not None:
+            day = dt.date.fromisoformat(dated.group(1)) if _valid_date(dated.group(1)) else None
+            if day is not None:
+                self.day = day
+                self._date_undated()
+                if entry.ts_us is None:
+                    entry.ts_us = _us(day, *dated.group(2, 3, 4, 5))
+        elif timed is not None and entry.ts_us is None:
+            entry.pending_time = timed.group(1, 2, 3, 4)
+        self.cur = entry
+
+    def _continues(self, text: str) -> bool:
+        return not text.startswith(_TRACEBACK) and (self.in_traceback or text[:1].isspace())
+
+    # -- entries ------------------------------------------------------------------
+    def _flush(self) -> None:
+        e, self.cur = self.cur, None
+        if e is None:
+            return
+        if e.pending_time is not None:
+            if self.day is None:
+                self.undated.append(e)
+                return
+            e.ts_us = self._time_of_day(e.pending_time)
+        self._emit(e)
+
+    def _time_of_day(self, hms: tuple[str, str, str, str | None]) -> int | None:
+        assert self.day is not None
+        secs = int(hms[0]) * 3600 + int(hms[1]) * 60 + int(hms[2])
+        if self.last_secs is not None and secs + 6 * 3600 < self.last_secs:
+            self.day += dt.timedelta(days=1)  # past midnight
+        self.last_secs = secs
+        return _us(self.day, *hms)
+
+    def _date_undated(self, final: bool = False) -> None:
+        if not self.undated:
+            return
+        if self.day is None:
+            if not final:
+                return
+            when = dt.datetime.fromtimestamp(self.ctx.mtime, dt.UTC) if self.ctx.mtime else None
+            self.day = (when or dt.datetime.now(dt.UTC)).date()
+            self.ctx.note(
+                f"time-only prefixes dated {self.day} from the "
+                + ("file time" if when else "current date")
+                + " (no dated line)"
+            )
+        held, self.undated = self.undated, []
+        for e in held:
+            assert e.pending_time is not None
+            e.ts_us = self._time_of_day(e.pending_time)
+            self._emit(e)
+
+    def _emit(self, e: _Entry) -> None:
+        if e.ts_us is None:
+            if self.last_ts is not None:
+                self.untimed += 1
+            e.ts_us = self.last_ts
+        self.last_ts = e.ts_us
+        msg = b"\n".join(e.parts)
+        values: dict[str, object] = {"message": msg, "ts_us": e.ts_us}
+        if self.host is not None:
+            values["host"] = self.host
+        self.builder.add(self.entry_no, values, e.fields or None, e.line_first, e.line_last)
+        self.entry_no += 1
+
+
+def _valid_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def read_plain(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:
+    yield from PlainReader(fmt, ctx).read(stream)
