@@ -19,6 +19,7 @@ from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
 from .store import connect_read_only, first_row
 
 BAD_VERDICTS = ("partial", "mismatch", "stale")
+ONE_SIDED = ("missing_dst", "missing_src")  # exposure unknown: left out and counted
 
 
 @dataclass
@@ -81,10 +82,16 @@ def correlate_con(
         con, f"SELECT count(*), count(*) FILTER (WHERE corrupted) FROM requests WHERE {where}",
         params,
     )  # fmt: skip
+    # A room with checksums on one side only says nothing about whether its bytes were
+    # intact: such requests have unknown exposure (unless those verdicts are chosen as bad).
+    one_sided = [v for v in ONE_SIDED if v not in bad]
+    marks = ", ".join("?" * len(bad))
     room = _table(
         con, where, params,
-        exposed="verdict IN ({})".format(", ".join("?" * len(bad))),
-        known="verdict IS NOT NULL", extra=list(bad),
+        exposed=f"verdict IN ({marks})",
+        known="verdict IS NOT NULL"
+        + (f" AND verdict NOT IN ({', '.join('?' * len(one_sided))})" if one_sided else ""),
+        extra=list(bad), known_params=one_sided,
     )  # fmt: skip
     step = _table(con, where, params, exposed="unexpected_steps > 0", known="steps > 0")
     return Correlation(
@@ -94,7 +101,7 @@ def correlate_con(
         [
             _association(
                 "bad_room", f"a bad room ({', '.join(bad)})", room,
-                "no checksum records for their room",
+                "no checksum records for their room, or checksums on one side only",
             ),
             _association(
                 "bad_step", "a decode step with unexpected page writes", step,
@@ -111,6 +118,7 @@ def _table(
     exposed: str,
     known: str,
     extra: list | None = None,
+    known_params: list | None = None,
 ) -> tuple[TwoByTwo, int]:
     """(2×2 table, requests not classifiable) for one exposure."""
     sql = f"""
@@ -120,8 +128,8 @@ def _table(
                count(*) FILTER (WHERE {known} AND NOT ({exposed})),
                count(*) FILTER (WHERE NOT ({known}))
         FROM requests WHERE {where}"""
-    ex = extra or []
-    row = first_row(con, sql, ex * 4 + params)
+    ex, kp = extra or [], known_params or []
+    row = first_row(con, sql, (kp + ex) * 4 + kp + params)
     a, n1, c, n0, unknown = row
     return two_by_two(a, n1, c, n0), unknown
 

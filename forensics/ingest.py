@@ -8,6 +8,7 @@ import queue
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,7 +296,11 @@ def _prefetch(batches: Iterator[pa.Table], depth: int = 2) -> Iterator[pa.Table]
             yield item
     finally:
         stop.set()
-        while t.is_alive():  # unblock a producer waiting on a full queue
+        # Unblock a producer waiting on a full queue. One blocked reading its input (a
+        # pipe that stays open, after Ctrl-C) cannot be woken: it is a daemon thread,
+        # left to end with the process rather than waited for.
+        deadline = time.monotonic() + 2.0
+        while t.is_alive() and time.monotonic() < deadline:
             try:
                 q.get_nowait()
             except queue.Empty:

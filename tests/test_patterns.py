@@ -92,9 +92,9 @@ def test_transfers_attached_to_rooms(tmp_path: Path) -> None:
     )
 
 
-def test_team_samples_ingested_as_cat(tmp_path: Path, db: Path) -> None:
+def test_team_samples_ingested_as_plain_sglang_log(tmp_path: Path, db: Path) -> None:
     res = forensics.ingest([str(SHARED_SAMPLES)], db, host="mixed")
-    assert res.sources[0].format == "cat"
+    assert res.sources[0].format == "sglang"  # SGLang's stdout: a plain log
     assert res.sources[0].records["batch"] == 9 and res.sources[0].records["transfer"] == 4
     _, rows = forensics.query(
         "SELECT phase, ranks, forward_ct, running_req, token_usage, full_token_usage,"

@@ -29,3 +29,17 @@ def test_binary_garbage_is_unknown() -> None:
 
 def test_plain_application_log_is_cat() -> None:
     assert sniff(b"[2026-11-29 07:00:01 TP0] Decode batch, #running-req: 5\n") == "cat"
+
+
+def test_plain_logs_sniffed() -> None:
+    from forensics.parsers.plain import sniff_collector, sniff_program
+
+    docker = b'{"log":"x\\n","stream":"stdout","time":"2026-09-20T14:03:12.5Z"}\n'
+    assert sniff_collector(docker) == "docker-json"
+    kubectl = b"2026-09-20T14:03:12.123456789Z [2026-09-20 14:03:12 TP0] Decode batch\n"
+    assert sniff_collector(kubectl) == "timestamped"
+    # journalctl writes offsets, never Z: its short-iso-precise is not a collector's prefix
+    assert sniff_collector(b"2026-11-29T07:00:01.000000+00:00 host app[1]: x\n") is None
+    assert sniff_program(b"[2026-11-29 07:00:01 TP0] Decode batch\n") == "sglang"
+    assert sniff_program(b"[16:43:29 TP0] Prefill batch\n") == "sglang"
+    assert sniff_program(b"hello\nworld\n") is None

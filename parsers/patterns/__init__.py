@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import orjson
 import polars as pl
 
 from ..records.contract import KNOWN

@@ -1,0 +1,90 @@
+"""Plain logs (SGLang's stdout, docker, kubectl): times from the lines themselves, hosts
+from the file name, tracebacks joined, every line accounted for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+import forensics
+
+
+def _entries(db: Path) -> list[tuple]:
+    return forensics.query(
+        "SELECT ts_us, host, line_first, line_last, message, fields FROM entries"
+        " ORDER BY source_id, entry_no",
+        db,
+    )[1]
+
+
+def test_time_only_prefixes_dated_from_lines_around(tmp_path: Path, db: Path) -> None:
+    path = tmp_path / "prefill-3.stdout.log"
+    path.write_text(
+        "[23:59:58 TP0] Prefill batch. #new-seq: 1, #new-token: 5, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n"
+        '[2026-09-20 23:59:59] INFO:     127.0.0.1:1 - "POST /generate HTTP/1.1" 200 OK\n'
+        "[00:00:01 TP0] Decode batch. #running-req: 1, #token: 9, token usage: 0.00, gen throughput (token/s): 1.00, #queue-req: 0\n"
+    )
+    res = forensics.ingest([str(path)], db)
+    assert res.sources[0].format == "sglang" and res.sources[0].records["batch"] == 2
+    rows = _entries(db)
+    day = 1_789_862_400_000_000  # 2026-09-20 00:00 UTC
+    hour = 3_600_000_000
+    assert [r[0] for r in rows] == [
+        day + 24 * hour - 2_000_000,  # dated by the line after it
+        day + 24 * hour - 1_000_000,
+        day + 24 * hour + 1_000_000,  # past midnight: the next day
+    ]
+    assert {r[1] for r in rows} == {"prefill-3"}
+
+
+def test_tracebacks_join_their_entry_and_blank_lines_are_counted(tmp_path: Path, db: Path) -> None:
+    path = tmp_path / "d.log"
+    path.write_text(
+        "[2026-09-20 14:03:13 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "scheduler.py", line 2345, in run_scheduler_process\n'
+        "    scheduler.event_loop_overlap()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "ValueError: boom\n"
+        "[2026-09-20 14:03:14] after\n"
+    )
+    res = forensics.ingest([str(path)], db, host="decode-7")
+    src = res.sources[0]
+    rows = _entries(db)
+    assert [(r[2], r[3]) for r in rows] == [(1, 4), (6, 8), (9, 9)]
+    assert rows[0][4].endswith("illegal memory access was encountered")
+    assert rows[1][0] == rows[0][0]  # no time of its own: the one before
+    assert rows[0][1] == "decode-7"
+    _, m = forensics.query("SELECT lines, markers FROM sources", db)
+    assert m == [(9, 1)] and src.quarantined == 0
+
+
+def test_docker_json_file_and_kubectl_timestamps(tmp_path: Path, db: Path) -> None:
+    docker = tmp_path / "0123456789abcdef0123-json.log"
+    pieces = [
+        {"log": "[2026-09-20 14:03:12 TP0] Decode batch, #running-req: 5, #token: 20800, ",
+         "stream": "stdout", "time": "2026-09-20T14:03:12.5Z"},
+        {"log": "token usage: 0.29, cuda graph: True, gen throughput (token/s): 1.0, #queue-req: 0\n",
+         "stream": "stdout", "time": "2026-09-20T14:03:12.5Z"},
+        {"log": "oops", "stream": 3},
+    ]  # fmt: skip
+    docker.write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in pieces) + b"not json\n")
+    kube = tmp_path / "decode-0.log"
+    kube.write_text(
+        "2026-09-20T14:03:12.123456789Z [2026-09-20 14:03:12 TP0] Receive: obj=GenerateReqInput(rid='r1', bootstrap_room=77)\n"
+        "2026-09-20T14:03:13.000000001Z Traceback (most recent call last):\n"
+        "2026-09-20T14:03:13.000000001Z ValueError: boom\n"
+    )
+    res = forensics.ingest([str(docker), str(kube)], db)
+    d, k = res.sources
+    assert (d.format, k.format) == ("docker-json", "timestamped")
+    assert d.records["batch"] == 1 and d.quarantined == 1  # docker's 16 KiB pieces joined
+    assert k.records["rid_room"] == 1
+    rows = _entries(db)
+    assert rows[0][0] == 1_789_912_992_500_000 and rows[0][1] == "0123456789ab"
+    assert orjson.loads(rows[0][5]) == {"stream": "stdout"}
+    assert rows[-2][0] == 1_789_912_992_123_456 and rows[-2][1] == "decode-0"
+    assert rows[-1][4] == "Traceback (most recent call last):\nValueError: boom"

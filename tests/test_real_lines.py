@@ -1,0 +1,99 @@
+"""SGLang's lines as printed across versions (tests/data/sglang-real-lines.tsv, each with
+its origin), read as a plain log and through a real journal in two renderings: every one
+lands in its table, and the rest of the file is never lost."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import forensics
+from forensics.journal_export import export_entry, render, write_journal
+
+DATA = Path(__file__).parent / "data" / "sglang-real-lines.tsv"
+T0 = 1_789_912_992_000_000  # 2026-09-20 14:03:12 UTC
+TABLES = ("batches", "transfers", "rid_rooms", "http")
+
+
+def real_lines() -> list[tuple[str, str, str]]:
+    rows = []
+    for raw in DATA.read_text(encoding="utf-8").splitlines():
+        if raw.startswith("#") or not raw.strip():
+            continue
+        table, origin, line = raw.split("\t", 2)
+        rows.append((table, origin, line))
+    return rows
+
+
+def test_corpus_is_real_and_broad() -> None:
+    rows = real_lines()
+    assert len(rows) >= 40
+    assert all(origin for _, origin, _ in rows)  # every line says where it comes from
+    assert Counter(t for t, _, _ in rows)["batches"] >= 20
+
+
+def _counts(db: Path) -> dict[str, int]:
+    return {t: forensics.query(f"SELECT count(*) FROM {t}", db)[1][0][0] for t in TABLES}
+
+
+def _expected() -> dict[str, int]:
+    c = Counter(t for t, _, _ in real_lines())
+    return {t: c[t] for t in TABLES}
+
+
+def _journal(tmp_path: Path) -> list[Path]:
+    stream = b"".join(
+        export_entry({
+            "__REALTIME_TIMESTAMP": T0 + i * 1000, "__MONOTONIC_TIMESTAMP": 5_000 + i,
+            "_BOOT_ID": "c3" * 16, "_HOSTNAME": "decode-0", "_SYSTEMD_UNIT": "sglang.service",
+            "SYSLOG_IDENTIFIER": "python3", "_PID": 4242, "MESSAGE": line,
+        }) + b"\n"
+        for i, (_, _, line) in enumerate(real_lines())
+    )  # fmt: skip
+    src = tmp_path / "real.export"
+    src.write_bytes(stream)
+    return write_journal(src, tmp_path / "j" / "real.journal")
+
+
+@pytest.mark.parametrize("how", ["plain", "short-iso-precise", "json"])
+def test_every_real_line_lands_in_its_table(how: str, tmp_path: Path, db: Path) -> None:
+    if how == "plain":
+        path = tmp_path / "decode-0.log"
+        path.write_text("".join(line + "\n" for _, _, line in real_lines()), encoding="utf-8")
+    else:
+        path = render(_journal(tmp_path), how, tmp_path / f"real.{how}")
+    res = forensics.ingest([str(path)], db)
+    assert res.sources[0].quarantined == 0
+    assert _counts(db) == _expected()
+    rooms = forensics.query("SELECT count(*) FROM rid_rooms WHERE rid IS NULL", db)[1][0][0]
+    assert rooms == 0
+    # Renamed keys keep their column; what the table lacks stays in extra.
+    _, rows = forensics.query(
+        "SELECT prealloc_req, extra FROM batches WHERE extra LIKE '%fwd_occupancy%91.37%'", db
+    )
+    assert rows == [(4, '{"est_prefill_tflops_s_per_gpu":"412.08","fwd_occupancy":"91.37%"}')]
+    _, v01 = forensics.query(
+        "SELECT phase, new_seq, queue_req FROM batches WHERE extra LIKE '%fsm_cache%'", db
+    )
+    assert v01 == [("Prefill", 1, 0)]
+    _, states = forensics.query(
+        "SELECT regexp_extract(reason, 'KVPoll\\.(\\w+)', 1) AS s FROM transfers"
+        " WHERE reason LIKE '%KVPoll%' ORDER BY s",
+        db,
+    )
+    assert [s for (s,) in states] == ["Bootstrapping", "Transferring", "WaitingForInput"]
+
+
+def test_plain_log_takes_times_from_prefixes(tmp_path: Path, db: Path) -> None:
+    path = tmp_path / "decode-0.log"
+    path.write_text("".join(line + "\n" for _, _, line in real_lines()), encoding="utf-8")
+    res = forensics.ingest([str(path)], db)
+    assert res.sources[0].format == "sglang"
+    _, rows = forensics.query("SELECT DISTINCT host FROM entries", db)
+    assert rows == [("decode-0",)]  # from the file name
+    _, ts = forensics.query(
+        "SELECT ts_us FROM entries WHERE message LIKE '[2025-03-14 02:16:14 TP0]%'", db
+    )
+    assert ts == [(1_741_918_574_000_000,)]
