@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -105,14 +106,23 @@ def ingest(
 
     Example: forensics ingest prefill/ decode.log.zst --run flag-on --tag overlap=1
     """
-    progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        console=err, transient=True, disable=not err.is_terminal,
-    )  # fmt: skip
-    with progress:
+    # No Progress at all off a terminal: some rich versions print a blank line on exit.
+    progress = (
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=err,
+            transient=True,
+        )
+        if err.is_terminal
+        else None
+    )
+    with progress or contextlib.nullcontext():
         res = run_ingest(
             paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,
-            patterns=patterns, progress=_progress_factory(progress),
+            patterns=patterns, progress=_progress_factory(progress) if progress else None,
         )  # fmt: skip
     _print_ingest(res, json)
 

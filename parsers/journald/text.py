@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import BinaryIO
 
 import numpy as np
@@ -34,6 +35,13 @@ _MONTH_NAMES = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec"
 MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(), 1)}
 _SGLANG_TS = r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[^\]]*\]"
 _BOOT_MARKER = r"^-- Boot ([0-9a-f]{32}) --$"
+# Arrow string views hand the text to DuckDB without a copy, but DuckDB reads them only
+# from 2.0 on ("Unsupported Internal Arrow Type vz" before): older ones get large strings.
+_COMPAT = (
+    pl.CompatLevel.newest()
+    if int(version("duckdb").split(".")[0]) >= 2
+    else pl.CompatLevel.oldest()
+)
 
 
 @dataclass(frozen=True)
@@ -335,7 +343,9 @@ class TextReader:
         boot = pl.repeat(None, n, dtype=pl.String, eager=True)
         last_boot = None
         if has_boot.any():
-            boot = boot.scatter(nh.filter(has_boot), boots.filter(has_boot)).forward_fill()
+            boot = boot.scatter(nh.filter(has_boot), boots.filter(has_boot)).fill_null(
+                strategy="forward"
+            )
             last_boot = boots.filter(has_boot)[-1]
         df = df.with_columns(boot_id=boot)
         markers = int(marker.sum())
@@ -418,7 +428,7 @@ class TextReader:
         if parsed.last_boot is not None:
             self.boot = parsed.last_boot
         self.entry_no += n
-        return df.to_arrow(compat_level=pl.CompatLevel.newest())  # string views: no copy
+        return df.to_arrow(compat_level=_COMPAT)
 
 
 def _raw_messages(df: pl.DataFrame, invalid: pl.Series) -> pl.Series:

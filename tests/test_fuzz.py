@@ -1,0 +1,111 @@
+"""Fuzz: no input aborts an ingest. Random bytes, random `key: value` stats lines, random
+json values through every reader and pattern; every line ends up stored or quarantined."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import polars as pl
+from forensics.parsers.journald import ReadContext, read_entries
+from forensics.parsers.patterns import apply, builtin
+from forensics.parsers.plain import PLAIN_FORMATS, read_plain
+from forensics.parsers.records import parse_records
+from forensics.parsers.results import read_results
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import forensics
+
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+READERS = ["short-iso-precise", "short", "short-unix", "cat", "json", "export"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+FIELDS = ["MESSAGE", "_HOSTNAME", "__CURSOR", "__REALTIME_TIMESTAMP", "_PID", "PRIORITY",
+          "SYSLOG_IDENTIFIER", "_BOOT_ID", "_LINE_BREAK", "OTHER"]  # fmt: skip
+
+
+def _drain(tables) -> int:
+    return sum(t.num_rows for t in tables)
+
+
+@FUZZ
+@given(data=st.binary(max_size=2000), fmt=st.sampled_from(READERS + list(PLAIN_FORMATS)))
+def test_random_bytes_never_abort_a_reader(data: bytes, fmt: str) -> None:
+    ctx = ReadContext(name="fuzz.log")
+    stream = io.BytesIO(data)
+    reader = (
+        read_plain(stream, fmt, ctx) if fmt in PLAIN_FORMATS else read_entries(stream, fmt, ctx)
+    )
+    assert _drain(reader) >= 0
+
+
+@FUZZ
+@given(objs=st.lists(st.dictionaries(st.sampled_from(FIELDS), json_values), max_size=6))
+def test_random_json_values_are_stored_or_quarantined(objs: list[dict]) -> None:
+    lines = [orjson.dumps(o, option=orjson.OPT_NON_STR_KEYS) for o in objs if _encodable(o)]
+    ctx = ReadContext(name="fuzz.json")
+    n = _drain(read_entries(io.BytesIO(b"\n".join(lines) + b"\n"), "json", ctx))
+    assert n + len(ctx.quarantine) == len(lines)
+
+
+def _encodable(o: object) -> bool:
+    try:
+        orjson.dumps(o)
+    except TypeError:
+        return False
+    return True
+
+
+keys = st.text(alphabet="#abcdefgh -_()/.%", min_size=1, max_size=14)
+values = st.text(alphabet="0123456789.%TrueFals-e", max_size=10) | st.text(max_size=6)
+stats = st.lists(st.tuples(keys, values), max_size=10).map(
+    lambda kv: ", ".join(f"{k}: {v}" for k, v in kv)
+)
+
+
+@FUZZ
+@given(
+    head=st.sampled_from(["Prefill batch, ", "Decode batch [7], ", "new fill batch. ", ""]),
+    body=stats,
+)
+def test_random_stats_lines_through_every_pattern(head: str, body: str) -> None:
+    line = f"[2026-09-20 14:03:12 TP0] {head}#running-req: 1, #token: 2, {body}"
+    found = apply(builtin(), pl.Series([line, body, head], dtype=pl.String))
+    assert all(df["row"].max() < 3 for df in found.values() if len(df))
+
+
+@FUZZ
+@given(body=st.text(max_size=80), kind=st.sampled_from(["checksum", "canary", "step", "x"]))
+def test_random_record_bodies_are_records_or_rejects(body: str, kind: str) -> None:
+    msg = f"forensics:{kind} {body}"
+    recs = parse_records(pl.DataFrame({"message": [msg], "fields": [None]}, schema={
+        "message": pl.String, "fields": pl.String}))  # fmt: skip
+    stored = len(recs.checksum) + len(recs.canary) + len(recs.step)
+    assert stored + len(recs.rejects) == 1
+
+
+@FUZZ
+@given(objs=st.lists(st.dictionaries(
+    st.sampled_from(["session", "rid", "corrupted", "ok", "start", "end", "round", "room"]),
+    json_values), max_size=5))  # fmt: skip
+def test_random_results_rows(objs: list[dict]) -> None:
+    lines = [orjson.dumps(o) for o in objs if _encodable(o)]
+    ctx = ReadContext(name="r.jsonl")
+    table = read_results(io.BytesIO(b"\n".join(lines)), "results-jsonl", ctx)
+    assert table.num_rows + len(ctx.quarantine) == len(lines)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.binary(max_size=3000))
+def test_random_files_never_abort_an_ingest(data: bytes, tmp_path_factory) -> None:
+    d = tmp_path_factory.mktemp("fuzz")
+    path = d / "in.log"
+    # Prefixed so that sniffing picks a reader rather than refusing binary input.
+    path.write_bytes(b"[2026-09-20 14:03:12 TP0] x\n" + data.replace(b"\x00", b"."))
+    res = forensics.ingest([str(path)], Path(d) / "f.duckdb")
+    assert res.sources[0].status == "ingested"
