@@ -166,7 +166,7 @@ def test_failed_ingest_of_many_files_stores_none(renderings, tmp_path: Path, db:
         (["ingest", "{src}", "--format", "nope"], "unknown format"),
         (["ingest", "{src}", "--tag", "novalue"], "KEY=VALUE"),
         (["sql", "SELECT * FROM nosuchtable"], "SQL error"),
-        (["sql", "DELETE FROM entries"], "SQL error"),
+        (["sql", "DELETE FROM entries"], "sql is read-only"),
     ],
 )
 def test_bad_input_one_line_exit_2(renderings, db: Path, args: list[str], needle: str) -> None:
