@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from forensics.dashboards.write import dashboard
+
 import forensics
-from forensics.dashboard import dashboard
 
 CHROMIUM = "/usr/bin/chromium"
 LAYERS = 4

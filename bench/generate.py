@@ -12,7 +12,7 @@ import random
 import struct
 from pathlib import Path
 
-from forensics.journal_export import render, write_journal
+from forensics.synthetic.journal_writer import render, write_journal
 
 T0 = 1_795_935_600_000_000
 WORDS = [

@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from ..canary import page_ranges
-from ..compare import Comparison, compare_con
+from ..analyses.canary import page_ranges
+from ..analyses.compare import Comparison, compare_con
 from ..store import connect_read_only
 from .data import Panels, panels
 

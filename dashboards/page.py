@@ -13,9 +13,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from ..canary import CanaryReport, page_ranges
-from ..report import Report
-from ..stats import fmt_pct
+from ..analyses.canary import CanaryReport, page_ranges
+from ..analyses.report import Report
+from ..analyses.stats import fmt_pct
 from ..timefmt import iso_us, span
 from .figures import esc
 

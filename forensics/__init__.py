@@ -9,21 +9,21 @@ The Python API the CLI is a thin layer over:
 
 __version__ = "0.1.0"
 
-from .canary import canary
-from .compare import compare
-from .correlate import correlate
-from .dashboard import dashboard
-from .demo import demo
+from .analyses.canary import canary
+from .analyses.compare import compare
+from .analyses.correlate import correlate
+from .analyses.report import report
+from .analyses.rooms import rooms
+from .analyses.skew import skew
+from .dashboards.write import dashboard
 from .errors import ForensicsError
 from .ingest import IngestResult, SourceResult, ingest
 from .named import list_queries, run_named
-from .report import report
-from .rooms import rooms
-from .skew import skew
 from .sources import list_sources
 from .sql import export, query
 from .store import connect, connect_read_only
 from .summary import summarize
+from .synthetic.demo import demo
 
 __all__ = [
     "ForensicsError",

@@ -18,14 +18,16 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from . import __version__, render
-from .canary import canary as run_canary
-from .compare import compare as run_compare
-from .correlate import BAD_VERDICTS
-from .correlate import correlate as run_correlate
-from .dashboard import DEFAULT_NAME
-from .dashboard import dashboard as run_dashboard
-from .demo import demo as run_demo
+from . import __version__, terminal
+from .analyses.canary import canary as run_canary
+from .analyses.compare import compare as run_compare
+from .analyses.correlate import BAD_VERDICTS
+from .analyses.correlate import correlate as run_correlate
+from .analyses.report import report as run_report
+from .analyses.rooms import rooms as run_rooms
+from .analyses.skew import skew as run_skew
+from .dashboards.write import DEFAULT_NAME
+from .dashboards.write import dashboard as run_dashboard
 from .errors import ForensicsError
 from .ingest import IngestResult
 from .ingest import ingest as run_ingest
@@ -33,13 +35,11 @@ from .named import list_queries, view_sql
 from .parsers.patterns import PatternError
 from .parsers.patterns import builtin as builtin_patterns
 from .parsers.patterns import load_file as load_patterns
-from .report import report as run_report
-from .rooms import rooms as run_rooms
-from .skew import skew as run_skew
 from .sources import list_sources
 from .sql import OUTPUT_FORMATS, export, query
 from .store import connect_read_only, db_path
 from .summary import summarize
+from .synthetic.demo import demo as run_demo
 from .timefmt import iso_us, span
 
 app = typer.Typer(
@@ -273,7 +273,7 @@ def rooms(
 
     Example: forensics rooms --verdict stale
     """
-    _emit(run_rooms(db, run, verdict, limit), json, render.rooms)
+    _emit(run_rooms(db, run, verdict, limit), json, terminal.rooms)
 
 
 @app.command()
@@ -290,7 +290,7 @@ def correlate(
     Example: forensics correlate --run flag-on --bad partial,mismatch,stale,conflict
     """
     verdicts = tuple(v.strip() for v in bad.split(",") if v.strip())
-    _emit(run_correlate(db, run, verdicts), json, render.correlation)
+    _emit(run_correlate(db, run, verdicts), json, terminal.correlation)
 
 
 @app.command()
@@ -305,7 +305,7 @@ def compare(
 
     Example: forensics compare flag-on flag-off
     """
-    _emit(run_compare(db, runs or None), json, render.comparison)
+    _emit(run_compare(db, runs or None), json, terminal.comparison)
 
 
 @app.command()
@@ -314,7 +314,7 @@ def skew(db: DbOpt = None, run: RunOpt = None, json: JsonOpt = False) -> None:
 
     Example: forensics skew --json
     """
-    _emit(run_skew(db, run), json, render.skew)
+    _emit(run_skew(db, run), json, terminal.skew)
 
 
 @app.command()
@@ -328,7 +328,7 @@ def canary(
 
     Example: forensics canary --top 5
     """
-    _emit(run_canary(db, run, top), json, render.canary)
+    _emit(run_canary(db, run, top), json, terminal.canary)
 
 
 @app.command()
@@ -342,7 +342,7 @@ def report(
 
     Example: forensics report --run flag-on
     """
-    _emit(run_report(db, run, top), json, render.report)
+    _emit(run_report(db, run, top), json, terminal.report)
 
 
 @app.command()
@@ -418,7 +418,7 @@ def demo(
         _print_ingest(res.ingest, json, more)
         return
     _print_ingest(res.ingest, json)
-    render.report(out, rep)
+    terminal.report(out, rep)
     _print_dashboard(res.dashboard)
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.journal_export import journal_remote_available
+from forensics.synthetic.journal_writer import journal_remote_available
 
 from . import corpus
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from forensics.journal_export import export_entry, render, write_journal
+from forensics.synthetic.journal_writer import export_entry, render, write_journal
 
 T0 = 1_795_935_600_000_000  # 2026-11-29 07:00:00 UTC
 BOOT_A = "a1" * 16

@@ -16,14 +16,14 @@ from scipy.stats import binomtest, fisher_exact
 from scipy.stats.contingency import relative_risk
 
 import forensics
-from forensics import incident
-from forensics.canary import canary, page_ranges
-from forensics.compare import compare, requests_needed
-from forensics.correlate import BAD_VERDICTS, correlate
-from forensics.report import report
-from forensics.rooms import rooms
-from forensics.skew import skew
-from forensics.stats import holm, two_by_two
+from forensics.analyses.canary import canary, page_ranges
+from forensics.analyses.compare import compare, requests_needed
+from forensics.analyses.correlate import BAD_VERDICTS, correlate
+from forensics.analyses.report import report
+from forensics.analyses.rooms import rooms
+from forensics.analyses.skew import skew
+from forensics.analyses.stats import holm, two_by_two
+from forensics.synthetic import incident
 from forensics.timefmt import iso_us
 
 from .helpers import cli

@@ -10,12 +10,12 @@ import forensics.dashboards
 import pytest
 from forensics.dashboards import data, figures
 from forensics.dashboards.figures import PANEL_TITLES
+from forensics.dashboards.write import dashboard
 from playwright.sync_api import Browser, Page, sync_playwright
 
 import forensics
-from forensics import incident
-from forensics.dashboard import dashboard
-from forensics.incident import Entry
+from forensics.synthetic import incident
+from forensics.synthetic.incident import Entry
 
 from .helpers import cli
 

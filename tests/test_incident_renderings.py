@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics import incident
-from forensics.journal_export import render, write_journal
+from forensics.synthetic import incident
+from forensics.synthetic.journal_writer import render, write_journal
 
 from . import corpus
 

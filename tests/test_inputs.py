@@ -12,7 +12,7 @@ import zstandard
 
 import forensics
 from forensics.errors import ForensicsError
-from forensics.journal_export import write_journal
+from forensics.synthetic.journal_writer import write_journal
 
 from . import corpus
 from .helpers import cli, counts, messages

@@ -13,7 +13,7 @@ from forensics.parsers.journald.schema import FIELD_MAP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.journal_export import export_entry
+from forensics.synthetic.journal_writer import export_entry
 
 names = st.from_regex(r"[A-Z][A-Z0-9_]{0,24}", fullmatch=True).filter(lambda n: n not in FIELD_MAP)
 values = st.one_of(

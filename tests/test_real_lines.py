@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics.journal_export import export_entry, render, write_journal
+from forensics.synthetic.journal_writer import export_entry, render, write_journal
 
 DATA = Path(__file__).parent / "data" / "sglang-real-lines.tsv"
 T0 = 1_789_912_992_000_000  # 2026-09-20 14:03:12 UTC

@@ -10,7 +10,7 @@ import pytest
 from forensics.parsers.records import parse_records
 
 import forensics
-from forensics.incident import generate
+from forensics.synthetic.incident import generate
 
 
 def _parse(*messages: str, fields: list[str | None] | None = None):
@@ -178,7 +178,7 @@ def test_overlap_duplicates_drop_their_records(renderings, tmp_path: Path, db: P
 
 
 def test_structured_fields_through_a_real_journal(tmp_path: Path, db: Path) -> None:
-    from forensics.journal_export import export_entry, render, write_journal
+    from forensics.synthetic.journal_writer import export_entry, render, write_journal
 
     src = tmp_path / "s.export"
     src.write_bytes(

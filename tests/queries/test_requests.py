@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import forensics
-from forensics.incident import generate
+from forensics.synthetic.incident import generate
 
 
 def test_demo_requests_hold_the_planted_truth(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import forensics
-from forensics.incident import generate
+from forensics.synthetic.incident import generate
 
 
 def _rooms(db: Path) -> dict[int, dict]:

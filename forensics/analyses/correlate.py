@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import duckdb
 
-from .errors import ForensicsError
+from ..errors import ForensicsError
+from ..store import connect_read_only, first_row
 from .rooms import SEVERITY
 from .runs import Runs, run_filter, selected_runs
 from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
-from .store import connect_read_only, first_row
 
 BAD_VERDICTS = ("partial", "mismatch", "stale")
 ONE_SIDED = ("missing_dst", "missing_src")  # exposure unknown: left out and counted

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import duckdb
 
-from .errors import ForensicsError
+from ..errors import ForensicsError
+from ..store import connect_read_only
 from .runs import Runs, run_filter, selected_runs
-from .store import connect_read_only
 
 # Worst first: what makes a room's bytes untrustworthy before what only lost a log line.
 SEVERITY = ["conflict", "mismatch", "stale", "partial", "missing_dst", "missing_src", "match"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from .journal_export import export_entry
+from .journal_writer import export_entry
 
 T0_US = 1_795_935_600_000_000  # 2026-11-29 07:00:00 UTC
 PREFILL_BOOT = "6f1c0d9a2b3e4f5a6b7c8d9e0f1a2b3c"

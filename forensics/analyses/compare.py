@@ -14,9 +14,9 @@ from itertools import combinations
 
 import duckdb
 
+from ..store import connect_read_only
 from .runs import Runs, all_runs, selected_runs
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, two_by_two, wilson
-from .store import connect_read_only
 
 POWER = 0.8  # for "requests needed": the chance of seeing a difference that is there
 

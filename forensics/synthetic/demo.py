@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..dashboards.write import DashboardResult, dashboard
+from ..ingest import IngestResult, ingest
 from . import incident
-from .dashboard import DashboardResult, dashboard
-from .ingest import IngestResult, ingest
-from .journal_export import journal_remote_available, render, write_journal
+from .journal_writer import journal_remote_available, render, write_journal
 
 
 @dataclass

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ForensicsError
-from .outputs import write_text
-from .report import report_con
-from .runs import Runs, selected_runs
-from .store import connect_read_only, first_row
+from ..analyses.report import report_con
+from ..analyses.runs import Runs, selected_runs
+from ..errors import ForensicsError
+from ..outputs import write_text
+from ..store import connect_read_only, first_row
 
 if TYPE_CHECKING:
-    from .dashboards.data import Panels
+    from .data import Panels
 
 DEFAULT_NAME = "forensics-dashboard.html"
 
@@ -43,9 +43,9 @@ def dashboard(
     """Write the dashboard of `runs` (all when None) to `out` (default
     ./forensics-dashboard.html)."""
     # Plotly takes 0.2 s to import: only this command pays for it.
-    from .dashboards.data import panels
-    from .dashboards.figures import runs_figure, timeline_figure
-    from .dashboards.page import render
+    from .data import panels
+    from .figures import runs_figure, timeline_figure
+    from .page import render
 
     t0 = time.perf_counter()
     con = connect_read_only(db)

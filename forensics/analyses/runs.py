@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from .errors import ForensicsError
+from ..errors import ForensicsError
 
 
 def all_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, dict]]:

@@ -12,14 +12,14 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
+from ..store import connect_read_only
+from ..timefmt import span
 from .canary import CanaryReport, canary_con
 from .compare import Comparison, compare_con
 from .correlate import Correlation, correlate_con
 from .rooms import RoomsReport, rooms_con
 from .runs import Runs, all_runs, run_filter, selected_runs
 from .skew import Skew, skew_con
-from .store import connect_read_only
-from .timefmt import span
 
 SUPPRESSED = r"^Suppressed (\d+) messages from (\S+)"
 

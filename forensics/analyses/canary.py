@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
+from ..store import connect_read_only, first_row
 from .runs import Runs, run_filter, selected_runs
-from .store import connect_read_only, first_row
 
 
 @dataclass

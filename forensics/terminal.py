@@ -5,13 +5,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .canary import CanaryReport, page_ranges
-from .compare import Comparison
-from .correlate import Correlation
-from .report import Report
-from .rooms import SEVERITY, RoomsReport
-from .skew import Skew
-from .stats import fmt_num, fmt_p, fmt_pct
+from .analyses.canary import CanaryReport, page_ranges
+from .analyses.compare import Comparison
+from .analyses.correlate import Correlation
+from .analyses.report import Report
+from .analyses.rooms import SEVERITY, RoomsReport
+from .analyses.skew import Skew
+from .analyses.stats import fmt_num, fmt_p, fmt_pct
 from .timefmt import iso_us
 
 

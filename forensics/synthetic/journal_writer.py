@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .errors import ForensicsError
+from ..errors import ForensicsError
 
 JOURNAL_REMOTE = "/lib/systemd/systemd-journal-remote"
 
