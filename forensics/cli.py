@@ -90,7 +90,11 @@ def ingest(
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE label of the run (repeatable).")] = [],  # noqa: B006
     format: Annotated[
         str | None,
-        typer.Option("--format", help="Skip sniffing: short-iso-precise, json, export, journal, …"),
+        typer.Option(
+            "--format",
+            help="Skip sniffing: short-iso-precise, json, export, journal, sglang, timestamped,"
+            " docker-json, …",
+        ),
     ] = None,
     year: Annotated[
         int | None, typer.Option(help="Year for renderings without one (short, short-precise).")
