@@ -5,26 +5,40 @@ The Python API the CLI is a thin layer over:
     import forensics
     res = forensics.ingest(["decode.log", "prefill/"], "incident.duckdb", run="flag-on")
     cols, rows = forensics.query("SELECT host, count(*) FROM entries GROUP BY host", res.db)
+
+Names are imported when first used: `forensics.probes`, which runs inside an inference
+server, must import with torch alone, without polars, DuckDB or scipy.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from .analyses.canary import canary
-from .analyses.compare import compare
-from .analyses.correlate import correlate
-from .analyses.report import report
-from .analyses.rooms import rooms
-from .analyses.skew import skew
-from .dashboards.write import dashboard
-from .errors import ForensicsError
-from .ingest import IngestResult, SourceResult, ingest
-from .named import list_queries, run_named
-from .sources import list_sources
-from .sql import export, query
-from .store import connect, connect_read_only
-from .summary import summarize
-from .synthetic.demo import demo
-
+_WHERE = {
+    "ForensicsError": ".errors",
+    "IngestResult": ".ingest",
+    "SourceResult": ".ingest",
+    "canary": ".analyses.canary",
+    "compare": ".analyses.compare",
+    "connect": ".store",
+    "connect_read_only": ".store",
+    "correlate": ".analyses.correlate",
+    "dashboard": ".dashboards.write",
+    "demo": ".synthetic.demo",
+    "export": ".sql",
+    "ingest": ".ingest",
+    "list_queries": ".named",
+    "list_sources": ".sources",
+    "query": ".sql",
+    "report": ".analyses.report",
+    "rooms": ".analyses.rooms",
+    "run_named": ".named",
+    "skew": ".analyses.skew",
+    "summarize": ".summary",
+}
 __all__ = [
     "ForensicsError",
     "IngestResult",
@@ -48,3 +62,30 @@ __all__ = [
     "skew",
     "summarize",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'forensics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value  # once: later lookups skip this function
+    return value
+
+
+if TYPE_CHECKING:
+    from .analyses.canary import canary
+    from .analyses.compare import compare
+    from .analyses.correlate import correlate
+    from .analyses.report import report
+    from .analyses.rooms import rooms
+    from .analyses.skew import skew
+    from .dashboards.write import dashboard
+    from .errors import ForensicsError
+    from .ingest import IngestResult, SourceResult, ingest
+    from .named import list_queries, run_named
+    from .sources import list_sources
+    from .sql import export, query
+    from .store import connect, connect_read_only
+    from .summary import summarize
+    from .synthetic.demo import demo

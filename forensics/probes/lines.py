@@ -1,0 +1,51 @@
+"""Records as the lines docs/log-contract.md defines, and where they go (logging)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+
+LOGGER = "forensics.probes"
+ENV = "FORENSICS_PROBES"  # "0" turns every probe into a no-op
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def value(v: object) -> str:
+    """A value as the contract writes it: a bare token, or a quoted string."""
+    s = str(v).lower() if isinstance(v, bool) else str(v)
+    if s == "" or any(c.isspace() or c == '"' for c in s):
+        return json.dumps(s)
+    return s
+
+
+def pages(ids: Iterable[int]) -> str:
+    """A page list with ranges, always bracketed (a bare number would be a count)."""
+    out: list[str] = []
+    run: list[int] = []
+    for p in sorted(set(int(x) for x in ids)):
+        if run and p == run[-1] + 1:
+            run.append(p)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [p]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return "[" + ",".join(out) + "]"
+
+
+def record(kind: str, fields: dict[str, object]) -> str:
+    body = " ".join(f"{k}={value(v)}" for k, v in fields.items() if v is not None)
+    return f"forensics:{kind} {body}"
+
+
+def emit(line: str, logger: logging.Logger | bool | None) -> None:
+    if logger is False:
+        return
+    target = logging.getLogger(LOGGER) if logger in (None, True) else logger
+    target.info(line)  # type: ignore[union-attr]

@@ -1,0 +1,178 @@
+"""The probes (forensics.probes) on the CPU: which signatures a flipped byte changes, the
+canary on planted writes, and the round trip through `forensics ingest`."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+from forensics.probes import PageCanary, digest, record_checksum
+from forensics.probes.digest import LANES, lane_sums_torch
+
+import forensics
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.int8, torch.int32, torch.int64,
+          torch.uint8, torch.float8_e4m3fn, torch.bool]  # fmt: skip
+HEAD = TAIL = 4096
+
+
+def _random(dtype: torch.dtype, nbytes: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    raw = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=g)
+    if dtype == torch.bool:
+        return (raw & 1).to(torch.bool)
+    return raw.view(dtype)
+
+
+def _flip(t: torch.Tensor, at: int) -> torch.Tensor:
+    out = t.clone()
+    b = out.view(torch.uint8) if out.dtype != torch.bool else out.view(torch.uint8)
+    b[at] ^= 1
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_flipped_byte_changes_exactly_the_signatures_of_its_region(dtype) -> None:
+    size = torch.empty(0, dtype=dtype).element_size()
+    n = (5 * HEAD + 3) // size * size  # not a multiple of 8: the last word is padded
+    t = _random(dtype, n, seed=n)
+    base = digest(t, head_bytes=HEAD, tail_bytes=TAIL)
+    assert base.nbytes == n
+    for at, changes in [(0, "head"), (HEAD - 1, "head"), (n // 2, None), (n - 1, "tail"),
+                        (n - TAIL, "tail")]:  # fmt: skip
+        d = digest(_flip(t, at), head_bytes=HEAD, tail_bytes=TAIL)
+        assert d.full != base.full, (dtype, at)
+        assert (d.head != base.head) == (changes == "head"), (dtype, at)
+        assert (d.tail != base.tail) == (changes == "tail"), (dtype, at)
+
+
+def test_every_single_byte_of_a_small_buffer_changes_full() -> None:
+    t = _random(torch.uint8, 203, seed=1)
+    base = digest(t).full
+    assert len({digest(_flip(t, i)).full for i in range(203)} | {base}) == 204
+
+
+def test_views_hash_their_logical_bytes() -> None:
+    t = _random(torch.float32, 4 * 64 * 48, seed=2).view(64, 48)
+    view = t[:, ::2].T  # not contiguous
+    assert not view.is_contiguous()
+    assert digest(view) == digest(view.contiguous())
+    assert digest(view).full != digest(t).full
+    assert digest(t[3]).full == digest(t[3].clone()).full
+
+
+def test_torch_arithmetic_matches_a_plain_python_reference() -> None:
+    words = _random(torch.uint8, 8 * 1000, seed=3).view(torch.int64)
+    m = (1 << 64) - 1
+
+    def fmix(x: int) -> int:
+        x ^= x >> 33
+        x = (x * 0xFF51AFD7ED558CCD) & m
+        x ^= x >> 33
+        x = (x * 0xC4CEB9FE1A85EC53) & m
+        return x ^ (x >> 33)
+
+    want = []
+    for c, k in LANES:
+        s = sum(fmix((w + i * c + k) & m) for i, w in enumerate(x & m for x in words.tolist()))
+        want.append(s & m)
+    got = [x & m for x in lane_sums_torch(words).tolist()]
+    assert got == want
+
+
+def test_record_checksum_line_and_switch(monkeypatch, caplog) -> None:
+    t = torch.arange(100, dtype=torch.int32)
+    with caplog.at_level(logging.INFO, logger="forensics.probes"):
+        line = record_checksum("src", 7301934425522180813, t, rid="r1", buf="kv", layer=3, tp=0)
+    assert caplog.messages == [line]
+    d = digest(t)
+    assert line == (
+        f"forensics:checksum side=src room=7301934425522180813 rid=r1 buf=kv layer=3 tp=0 "
+        f"dtype=int32 nbytes=400 head={d.head} tail={d.tail} full={d.full}"
+    )
+    monkeypatch.setenv("FORENSICS_PROBES", "0")
+    assert record_checksum("dst", 1, t, logger=False) is None
+    with pytest.raises(ValueError):
+        record_checksum("up", 1, t)
+
+
+def test_canary_finds_exactly_the_planted_pages() -> None:
+    g = torch.Generator().manual_seed(4)
+    layers = {0: torch.randn(512, 64, 8, generator=g), 30: torch.randn(512, 64, 8, generator=g)}
+    canary = PageCanary(layers, logger=False)
+    expected = torch.tensor([10, 10, 11, 200])  # like out_cache_loc // page_size
+    with canary.watch(1812, expected, rids=["a", "b"], rooms=[1, 2]):
+        layers[0][[10, 11]] += 1.0  # what the step should write
+        layers[0][[300, 301, 302, 17]] *= -1.0  # aliasing writes
+        layers[30][200] += 1.0
+        layers[30][5, 3, 1] = 42.0  # one element of one page
+    w = canary.last
+    assert w is not None and w.expected == [10, 11, 200]
+    assert w.layers[0] == ([10, 11, 17, 300, 301, 302], [17, 300, 301, 302])
+    assert w.layers[30] == ([5, 200], [5])
+    assert w.lines[0].endswith(
+        "expected=[10-11,200] changed=[10-11,17,300-302] unexpected=[17,300-302]"
+    )
+    assert w.lines[-1] == "forensics:step step=1812 bs=2 rids=a,b rooms=1,2"
+
+
+def test_canary_page_dim_sampling_and_switch(monkeypatch) -> None:
+    buf = torch.zeros(4, 100)  # pages along dim 1
+    canary = PageCanary([buf], page_dim=1, every=2, limit=2, logger=False)
+    seen = []
+    for step in range(8):
+        with canary.watch(step, []):
+            buf[:, step] = step + 1
+        seen.append(canary.recorded)
+    assert seen == [1, 1, 2, 2, 2, 2, 2, 2]  # steps 0 and 2, then the limit
+    assert canary.last is not None and canary.last.layers[0] == ([2], [2])
+    monkeypatch.setenv("FORENSICS_PROBES", "0")
+    quiet = PageCanary([buf], logger=False)
+    with quiet.watch(0, []):
+        buf += 1
+    assert quiet.last is None
+
+
+def _log_to(path: Path, host_prefix: str) -> logging.Logger:
+    logger = logging.getLogger(f"probe-test-{path.name}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    h = logging.FileHandler(path)
+    h.setFormatter(
+        logging.Formatter(f"[%(asctime)s {host_prefix}] %(message)s", "%Y-%m-%d %H:%M:%S")
+    )
+    logger.addHandler(h)
+    return logger
+
+
+def test_round_trip_through_ingest(tmp_path: Path, db: Path) -> None:
+    pre, dec = tmp_path / "prefill-0.log", tmp_path / "decode-0.log"
+    lp, ld = _log_to(pre, "TP0"), _log_to(dec, "TP0")
+    kv = {room: _random(torch.bfloat16, 3 * HEAD * 2, seed=room) for room in (1, 2, 3, 4)}
+    common = {"buf": "index_k", "layer": "all", "head_bytes": HEAD, "tail_bytes": TAIL}
+    for room, t in kv.items():
+        record_checksum("src", room, t, rid=f"r{room}", logger=lp, **common)
+    record_checksum("dst", 1, kv[1], rid="r1", logger=ld, **common)
+    last = kv[2].numel() * 2 - 1
+    record_checksum("dst", 2, _flip(kv[2], last), rid="r2", logger=ld, **common)  # tail late
+    record_checksum("dst", 3, kv[4], rid="r3", logger=ld, **common)  # room 4's bytes: stale
+    layers = [torch.zeros(64, 16), torch.zeros(64, 16)]
+    canary = PageCanary(layers, logger=ld)
+    with canary.watch(9, [3], rids=["r1", "r2"], rooms=[1, 2]):
+        layers[1][[3, 40, 41]] = 1.0
+    for lg in (lp, ld):
+        for h in lg.handlers:
+            h.close()
+    forensics.ingest([str(pre), str(dec)], db)
+    _, rows = forensics.query("SELECT room, verdict, stale_of FROM rooms ORDER BY room", db)
+    assert rows == [(1, "match", None), (2, "partial", None), (3, "stale", 4),
+                    (4, "missing_dst", None)]  # fmt: skip
+    _, canary_rows = forensics.query(
+        "SELECT step, layer, n_changed, unexpected FROM canary ORDER BY layer", db
+    )
+    assert canary_rows == [(9, 0, 0, []), (9, 1, 3, [40, 41])]
+    _, writes = forensics.query("SELECT step, layer, rids FROM canary_writes", db)
+    assert writes == [(9, 1, ["r1", "r2"])]
