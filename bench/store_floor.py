@@ -20,7 +20,7 @@ from forensics.parsers.journald import ReadContext, read_entries, sniff
 
 from forensics import records, store
 
-ingest = importlib.import_module("forensics.ingest")  # the module, not the function
+ingest = importlib.import_module("forensics.ingestion")
 
 
 def main(path: str) -> None:

@@ -19,8 +19,8 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "ForensicsError": ".errors",
-    "IngestResult": ".ingest",
-    "SourceResult": ".ingest",
+    "IngestResult": ".ingestion",
+    "SourceResult": ".ingestion",
     "canary": ".analyses.canary",
     "compare": ".analyses.compare",
     "connect": ".store",
@@ -29,7 +29,7 @@ _WHERE = {
     "dashboard": ".dashboards.write",
     "demo": ".synthetic.demo",
     "export": ".sql",
-    "ingest": ".ingest",
+    "ingest": ".ingestion",
     "list_queries": ".named",
     "list_sources": ".sources",
     "query": ".sql",
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from .analyses.skew import skew
     from .dashboards.write import dashboard
     from .errors import ForensicsError
-    from .ingest import IngestResult, SourceResult, ingest
+    from .ingestion import IngestResult, SourceResult, ingest
     from .named import list_queries, run_named
     from .sources import list_sources
     from .sql import export, query

@@ -29,8 +29,8 @@ from .analyses.skew import skew as run_skew
 from .dashboards.write import DEFAULT_NAME
 from .dashboards.write import dashboard as run_dashboard
 from .errors import ForensicsError
-from .ingest import IngestResult
-from .ingest import ingest as run_ingest
+from .ingestion import IngestResult
+from .ingestion import ingest as run_ingest
 from .named import list_queries, view_sql
 from .parsers.patterns import PatternError
 from .parsers.patterns import builtin as builtin_patterns

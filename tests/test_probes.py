@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+import forensics
 from forensics.probes import PageCanary, digest, record_checksum
 from forensics.probes.digest import LANES, lane_sums_torch
-
-import forensics
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.int8, torch.int32, torch.int64,
           torch.uint8, torch.float8_e4m3fn, torch.bool]  # fmt: skip
@@ -29,7 +28,7 @@ def _random(dtype: torch.dtype, nbytes: int, seed: int) -> torch.Tensor:
 
 def _flip(t: torch.Tensor, at: int) -> torch.Tensor:
     out = t.clone()
-    b = out.view(torch.uint8) if out.dtype != torch.bool else out.view(torch.uint8)
+    b = out.view(torch.uint8)
     b[at] ^= 1
     return out
 
@@ -176,3 +175,18 @@ def test_round_trip_through_ingest(tmp_path: Path, db: Path) -> None:
     assert canary_rows == [(9, 0, 0, []), (9, 1, 3, [40, 41])]
     _, writes = forensics.query("SELECT step, layer, rids FROM canary_writes", db)
     assert writes == [(9, 1, ["r1", "r2"])]
+
+
+def test_probes_load_with_torch_alone_and_the_api_resolves() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, forensics.probes;"
+        "bad = {'polars', 'duckdb', 'scipy', 'pyarrow'} & set(sys.modules);"
+        "assert not bad, bad"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    for name in forensics.__all__:
+        assert getattr(forensics, name) is not None
+    assert callable(forensics.ingest)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..dashboards.write import DashboardResult, dashboard
-from ..ingest import IngestResult, ingest
+from ..ingestion import IngestResult, ingest
 from . import incident
 from .journal_writer import journal_remote_available, render, write_journal
 
