@@ -2,8 +2,9 @@
 replay), against the pages the region was expected to write.
 
 Memory: 8 bytes per page per buffer for the signatures taken before the region, as many
-after, and transient per-page partial sums (8 bytes per page and 4096 words); never a
-clone of the buffers.
+after, and a byte per page for the comparison; never a clone of the buffers. On CUDA one
+program reads one page (a Triton kernel per buffer), so the cost is one read of the
+watched buffers before and one after, plus one transfer of the changed page ids.
 
 Synchronisation: signatures are computed on the current stream, ordered after the work
 queued there before them. With sync="stream" (default) the canary sees the writes of the
@@ -96,9 +97,19 @@ class PageCanary:
             expected = sorted({int(p) for p in expected_pages})
         exp = set(expected)
         bs = bs if bs is not None else (len(rids) if rids is not None else None)
+        # One transfer to the host for every layer's changed pages.
+        names = list(self.buffers)
+        diff = torch.cat([after[layer] != before[layer] for layer in names])
+        sizes = [after[layer].numel() for layer in names]
+        hits = torch.nonzero(diff).flatten().tolist()
         layers, lines = {}, []
-        for layer in self.buffers:
-            changed = torch.nonzero(after[layer] != before[layer]).flatten().tolist()
+        offset, k = 0, 0
+        for layer, size in zip(names, sizes, strict=True):
+            changed = []
+            while k < len(hits) and hits[k] < offset + size:
+                changed.append(hits[k] - offset)
+                k += 1
+            offset += size
             unexpected = [p for p in changed if p not in exp]
             layers[layer] = (changed, unexpected)
             lines.append(record("canary", {

@@ -57,8 +57,8 @@ def byte_view(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _words(data: torch.Tensor) -> torch.Tensor:
-    """uint8 bytes -> int64 words (zero-padded to a multiple of 8 bytes). A region that
-    does not start on an 8-byte boundary (a tail, an odd slice) is copied on its device."""
+    """uint8 bytes -> int64 words (zero-padded to a multiple of 8 bytes). A buffer that does
+    not start on an 8-byte boundary (an odd slice) is copied on its device first."""
     pad = (-data.numel()) % 8
     if pad:
         data = torch.cat([data, data.new_zeros(pad)])
@@ -80,27 +80,35 @@ def _fmix(x: torch.Tensor) -> torch.Tensor:
     return x ^ _shr(x, 33)
 
 
-def lane_sums_torch(words: torch.Tensor) -> torch.Tensor:
-    """(2,) int64: the two lane sums of int64 words, in chunks (the reference)."""
+def lane_sums_torch(words: torch.Tensor, first: int = 0) -> torch.Tensor:
+    """(2,) int64: the two lane sums of int64 words whose first has index `first`, in
+    chunks (the reference)."""
     out = torch.zeros(2, dtype=torch.int64, device=words.device)
     for start in range(0, words.numel(), CHUNK_WORDS):
         w = words[start : start + CHUNK_WORDS]
-        idx = torch.arange(start, start + w.numel(), dtype=torch.int64, device=w.device)
+        idx = torch.arange(first + start, first + start + w.numel(), dtype=torch.int64,
+                           device=w.device)  # fmt: skip
         for lane, (c, k) in enumerate(LANES):
             s = idx * _signed(c) + _signed(k)
             out[lane] += _fmix(w + s).sum()
     return out
 
 
-def lane_sums(words: torch.Tensor) -> torch.Tensor:
+def region_sums(words: torch.Tensor, head_words: int, tail_first: int) -> torch.Tensor:
+    """(3, 2) int64 on the host: lane sums of the words before `head_words`, from
+    `tail_first` on, and of all; one pass over the buffer on CUDA."""
     if words.is_cuda:
-        from .kernels import lane_sums_triton
+        from .kernels import region_sums_triton
 
-        return lane_sums_triton(words)
-    return lane_sums_torch(words)
+        return region_sums_triton(words, head_words, tail_first)
+    return torch.stack([
+        lane_sums_torch(words[:head_words]),
+        lane_sums_torch(words[tail_first:], tail_first),
+        lane_sums_torch(words),
+    ]).cpu()  # fmt: skip
 
 
-def _finish(sums: tuple[int, int], nbytes: int) -> str:
+def _finish(sums: list[int], nbytes: int) -> str:
     raw = struct.pack("<qqQ", sums[0], sums[1], nbytes)
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
@@ -108,15 +116,16 @@ def _finish(sums: tuple[int, int], nbytes: int) -> str:
 def digest(
     tensor: torch.Tensor, *, head_bytes: int = DEFAULT_HEAD, tail_bytes: int = DEFAULT_TAIL
 ) -> Digest:
-    """head (first head_bytes), tail (last tail_bytes) and full signatures of the tensor's
-    bytes, computed on its device; one transfer of 48 bytes to the host."""
+    """Signatures of the first head_bytes (`head`), the last tail_bytes (`tail`) and all
+    (`full`) of the tensor's bytes, computed on its device in one pass; one transfer of 48
+    bytes to the host. The regions are counted in whole 8-byte words of the buffer (a
+    region's partial word is included), so a change inside a region always changes it."""
     data = byte_view(tensor)
     n = data.numel()
     h, t = min(head_bytes, n), min(tail_bytes, n)
-    regions = [data[:h], data[n - t :], data]
-    sums = torch.stack([lane_sums(_words(r)) for r in regions]).cpu().tolist()
-    head, tail, full = (_finish(tuple(s), r.numel()) for s, r in zip(sums, regions, strict=True))
-    return Digest(head, tail, full, n)
+    words = _words(data)
+    sums = region_sums(words, -(-h // 8), (n - t) // 8).tolist()
+    return Digest(_finish(sums[0], h), _finish(sums[1], t), _finish(sums[2], n), n)
 
 
 def page_signatures(buffer: torch.Tensor, page_dim: int = 0) -> torch.Tensor:

@@ -10,7 +10,9 @@ import triton.language as tl
 
 from .digest import F1, F2, LANES
 
-BLOCK = 4096
+BLOCK = 1024
+PAGE_BLOCK = 1024
+PROGRAMS_PER_SM = 8
 _F1 = tl.constexpr(F1)
 _F2 = tl.constexpr(F2)
 
@@ -25,32 +27,60 @@ def _fmix(x):
 
 
 @triton.jit
-def _lanes_kernel(words_ptr, n, out_ptr, C0, K0, C1, K1, BLOCK: tl.constexpr):
+def _regions_kernel(words_ptr, n, iters, head_words, tail_first, out_ptr, C0, K0, C1, K1,
+                    BLOCK: tl.constexpr):  # fmt: skip
+    # A fixed grid of programs strides over the blocks; lane sums accumulate in registers
+    # and are reduced once at the end. Head and tail sums are added only in the blocks
+    # that reach into those regions (a branch uniform across the program).
     pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    w = tl.load(words_ptr + offs, mask=mask, other=0).to(tl.uint64, bitcast=True)
-    i = offs.to(tl.uint64)
+    nprog = tl.num_programs(0)
     c0, k0 = C0.to(tl.uint64, bitcast=True), K0.to(tl.uint64, bitcast=True)
     c1, k1 = C1.to(tl.uint64, bitcast=True), K1.to(tl.uint64, bitcast=True)
-    v0 = tl.where(mask, _fmix(w + (i * c0 + k0)), 0)
-    v1 = tl.where(mask, _fmix(w + (i * c1 + k1)), 0)
-    tl.store(out_ptr + pid * 2, tl.sum(v0, axis=0).to(tl.int64, bitcast=True))
-    tl.store(out_ptr + pid * 2 + 1, tl.sum(v1, axis=0).to(tl.int64, bitcast=True))
+    f0 = tl.zeros([BLOCK], dtype=tl.uint64)
+    f1 = tl.zeros([BLOCK], dtype=tl.uint64)
+    h0 = tl.zeros([BLOCK], dtype=tl.uint64)
+    h1 = tl.zeros([BLOCK], dtype=tl.uint64)
+    t0 = tl.zeros([BLOCK], dtype=tl.uint64)
+    t1 = tl.zeros([BLOCK], dtype=tl.uint64)
+    for it in range(0, iters):
+        start = (pid + it * nprog).to(tl.int64) * BLOCK
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        w = tl.load(words_ptr + offs, mask=mask, other=0).to(tl.uint64, bitcast=True)
+        i = offs.to(tl.uint64)
+        v0 = tl.where(mask, _fmix(w + (i * c0 + k0)), 0)
+        v1 = tl.where(mask, _fmix(w + (i * c1 + k1)), 0)
+        f0 += v0
+        f1 += v1
+        if start < head_words:
+            h0 += tl.where(offs < head_words, v0, 0)
+            h1 += tl.where(offs < head_words, v1, 0)
+        if start + BLOCK > tail_first:
+            t0 += tl.where(offs >= tail_first, v0, 0)
+            t1 += tl.where(offs >= tail_first, v1, 0)
+    out = out_ptr + pid * 6
+    tl.store(out + 0, tl.sum(h0, axis=0).to(tl.int64, bitcast=True))
+    tl.store(out + 1, tl.sum(h1, axis=0).to(tl.int64, bitcast=True))
+    tl.store(out + 2, tl.sum(t0, axis=0).to(tl.int64, bitcast=True))
+    tl.store(out + 3, tl.sum(t1, axis=0).to(tl.int64, bitcast=True))
+    tl.store(out + 4, tl.sum(f0, axis=0).to(tl.int64, bitcast=True))
+    tl.store(out + 5, tl.sum(f1, axis=0).to(tl.int64, bitcast=True))
 
 
 @triton.jit
-def _pages_kernel(words_ptr, per, out_ptr, blocks, C0, K0, BLOCK: tl.constexpr):
+def _pages_kernel(words_ptr, per, out_ptr, C0, K0, BLOCK: tl.constexpr):
+    # One program a page: no partial sums to add up afterwards.
     page = tl.program_id(0)
-    blk = tl.program_id(1)
-    j = blk.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = j < per
     base = page.to(tl.int64) * per
-    w = tl.load(words_ptr + base + j, mask=mask, other=0).to(tl.uint64, bitcast=True)
-    i = (base + j).to(tl.uint64)
     c0, k0 = C0.to(tl.uint64, bitcast=True), K0.to(tl.uint64, bitcast=True)
-    v = tl.where(mask, _fmix(w + (i * c0 + k0)), 0)
-    tl.store(out_ptr + page * blocks + blk, tl.sum(v, axis=0).to(tl.int64, bitcast=True))
+    acc = tl.zeros([BLOCK], dtype=tl.uint64)
+    for j0 in range(0, per, BLOCK):
+        j = j0 + tl.arange(0, BLOCK)
+        mask = j < per
+        w = tl.load(words_ptr + base + j, mask=mask, other=0).to(tl.uint64, bitcast=True)
+        i = (base + j).to(tl.uint64)
+        acc += tl.where(mask, _fmix(w + (i * c0 + k0)), 0)
+    tl.store(out_ptr + page, tl.sum(acc, axis=0).to(tl.int64, bitcast=True))
 
 
 def _u64(x: int) -> int:
@@ -60,21 +90,25 @@ def _u64(x: int) -> int:
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
-def lane_sums_triton(words: torch.Tensor) -> torch.Tensor:
+def region_sums_triton(words: torch.Tensor, head_words: int, tail_first: int) -> torch.Tensor:
+    """(3, 2) int64 on the host: the per-program partials (a few kB) are added there,
+    which saves a reduction kernel on the device."""
     n = words.numel()
     blocks = max(1, triton.cdiv(n, BLOCK))
-    partial = torch.empty(blocks * 2, dtype=torch.int64, device=words.device)
+    sms = torch.cuda.get_device_properties(words.device).multi_processor_count
+    nprog = min(blocks, sms * PROGRAMS_PER_SM)
+    partial = torch.empty(nprog * 6, dtype=torch.int64, device=words.device)
     (c0, k0), (c1, k1) = LANES
-    _lanes_kernel[(blocks,)](words, n, partial, _u64(c0), _u64(k0), _u64(c1), _u64(k1),
-                             BLOCK=BLOCK)  # fmt: skip
-    return partial.view(blocks, 2).sum(dim=0)
+    _regions_kernel[(nprog,)](words, n, triton.cdiv(blocks, nprog), head_words, tail_first,
+                              partial, _u64(c0), _u64(k0), _u64(c1), _u64(k1),
+                              BLOCK=BLOCK)  # fmt: skip
+    return partial.cpu().view(nprog, 3, 2).sum(dim=0)
 
 
 def page_sums_triton(words: torch.Tensor) -> torch.Tensor:
     pages, per = words.shape
     words = words.contiguous()
-    blocks = max(1, triton.cdiv(per, BLOCK))
-    partial = torch.empty(pages * blocks, dtype=torch.int64, device=words.device)
+    out = torch.empty(pages, dtype=torch.int64, device=words.device)
     c0, k0 = LANES[0]
-    _pages_kernel[(pages, blocks)](words, per, partial, blocks, _u64(c0), _u64(k0), BLOCK=BLOCK)
-    return partial.view(pages, blocks).sum(dim=1)
+    _pages_kernel[(pages,)](words, per, out, _u64(c0), _u64(k0), BLOCK=PAGE_BLOCK)
+    return out
