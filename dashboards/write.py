@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from ..analyses.report import report_con
 from ..analyses.runs import Runs, selected_runs
-from ..errors import ForensicsError
 from ..outputs import write_text
 from ..store import connect_read_only, first_row
 
@@ -59,11 +58,7 @@ def dashboard(
     timeline = timeline_figure(p)
     page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty)
     path = Path(out) if out is not None else Path(DEFAULT_NAME)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ForensicsError(f"cannot write {path}: {exc.strerror}") from None
-    write_text(path, page)
+    write_text(path, page, make_parents=True)
     res = DashboardResult(
         path, path.stat().st_size, time.perf_counter() - t0,
         list(timeline.layout.meta["panels"]) if timeline.layout.meta else [], empty, p.notes,

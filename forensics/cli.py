@@ -459,6 +459,28 @@ def _is_abort(exc: BaseException) -> bool:
     return type(exc).__name__ == "Abort" and isinstance(exc, RuntimeError)
 
 
+def _failure(exc: BaseException, interrupted: bool, debug: bool) -> tuple[str, int]:
+    """The one line and the exit code for an exception that ended a command."""
+    if (
+        interrupted
+        or _is_abort(exc)
+        or isinstance(exc, KeyboardInterrupt | duckdb.InterruptException)
+    ):
+        return INTERRUPTED, 130  # whatever Ctrl-C turned into on its way out
+    if isinstance(exc, ForensicsError | PatternError):
+        return str(exc), 2
+    if isinstance(exc, duckdb.Error):
+        return f"database: {str(exc).splitlines()[0]}", 2
+    usage = _usage_error(exc)
+    if usage is not None:
+        return usage, 2
+    if debug:
+        traceback.print_exception(exc)
+    hint = "" if debug else f" (run with --debug or {DEBUG_ENV}=1 for the traceback)"
+    first = (str(exc).splitlines() or [""])[0]
+    return f"unexpected {type(exc).__name__}: {first}{hint}", 1
+
+
 def main(argv: list[str] | None = None) -> None:
     """Every failure is one line on stderr and a non-zero exit: 2 for errors, 130 for
     Ctrl-C. `--debug` (anywhere) or FORENSICS_DEBUG=1 adds the traceback of the
@@ -469,37 +491,22 @@ def main(argv: list[str] | None = None) -> None:
     interrupted = threading.Event()
 
     def on_sigint(signum, frame) -> None:
-        interrupted.set()
+        interrupted.set()  # DuckDB may turn the KeyboardInterrupt into its own error
         raise KeyboardInterrupt
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, on_sigint)
     try:
         rv = app(args=args, prog_name="forensics", standalone_mode=False)
-    except KeyboardInterrupt:
-        _fail(INTERRUPTED, 130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except (ForensicsError, PatternError) as exc:
-        _fail(INTERRUPTED if interrupted.is_set() else str(exc), 130 if interrupted.is_set() else 2)
-    except duckdb.Error as exc:
-        if interrupted.is_set() or isinstance(exc, duckdb.InterruptException):
-            _fail(INTERRUPTED, 130)
-        _fail(f"database: {str(exc).splitlines()[0]}")
-    except Exception as exc:
-        if interrupted.is_set() or _is_abort(exc):
-            _fail(INTERRUPTED, 130)
+    except SystemExit:
+        raise
+    except BaseException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()  # type: ignore[attr-defined]  # the help text, as asked
             sys.exit(2)
-        usage = _usage_error(exc)
-        if usage is not None:
-            _fail(usage, 2)
-        if debug:
-            traceback.print_exc()
-        hint = "" if debug else f" (run with --debug or {DEBUG_ENV}=1 for the traceback)"
-        first = (str(exc).splitlines() or [""])[0]
-        _fail(f"unexpected {type(exc).__name__}: {first}{hint}", 1)
+        _fail(*_failure(exc, interrupted.is_set(), debug))
     if interrupted.is_set():
         _fail(INTERRUPTED, 130)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -19,21 +19,18 @@ import pyarrow as pa
 
 from .errors import ForensicsError
 from .inputs import Input, Opened, expand, open_input
+from .parsers.formats import FORMATS, read_stream, sniff_input
 from .parsers.journald import (
-    FORMATS,
     JournalctlFailed,
     JournalctlMissing,
     ReadContext,
     UnknownFormat,
-    read_entries,
     read_journal_file,
-    sniff,
 )
 from .parsers.journald.text import TEXT_FORMATS
 from .parsers.patterns import Pattern, PatternError
 from .parsers.patterns import load_file as load_patterns
-from .parsers.plain import PLAIN_FORMATS, read_plain, sniff_collector, sniff_program
-from .parsers.results import RESULT_FORMATS, NotResults, read_results, sniff_results
+from .parsers.results import RESULT_FORMATS, NotResults, read_results
 from .records import TABLES as RECORD_TABLES
 from .records import RecordSink
 from .store import ENTRY_COLUMNS, connect, db_path, first_row, scalar, transaction
@@ -93,9 +90,8 @@ def ingest(
     """
     if year is not None and not YEARS[0] <= year <= YEARS[1]:
         raise ForensicsError(f"--year {year} is outside {YEARS[0]}-{YEARS[1]}")
-    if fmt is not None and fmt not in (*FORMATS, *PLAIN_FORMATS):
-        known = ", ".join([*FORMATS, *PLAIN_FORMATS])
-        raise ForensicsError(f"unknown format {fmt!r}; known: {known}")
+    if fmt is not None and fmt not in FORMATS:
+        raise ForensicsError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     try:
         user = [p for f in patterns or [] for p in load_patterns(f)]
     except PatternError as exc:
@@ -145,10 +141,8 @@ def _ensure_run(con: duckdb.DuckDBPyConnection, run: str, tags: dict[str, str]) 
 
 
 def _batches(opened: Opened, inp: Input, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:
-    if fmt in PLAIN_FORMATS:
-        return read_plain(opened.stream, fmt, ctx)
     if fmt != "journal":
-        return read_entries(opened.stream, fmt, ctx)
+        return read_stream(opened.stream, fmt, ctx)
     if inp.path is not None and opened.compression is None:
         return read_journal_file(inp.path, ctx)
     return _journal_via_temp(opened, ctx)
@@ -175,10 +169,7 @@ def _ingest_one(
 ) -> SourceResult:
     opened = open_input(inp, progress)
     try:
-        chosen = fmt or sniff_results(opened.head) or sniff_collector(opened.head)
-        chosen = chosen or sniff(opened.head)
-        if chosen == "cat" and fmt is None:
-            chosen = sniff_program(opened.head) or "cat"
+        chosen = fmt or sniff_input(opened.head)
     except NotResults as exc:
         raise ForensicsError(f"{inp.name}: {exc}") from None
     except UnknownFormat as exc:

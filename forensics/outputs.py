@@ -12,13 +12,14 @@ from .errors import ForensicsError
 
 
 @contextmanager
-def replacing(path: str | os.PathLike) -> Iterator[Path]:
+def replacing(path: str | os.PathLike, make_parents: bool = False) -> Iterator[Path]:
     """A temporary path in the target's folder; renamed onto `path` only when the block
     succeeds, so a full disk or an interruption never leaves a short or empty file."""
     target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        if make_parents:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise ForensicsError(f"cannot write {target}: {exc.strerror}") from None
     os.close(fd)
@@ -32,6 +33,6 @@ def replacing(path: str | os.PathLike) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    with replacing(path) as tmp:
+def write_text(path: str | os.PathLike, text: str, make_parents: bool = False) -> None:
+    with replacing(path, make_parents) as tmp:
         tmp.write_text(text, encoding="utf-8")

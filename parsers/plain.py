@@ -25,17 +25,17 @@ from typing import BinaryIO
 import orjson
 import pyarrow as pa
 
+from .isotime import iso_us
 from .journald.context import ReadContext
-from .journald.schema import TS_MAX_US, RowBuilder
+from .journald.schema import RowBuilder
 
 PLAIN_FORMATS = ("sglang", "timestamped", "docker-json")
 BATCH_ROWS = 50_000
-_RFC3339 = re.compile(
-    rb"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})) "
-)
-_RFC3339_Z = re.compile(rb"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z ")
-_DATED = re.compile(r"^\[?(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?")
-_TIME_ONLY = re.compile(r"^\[(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?[ \]]")
+_RFC3339 = re.compile(rb"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})) ")
+_DATED = re.compile(r"^\[?(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)")
+_TIME_ONLY = re.compile(r"^\[(\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)[ \]]")
+_DAY_S = 86_400
+_ROLLOVER_S = 6 * 3600  # a time of day that moves back by more than this is the next day
 _TRACEBACK = "Traceback (most recent call last):"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -56,7 +56,7 @@ def sniff_collector(head: bytes) -> str | None:
         return None
     if lines[0].startswith(b'{"log":'):
         return "docker-json"
-    stamped = sum(1 for ln in lines if _RFC3339_Z.match(ln))
+    stamped = sum(1 for ln in lines if (m := _RFC3339.match(ln)) and m.group(2) == b"Z")
     return "timestamped" if stamped * 2 > len(lines) else None
 
 
@@ -78,29 +78,31 @@ def host_from_name(name: str) -> str | None:
     return base.split(".", 1)[0] or None
 
 
-def _us(date: dt.date, h: str, m: str, s: str, frac: str | None) -> int | None:
+def _at(day: dt.date, clock: str) -> int | None:
+    """µs of a day and a time of day ("14:03:12,123"), None when it is no time."""
     try:
-        t = dt.datetime(date.year, date.month, date.day, int(h), int(m), int(s), tzinfo=dt.UTC)
+        return iso_us(f"{day.isoformat()} {clock}")
     except ValueError:
         return None
-    us = int((t - _EPOCH).total_seconds()) * 1_000_000
-    if frac:
-        us += int(frac[:6].ljust(6, "0"))
-    return us if 0 <= us <= TS_MAX_US else None
 
 
-def _rfc3339_us(text: str) -> int | None:
-    frac = ""
-    m = re.match(r"^(.*T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(.*)$", text)
-    if m is None:
-        return None
-    base, frac, zone = m.group(1), m.group(2) or "", m.group(3)
+def _seconds(clock: str) -> int:
+    h, m, s = clock[:8].split(":")
+    return int(h) * 3600 + int(m) * 60 + int(s)
+
+
+def _collector_us(text: str | None) -> int | None:
     try:
-        t = dt.datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone))
+        return iso_us(text) if text else None
     except ValueError:
         return None
-    us = round((t - _EPOCH).total_seconds()) * 1_000_000 + int(frac[:6].ljust(6, "0") or 0)
-    return us if 0 <= us <= TS_MAX_US else None
+
+
+def _date(text: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -109,7 +111,7 @@ class _Entry:
     line_last: int
     parts: list[bytes]
     ts_us: int | None
-    pending_time: tuple[str, str, str, str | None] | None = None  # time-only, undated yet
+    clock: str | None = None  # a time-only prefix's time of day, dated when a date is known
     fields: dict[str, object] = field(default_factory=dict)
 
 
@@ -127,7 +129,7 @@ class PlainReader:
         self.day: dt.date | None = None  # date of the last dated line
         self.last_secs: int | None = None  # time of day of the last line, for rollover
         self.last_ts: int | None = None
-        self.undated: list[_Entry] = []  # time-only entries before the first date
+        self.held: list[_Entry] = []  # entries from the first time-only one to the first date
         self.untimed = 0
 
     # -- lines --------------------------------------------------------------------
@@ -157,7 +159,7 @@ class PlainReader:
                     continue
                 text = b"".join(partial).rstrip(b"\n").removesuffix(b"\r")
                 extra = {"stream": obj["stream"]} if isinstance(obj.get("stream"), str) else {}
-                yield first, text, _rfc3339_us(when) if when else None, extra
+                yield first, text, _collector_us(when), extra
                 partial, first = [], 0
             if partial:
                 yield first, b"".join(partial), None, {}
@@ -169,7 +171,7 @@ class PlainReader:
                 if self.fmt == "timestamped":
                     m = _RFC3339.match(text)
                     if m is not None:
-                        when = _rfc3339_us(m.group(1).decode())
+                        when = _collector_us(m.group(1).decode())
                         text = text[m.end() :]
                 yield n, text, when, {}
         self.ctx.lines = n
@@ -177,10 +179,10 @@ class PlainReader:
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
         for line, raw, when, extra in self._physical(stream):
             self._line(line, raw, when, extra)
-            if self.builder.n >= BATCH_ROWS and not self.undated:
+            if self.builder.n >= BATCH_ROWS:
                 yield self.builder.table()
         self._flush()
-        self._date_undated(final=True)
+        self._date_held(None, _DAY_S)  # no dated line at all: the file's day
         if self.untimed:
             self.ctx.note(
                 f"{self.untimed:,} entries without a time of their own took the time before"
@@ -204,15 +206,16 @@ class PlainReader:
         self.in_traceback = _TRACEBACK in text
         self._flush()
         entry = _Entry(line, line, [raw], when, fields=extra)
-        if dated is not None:
-            day = dt.date.fromisoformat(dated.group(1)) if _valid_date(dated.group(1)) else None
-            if day is not None:
-                self.day = day
-                self._date_undated()
-                if entry.ts_us is None:
-                    entry.ts_us = _us(day, *dated.group(2, 3, 4, 5))
+        day = _date(dated.group(1)) if dated is not None else None
+        if day is not None:
+            assert dated is not None
+            clock = dated.group(2)
+            self._date_held(day, _seconds(clock))
+            self.day, self.last_secs = day, _seconds(clock)
+            if entry.ts_us is None:
+                entry.ts_us = _at(day, clock)
         elif timed is not None and entry.ts_us is None:
-            entry.pending_time = timed.group(1, 2, 3, 4)
+            entry.clock = timed.group(1)
         self.cur = entry
 
     def _continues(self, text: str) -> bool:
@@ -223,38 +226,47 @@ class PlainReader:
         e, self.cur = self.cur, None
         if e is None:
             return
-        if e.pending_time is not None:
-            if self.day is None:
-                self.undated.append(e)
-                return
-            e.ts_us = self._time_of_day(e.pending_time)
+        if self.day is None and (e.clock is not None or self.held):
+            self.held.append(e)  # until a date is known; later entries wait too, in order
+            return
+        if e.clock is not None:
+            e.ts_us = self._time_of_day(e.clock)
         self._emit(e)
 
-    def _time_of_day(self, hms: tuple[str, str, str, str | None]) -> int | None:
+    def _time_of_day(self, clock: str) -> int | None:
+        """Date a time-only prefix from the day of the line before, past midnight if
+        the time of day moved back by more than six hours."""
         assert self.day is not None
-        secs = int(hms[0]) * 3600 + int(hms[1]) * 60 + int(hms[2])
-        if self.last_secs is not None and secs + 6 * 3600 < self.last_secs:
-            self.day += dt.timedelta(days=1)  # past midnight
+        secs = _seconds(clock)
+        if self.last_secs is not None and secs + _ROLLOVER_S < self.last_secs:
+            self.day += dt.timedelta(days=1)
         self.last_secs = secs
-        return _us(self.day, *hms)
+        return _at(self.day, clock)
 
-    def _date_undated(self, final: bool = False) -> None:
-        if not self.undated:
+    def _date_held(self, day: dt.date | None, secs: int) -> None:
+        """Date the entries held before the first date: backwards from `day` at `secs`
+        (a time of day that moves forward by more than six hours going back in time is
+        the day before), or from the file time when no line has a date."""
+        if not self.held:
             return
-        if self.day is None:
-            if not final:
-                return
+        if day is None:
             when = dt.datetime.fromtimestamp(self.ctx.mtime, dt.UTC) if self.ctx.mtime else None
-            self.day = (when or dt.datetime.now(dt.UTC)).date()
+            day = (when or dt.datetime.now(dt.UTC)).date()
             self.ctx.note(
-                f"time-only prefixes dated {self.day} from the "
+                f"time-only prefixes dated {day} from the "
                 + ("file time" if when else "current date")
                 + " (no dated line)"
             )
-        held, self.undated = self.undated, []
+        for e in reversed(self.held):
+            if e.clock is None:
+                continue
+            s = _seconds(e.clock)
+            if s - _ROLLOVER_S > secs:
+                day -= dt.timedelta(days=1)
+            secs = s
+            e.ts_us = _at(day, e.clock)
+        held, self.held = self.held, []
         for e in held:
-            assert e.pending_time is not None
-            e.ts_us = self._time_of_day(e.pending_time)
             self._emit(e)
 
     def _emit(self, e: _Entry) -> None:
@@ -269,14 +281,6 @@ class PlainReader:
             values["host"] = self.host
         self.builder.add(self.entry_no, values, e.fields or None, e.line_first, e.line_last)
         self.entry_no += 1
-
-
-def _valid_date(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 def read_plain(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:

@@ -7,7 +7,6 @@ seconds or ISO 8601), `concurrency`, optional `room`; other columns are kept in 
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import io
 import math
 from collections.abc import Iterable
@@ -16,6 +15,7 @@ from typing import BinaryIO
 import orjson
 import pyarrow as pa
 
+from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import TS_MAX_US
 
@@ -119,15 +119,10 @@ def _time_us(v: object, name: str) -> int | None:
             raise _Bad(f"{name} is not a time between 1970 and 9999: {v!r}")
         return round(seconds * 1_000_000)
     try:
-        t = dt.datetime.fromisoformat(str(v))
-    except ValueError:
-        raise _Bad(f"{name} is neither epoch seconds nor ISO 8601: {v!r}") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)  # a time without a zone is read as UTC
-    us = round(t.timestamp() * 1_000_000)
-    if not 0 <= us <= TS_MAX_US:
-        raise _Bad(f"{name} is not a time between 1970 and 9999: {v!r}")
-    return us
+        return iso_us(str(v))  # a time without a zone is read as UTC
+    except ValueError as exc:
+        why = "neither epoch seconds nor ISO 8601" if str(exc) == "not ISO 8601" else exc
+        raise _Bad(f"{name} is {why}: {v!r}") from None
 
 
 def _row(obj: dict, line: int) -> dict:

@@ -88,3 +88,25 @@ def test_docker_json_file_and_kubectl_timestamps(tmp_path: Path, db: Path) -> No
     assert orjson.loads(rows[0][5]) == {"stream": "stdout"}
     assert rows[-2][0] == 1_789_912_992_123_456 and rows[-2][1] == "decode-0"
     assert rows[-1][4] == "Traceback (most recent call last):\nValueError: boom"
+
+
+def test_time_only_prefixes_around_a_date_change(tmp_path: Path, db: Path) -> None:
+    path = tmp_path / "d.log"
+    path.write_text(
+        "[23:59:58 TP0] before the first date: the day before\n"
+        "[2026-09-21 00:00:01] the first date\n"
+        "[23:30:00 TP0] still 09-21\n"
+        "[2026-09-22 01:00:00] a later date\n"
+        "[01:05:00 TP0] 09-22, not 09-23\n"
+    )
+    forensics.ingest([str(path)], db)
+    got = [r[0] for r in _entries(db)]
+    day = 1_789_862_400_000_000  # 2026-09-20 00:00 UTC
+    s = 1_000_000
+    assert got == [
+        day + 86_398 * s,
+        day + 86_400 * s + 1 * s,
+        day + 86_400 * s + 84_600 * s,
+        day + 2 * 86_400 * s + 3_600 * s,
+        day + 2 * 86_400 * s + 3_900 * s,
+    ]

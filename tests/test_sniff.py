@@ -43,3 +43,13 @@ def test_plain_logs_sniffed() -> None:
     assert sniff_program(b"[2026-11-29 07:00:01 TP0] Decode batch\n") == "sglang"
     assert sniff_program(b"[16:43:29 TP0] Prefill batch\n") == "sglang"
     assert sniff_program(b"hello\nworld\n") is None
+
+
+def test_sniff_input_orders_every_form() -> None:
+    from forensics.parsers.formats import sniff_input
+
+    assert sniff_input(b'{"session": "s", "rid": "a", "corrupted": false}\n') == "results-jsonl"
+    assert sniff_input(b"2026-09-20T14:03:12.1Z [2026-09-20 14:03:12 TP0] x\n") == "timestamped"
+    assert sniff_input(b"2026-11-29T07:00:01.000000+0000 h app[1]: x\n") == "short-iso-precise"
+    assert sniff_input(b"[2026-11-29 07:00:01 TP0] Decode batch\n") == "sglang"
+    assert sniff_input(b"just text\n") == "cat"

@@ -51,9 +51,7 @@ def byte_view(tensor: torch.Tensor) -> torch.Tensor:
     if not t.is_contiguous():
         t = t.contiguous()
     t = t.reshape(-1)
-    if t.dtype == torch.bool:
-        t = t.to(torch.uint8)
-    return t.view(torch.uint8) if t.dtype != torch.uint8 else t
+    return t if t.dtype == torch.uint8 else t.view(torch.uint8)
 
 
 def _words(data: torch.Tensor) -> torch.Tensor:

@@ -62,6 +62,19 @@ def _parse_slow(buf: bytes, pos: int) -> tuple[list[tuple[bytes, bytes]], int]:
         p = stop + 1
 
 
+def _skip_entry(
+    buf: bytes, pos: int, line: int, ctx: ReadContext, why: str | None
+) -> tuple[int, int]:
+    """Quarantine the damaged entry at pos and resynchronise at the next blank line:
+    (position, line number) to read on from."""
+    skip = buf.find(b"\n\n", pos)
+    skip = len(buf) if skip < 0 else skip + 2
+    if why is None:
+        why = "stream ends inside an entry" if skip == len(buf) else "field runs past the end"
+    ctx.reject(line, f"export: {why}", buf[pos:skip][:4096])
+    return skip, line + buf.count(b"\n", pos, skip)
+
+
 def _entry(fields: list[tuple[bytes, bytes]], ctx: ReadContext, line: int):
     values: dict[str, object] = {}
     extra: dict[str, object] | None = None
@@ -133,24 +146,11 @@ def read_export(stream: BinaryIO, ctx: ReadContext) -> Iterator[pa.Table]:
                 except _NeedMore:
                     if not eof:
                         break
-                    # Cut off, or a length that runs past the end: quarantine up to the
-                    # next blank line and read on from there.
-                    skip = buf.find(b"\n\n", pos)
-                    skip = n if skip < 0 else skip + 2
-                    reason = (
-                        "stream ends inside an entry" if skip == n else "field runs past the end"
-                    )
-                    ctx.reject(line, f"export: {reason}", buf[pos:skip][:4096])
-                    line += buf.count(b"\n", pos, skip)
-                    pos = skip
+                    # Cut off, or a length that runs past the end of the stream.
+                    pos, line = _skip_entry(buf, pos, line, ctx, None)
                     continue
                 except ValueError as exc:
-                    # Resynchronise at the next blank line; the damaged entry is quarantined.
-                    skip = buf.find(b"\n\n", pos)
-                    skip = n if skip < 0 else skip + 2
-                    ctx.reject(line, f"export: {exc}", buf[pos:skip][:4096])
-                    line += buf.count(b"\n", pos, skip)
-                    pos = skip
+                    pos, line = _skip_entry(buf, pos, line, ctx, str(exc))
                     continue
             first = line
             line += buf.count(b"\n", pos, nxt)

@@ -343,9 +343,7 @@ class TextReader:
         boot = pl.repeat(None, n, dtype=pl.String, eager=True)
         last_boot = None
         if has_boot.any():
-            boot = boot.scatter(nh.filter(has_boot), boots.filter(has_boot)).fill_null(
-                strategy="forward"
-            )
+            boot = boot.scatter(nh.filter(has_boot), boots.filter(has_boot)).forward_fill()
             last_boot = boots.filter(has_boot)[-1]
         df = df.with_columns(boot_id=boot)
         markers = int(marker.sum())

@@ -114,15 +114,17 @@ class Pattern:
         long = long.select(
             "_i", k=pl.col("raw").replace_strict(names), v=pl.col("v").str.strip_chars()
         )
-        # A key given twice in one line: the first counts (pivot needs unique keys).
-        long = long.unique(["_i", "k"], keep="first", maintain_order=True)
         base = out.drop(self.pairs).with_columns(_i=pl.int_range(pl.len()))
         if long.is_empty():
             return base.drop("_i")
         wide = long.filter(pl.col("k").is_in(list(known))).pivot(
             on="k", index="_i", values="v", aggregate_function="first"
         )
-        unknown = long.filter(~pl.col("k").is_in(list(known)) & (pl.col("k") != ""))
+        # A key given twice in one line: the first counts (pivot takes the first of the
+        # known ones; the rare unknown ones are made unique here, not every pair).
+        unknown = long.filter(~pl.col("k").is_in(list(known)) & (pl.col("k") != "")).unique(
+            ["_i", "k"], keep="first", maintain_order=True
+        )
         if not unknown.is_empty():
             # JSON built column-wise: keys are [a-z0-9_] by construction, values escaped.
             value = (
