@@ -38,6 +38,7 @@ from .parsers.patterns import load_file as load_patterns
 from .sources import list_sources
 from .sql import OUTPUT_FORMATS, export, query
 from .store import connect_read_only, db_path
+from .store import upgrade as upgrade_db
 from .summary import summarize
 from .synthetic.demo import demo as run_demo
 from .timefmt import iso_us, span
@@ -393,6 +394,75 @@ def patterns(
     for p in pats:
         t.add_row(p.name, p.table, p.needle, str(len(p.samples)))
     out.print(t)
+
+
+@app.command()
+def repro(
+    url: Annotated[str, typer.Argument(help="The server, e.g. http://127.0.0.1:30000")],
+    sessions: Annotated[
+        str, typer.Option(help="Concurrent sessions; a list (10,20,40) sweeps: one run each.")
+    ] = "60",
+    rounds: Annotated[int, typer.Option(help="User turns per session.")] = 8,
+    model: Annotated[str | None, typer.Option(help="[default: the server's first model]")] = None,
+    run: Annotated[str, typer.Option(help="Run name (a sweep adds -s<N>).")] = "repro",
+    tag: Annotated[list[str], typer.Option(help="KEY=VALUE label of the run (repeatable).")] = [],  # noqa: B006
+    out_file: Annotated[Path, typer.Option("--out", help="Results (JSON lines).")] = Path(
+        "results.jsonl"
+    ),
+    overwrite: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(help="Scenario (TOML) [default: agentic tool use, long contexts]."),
+    ] = None,
+    golden: Annotated[
+        bool,
+        typer.Option(help="Replay every session alone at temperature 0 first; judge divergence."),
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds a request may take.")] = 120.0,
+    seed: Annotated[int, typer.Option(help="Seed of contexts, tool results, sampling.")] = 0,
+    stream: Annotated[
+        bool | None, typer.Option("--stream/--no-stream", help="[default: the scenario's]")
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="OPENAI_API_KEY", help="Bearer token, if the server wants one."),
+    ] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Drive an OpenAI-compatible server with concurrent agent sessions; judge every reply.
+
+    Example: forensics repro http://127.0.0.1:30000 --sessions 10,20,40 --run overlap-on
+    """
+    from .repro import repro as run_repro
+
+    try:
+        levels = [int(x) for x in sessions.split(",") if x.strip()]
+    except ValueError:
+        raise ForensicsError(
+            f"--sessions takes whole numbers (10 or 10,20,40), not {sessions!r}"
+        ) from None
+    live = terminal.ReproLive(err) if err.is_terminal and not json else None
+    with live or contextlib.nullcontext():
+        res = run_repro(
+            url, sessions=levels, rounds=rounds, model=model, run=run, tags=_tags(tag),
+            out=out_file, scenario=scenario, golden=golden, timeout=timeout, seed=seed,
+            stream=stream, api_key=api_key, overwrite=overwrite,
+            progress=live.update if live else None,
+        )  # fmt: skip
+    _emit(res, json, terminal.repro)
+    if res.interrupted:
+        raise typer.Exit(130)
+
+
+@app.command()
+def upgrade(db: DbOpt = None) -> None:
+    """Bring a database written by an older pd-forensics up to this version's schema.
+
+    Example: forensics upgrade --db incident.duckdb
+    """
+    before, after = upgrade_db(db)
+    what = "already at" if before == after else f"schema {before} →"
+    out.print(f"{db_path(db)}: {what} schema {after}")
 
 
 @app.command()

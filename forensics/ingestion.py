@@ -113,7 +113,7 @@ def ingest(
             _ensure_run(con, run, tags or {})
             for inp in inputs:
                 cb = progress(inp, _size(inp)) if progress else None
-                results.append(_ingest_one(con, inp, run, fmt, year, host, cb, user))
+                results.append(_ingest_one(con, inp, run, tags or {}, fmt, year, host, cb, user))
     except BaseException:
         con.close()
         if created:
@@ -161,6 +161,7 @@ def _ingest_one(
     con: duckdb.DuckDBPyConnection,
     inp: Input,
     run: str,
+    tags: dict[str, str],
     fmt: str | None,
     year: int | None,
     host: str | None,
@@ -176,7 +177,7 @@ def _ingest_one(
         raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
     ctx = ReadContext(name=inp.name, year=year, host=host, mtime=opened.mtime)
     if chosen in RESULT_FORMATS:
-        return _ingest_results(con, inp, opened, chosen, run, ctx)
+        return _ingest_results(con, inp, opened, chosen, run, tags, ctx)
     # Entries go straight into their table (no staging copy); the transaction undoes them
     # if anything below fails, and dedupe/rejoin work on this source's rows only.
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
@@ -319,22 +320,31 @@ def _ingest_results(
     opened: Opened,
     fmt: str,
     run: str,
+    tags: dict[str, str],
     ctx: ReadContext,
 ) -> SourceResult:
-    """A harness results file: rows into `results`, no journal entries."""
-    table = read_results(opened.stream, fmt, ctx)
+    """A harness results file: rows into `results`, no journal entries. Rows under a run
+    header (`forensics repro`) go to that run, its header's fields and `tags` its tags."""
+    headers: dict[str, dict[str, str]] = {}
+    table = read_results(opened.stream, fmt, ctx, headers)
     sha, seen = _digest(con, opened)
     res = SourceResult(inp.name, fmt, "ingested", opened.compression,
                        bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
     if seen:
         res.status, res.reason = "skipped", seen
         return res
+    for name, own in headers.items():
+        _ensure_run(con, name, {**own, **tags})
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     res.source_id = source_id
     cols = [c[0] for c in con.execute("DESCRIBE results").fetchall()]
-    rows = pl.from_arrow(table).with_columns(run=pl.lit(run), source_id=pl.lit(source_id, pl.Int32))
+    rows = pl.from_arrow(table).with_columns(
+        run=pl.col("run").fill_null(pl.lit(run)), source_id=pl.lit(source_id, pl.Int32)
+    )
     con.from_arrow(rows.select(cols).to_arrow()).insert_into("results")
     res.records = {"result": table.num_rows}
+    if headers:
+        ctx.notes.append(f"runs from the file's headers: {', '.join(headers)}")
     _store_source(con, inp, opened, res, ctx, sha, run)
     return res
 

@@ -12,7 +12,11 @@ import duckdb
 from .errors import ForensicsError
 from .queries import all_queries
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# How a database of an older version becomes this one (each step one transaction).
+MIGRATIONS = {
+    2: ["ALTER TABLE results ADD COLUMN status VARCHAR"],  # 3: the harness's request status
+}
 DEFAULT_DB = "forensics.duckdb"
 # Bounded so that ingest stays well under 2 GB whatever the input size (DuckDB spills).
 MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "1GB")
@@ -125,7 +129,7 @@ CREATE TABLE results (
     run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,
     session VARCHAR NOT NULL, round BIGINT, rid VARCHAR NOT NULL, room UBIGINT,
     corrupted BOOLEAN NOT NULL, reason VARCHAR, start_us BIGINT, end_us BIGINT,
-    concurrency BIGINT, extra VARCHAR
+    concurrency BIGINT, extra VARCHAR, status VARCHAR
 );
 CREATE TABLE quarantine (
     source_id INTEGER NOT NULL,
@@ -171,17 +175,49 @@ def _version(con: duckdb.DuckDBPyConnection) -> int | None:
     return int(row[0]) if row else None
 
 
-def _check(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -> None:
     v = _version(con)
     if v == SCHEMA_VERSION:
         return
     if v is None:
         raise ForensicsError(f"{path} is not a pd-forensics database (no schema version)")
+    if v < SCHEMA_VERSION and all(k in MIGRATIONS for k in range(v, SCHEMA_VERSION)):
+        if writable:
+            _migrate(con, v)
+            return
+        raise ForensicsError(
+            f"{path} has schema version {v}, this pd-forensics reads {SCHEMA_VERSION}: "
+            "`forensics upgrade` brings it up to date (a few seconds, nothing is lost)"
+        )
     hint = "a newer pd-forensics" if v > SCHEMA_VERSION else "an older pd-forensics"
     raise ForensicsError(
         f"{path} has schema version {v}, this pd-forensics reads {SCHEMA_VERSION}: "
         f"it was written by {hint}; re-ingest into a new file"
     )
+
+
+def _migrate(con: duckdb.DuckDBPyConnection, version: int) -> None:
+    with transaction(con):
+        for v in range(version, SCHEMA_VERSION):
+            for sql in MIGRATIONS[v]:
+                con.execute(sql)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    [str(SCHEMA_VERSION)])  # fmt: skip
+
+
+def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
+    """Bring a database written by an older pd-forensics up to this schema: (from, to)."""
+    p = db_path(path)
+    if not p.exists():
+        raise ForensicsError(f"no database at {p}")
+    con = _connect(p, read_only=False)
+    try:
+        before = _version(con)
+        _check(con, p, writable=True)
+        _install_views(con)
+    finally:
+        con.close()
+    return before or SCHEMA_VERSION, SCHEMA_VERSION
 
 
 def connect(
@@ -199,7 +235,7 @@ def connect(
         con.execute("COMMIT")
     else:
         try:
-            _check(con, p)
+            _check(con, p, writable=True)
         except ForensicsError:
             con.close()
             raise

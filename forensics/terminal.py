@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
 from .analyses.canary import CanaryReport, page_ranges
@@ -13,6 +16,9 @@ from .analyses.rooms import SEVERITY, RoomsReport
 from .analyses.skew import Skew
 from .analyses.stats import fmt_num, fmt_p, fmt_pct
 from .timefmt import iso_us
+
+if TYPE_CHECKING:
+    from .repro import ReproResult, RunStats
 
 
 def rooms(con: Console, r: RoomsReport) -> None:
@@ -75,13 +81,21 @@ def comparison(con: Console, c: Comparison) -> None:
         con.print("→ no harness results: no corruption rate to compare")
         return
     t = Table(title="corruption rate per run (Wilson 95 %)", title_justify="left")
-    for col in ("run", "tags", "requests", "corrupted", "rate", "95 % CI"):
+    shared, own = c.tag_split()
+    for col in ("run", "tags" if len(c.rates) < 2 else "tags that differ", "requests",
+                "corrupted", "rate", "95 % CI", "failed"):  # fmt: skip
         t.add_column(col)
-    for r in c.rates:
-        tags = " ".join(f"{k}={v}" for k, v in r.tags.items()) or "-"
-        t.add_row(r.run, tags, str(r.requests), str(r.corrupted), fmt_pct(r.rate),
-                  f"{fmt_pct(r.low)}–{fmt_pct(r.high)}")  # fmt: skip
+    for r, tags in zip(c.rates, own, strict=True):
+        text = " ".join(f"{k}={v}" for k, v in tags.items()) or "-"
+        t.add_row(r.run, text, str(r.requests), str(r.corrupted), fmt_pct(r.rate),
+                  f"{fmt_pct(r.low)}–{fmt_pct(r.high)}", str(r.failed))  # fmt: skip
     con.print(t)
+    if shared:
+        con.print("same in every run: " + " ".join(f"{k}={v}" for k, v in shared.items()))
+    if any(r.failed for r in c.rates):
+        con.print(
+            "requests: with a reply to judge; failed (http_error, timeout) are not in the rate"
+        )
     if c.without_results:
         con.print(f"runs without harness results: {', '.join(c.without_results)}")
     if not c.pairs:
@@ -130,3 +144,59 @@ def report(con: Console, r: Report) -> None:
 def _sentences(con: Console, lines: list[str]) -> None:
     for s in lines:
         con.print(f"→ {s}")
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f} ms" if v >= 10 else f"{v:.1f} ms"
+
+
+def repro_table(runs: list[RunStats], title: str = "forensics repro") -> Table:
+    """One row a run: progress, corruption rate with its Wilson interval, failures, speed."""
+    t = Table(title=title, title_justify="left")
+    for col in ("run", "sessions", "rounds", "requests", "corrupted", "rate (95 % CI)",
+                "failed", "truncated", "req/s", "p50", "p99"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("run", "rate (95 % CI)") else "right")
+    for r in runs:
+        rate, low, high = r.rate()
+        failed = ", ".join(f"{k} {r.statuses[k]}" for k in ("http_error", "timeout")
+                           if r.statuses[k]) or "0"  # fmt: skip
+        t.add_row(
+            r.run + (" (interrupted)" if r.interrupted else ""), str(r.sessions),
+            f"{r.rounds_done}/{r.rounds_total}", f"{r.requests:,}", f"{r.corrupted:,}",
+            f"{fmt_pct(rate)} ({fmt_pct(low)}–{fmt_pct(high)})", failed,
+            str(r.statuses["truncated"]), f"{r.per_second():,.0f}",
+            _ms(r.latency_ms(0.5)), _ms(r.latency_ms(0.99)),
+        )  # fmt: skip
+    return t
+
+
+class ReproLive:
+    """The live table of `forensics repro` (a terminal only), redrawn on each report."""
+
+    def __init__(self, con: Console) -> None:
+        self.runs: dict[str, RunStats] = {}
+        self.live = Live(repro_table([]), console=con, auto_refresh=False, transient=True)
+
+    def __enter__(self) -> ReproLive:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(*exc)  # type: ignore[arg-type]
+
+    def update(self, stats: RunStats) -> None:
+        self.runs[stats.run] = stats
+        self.live.update(repro_table(list(self.runs.values())), refresh=True)
+
+
+def repro(con: Console, r: ReproResult) -> None:
+    con.print(repro_table(r.runs, f"forensics repro → {r.out}"))
+    reasons: dict[str, int] = {}
+    for run in r.runs:
+        for k, v in run.reasons.items():
+            reasons[k] = reasons.get(k, 0) + v
+    if reasons:
+        con.print("reasons: " + ", ".join(f"{k} {v:,}" for k, v in sorted(reasons.items())))
+    if r.interrupted:
+        con.print(f"→ interrupted: every finished request is in {r.out}")
+    con.print(f"→ next: forensics ingest <journals> {r.out}, then forensics compare / correlate")

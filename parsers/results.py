@@ -1,7 +1,14 @@
 """The reproducer harness's results: one row per request (JSON lines or CSV).
 
-Columns: `session`, `round`, `rid`, `corrupted` (or `ok`), `reason`, `start`/`end` (epoch
-seconds or ISO 8601), `concurrency`, optional `room`; other columns are kept in `extra`.
+Columns: `session`, `round`, `rid`, `corrupted` (or `ok`), `reason`, `status`, `start`/`end`
+(epoch seconds or ISO 8601), `concurrency`, optional `room`; other columns are kept in
+`extra`. A `status` of `http_error` or `timeout` (`UNJUDGED`) marks a request that got no
+reply to judge: rates leave it out of their denominator.
+
+JSON lines may carry run headers (what `forensics repro` writes): a line
+`{"forensics_run": NAME, "tags": {...}, "url": ..., ...}` puts the rows after it in run NAME,
+its fields becoming the run's tags; `{"forensics_run_end": NAME, "interrupted": B, …}`
+adds `interrupted`. Rows before any header take ingest's `--run`.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from .journald.schema import TS_MAX_US
 RESULT_FORMATS = ("results-jsonl", "results-csv")
 SCHEMA = pa.schema(
     [
-        ("line", pa.int64()), ("session", pa.string()), ("round", pa.int64()),
+        ("line", pa.int64()), ("run", pa.string()), ("status", pa.string()),
+        ("session", pa.string()), ("round", pa.int64()),
         ("rid", pa.string()), ("room", pa.uint64()), ("corrupted", pa.bool_()),
         ("reason", pa.string()), ("start_us", pa.int64()), ("end_us", pa.int64()),
         ("concurrency", pa.int64()), ("extra", pa.string()),
@@ -39,7 +47,13 @@ _KNOWN = {
     "start",
     "end",
     "concurrency",
+    "status",
 }
+UNJUDGED = ("http_error", "timeout")  # statuses of requests with no reply to judge
+# Header fields kept as the run's tags (besides its own "tags").
+_HEADER_TAGS = ("url", "model", "scenario", "scenario_sha256", "seed", "sessions", "rounds",
+                "golden", "stream", "temperature", "timeout_s", "solo")  # fmt: skip
+RUN_HEADER, RUN_END = "forensics_run", "forensics_run_end"
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
@@ -63,6 +77,8 @@ def sniff_results(head: bytes) -> str | None:
             return None
         if not isinstance(obj, dict) or _JOURNAL_KEYS & obj.keys():
             return None
+        if RUN_HEADER in obj:
+            return "results-jsonl"
         # Not a journal entry: with any key of a result, it is one (rows that lack a rid
         # or a verdict are quarantined with that reason, not stored as journal entries).
         return "results-jsonl" if _RESULT_KEYS & obj.keys() else None
@@ -125,7 +141,7 @@ def _time_us(v: object, name: str) -> int | None:
         raise _Bad(f"{name} is {why}: {v!r}") from None
 
 
-def _row(obj: dict, line: int) -> dict:
+def _row(obj: dict, line: int, run: str | None) -> dict:
     rid = obj.get("rid")
     if rid in (None, ""):
         raise _Bad("no rid")
@@ -144,8 +160,11 @@ def _row(obj: dict, line: int) -> dict:
     start, end = _time_us(obj.get("start"), "start"), _time_us(obj.get("end"), "end")
     if start is not None and end is not None and end < start:
         raise _Bad("end is before start")
+    status = obj.get("status")
     return {
-        "line": line, "session": str(obj["session"]), "round": _int(obj.get("round"), "round"),
+        "line": line, "run": run,
+        "status": str(status) if status not in (None, "") else None,
+        "session": str(obj["session"]), "round": _int(obj.get("round"), "round"),
         "rid": str(rid), "room": room, "corrupted": corrupted,
         "reason": (str(obj["reason"]) if obj.get("reason") not in (None, "") else None),
         "start_us": start, "end_us": end,
@@ -160,6 +179,7 @@ def _objects(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterable[tuple[int
     text = stream.read().decode("utf-8", "replace")
     if fmt == "results-csv":
         for i, rec in enumerate(csv.DictReader(io.StringIO(text, newline="")), start=2):
+            ctx.lines = i
             yield i, {k.strip().lower(): v for k, v in rec.items() if k is not None}
         return
     # Lines end at "\n" only: str.splitlines() would also cut at U+0085, U+2028, … inside
@@ -167,21 +187,55 @@ def _objects(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterable[tuple[int
     for i, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
+        ctx.lines = i
         try:
             yield i, orjson.loads(raw)
         except orjson.JSONDecodeError:
             ctx.reject(i, "results: not JSON", raw.rstrip("\r"))
 
 
-def read_results(stream: BinaryIO, fmt: str, ctx: ReadContext) -> pa.Table:
+def _tag(v: object) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    return v if isinstance(v, str) else orjson.dumps(v).decode()
+
+
+def _header(obj: dict, runs: dict[str, dict[str, str]]) -> str:
+    """The run a header line opens (its tags into `runs`); _Bad when it names none."""
+    name = obj.get(RUN_HEADER) if RUN_HEADER in obj else obj.get(RUN_END)
+    if not isinstance(name, str) or not name.strip():
+        raise _Bad("run header without a name")
+    tags = runs.setdefault(name, {})
+    if RUN_HEADER in obj:
+        own = obj.get("tags") or {}
+        if not isinstance(own, dict):
+            raise _Bad("run header tags are not an object")
+        tags.update({k: _tag(obj[k]) for k in _HEADER_TAGS if obj.get(k) is not None})
+        tags.update({str(k): _tag(v) for k, v in own.items()})
+    else:
+        tags.update({k: _tag(obj[k]) for k in ("interrupted",) if k in obj})
+    return name
+
+
+def read_results(
+    stream: BinaryIO, fmt: str, ctx: ReadContext, runs: dict[str, dict[str, str]] | None = None
+) -> pa.Table:
+    """The rows (`run` null where no header named one); run headers' tags into `runs`."""
     rows = []
     first_line: dict[str, int] = {}  # rid -> line of its first result
+    headers: dict[str, dict[str, str]] = {} if runs is None else runs
+    run: str | None = None
     for line, obj in _objects(stream, fmt, ctx):
         if not isinstance(obj, dict):
             ctx.reject(line, "results: not an object", str(obj))
             continue
         try:
-            row = _row(obj, line)
+            if RUN_HEADER in obj or RUN_END in obj:
+                name = _header(obj, headers)
+                run = name if RUN_HEADER in obj else run
+                ctx.markers += 1  # stored as the run's tags, not as a row
+                continue
+            row = _row(obj, line, run)
             if row["rid"] in first_line:
                 raise _Bad(f"rid {row['rid'][:40]!r} already on line {first_line[row['rid']]}")
         except _Bad as exc:
@@ -189,5 +243,4 @@ def read_results(stream: BinaryIO, fmt: str, ctx: ReadContext) -> pa.Table:
             continue
         first_line[row["rid"]] = line
         rows.append(row)
-    ctx.lines = max((r["line"] for r in rows), default=0)
     return pa.Table.from_pylist(rows, schema=SCHEMA)

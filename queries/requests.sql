@@ -8,6 +8,11 @@
 -- room, from `steps` records) in which a canary saw writes outside the expected pages,
 -- on the same host. Rows are not sorted.
 --
+-- Evidence comes from the result's own run; a rid that no record of that run carries is
+-- looked up in the one other run that recorded it (`evidence_run`): `forensics repro`
+-- writes each level of a sweep as a run of its own, while the journals that saw them all
+-- are ingested once, under one run.
+--
 -- @depends rooms
 --
 -- @column run               VARCHAR  the run the results were ingested under
@@ -16,6 +21,8 @@
 -- @column rid               VARCHAR  request id
 -- @column room              UBIGINT  bootstrap_room (harness, else checksums by rid, else Receive/Finish lines)
 -- @column verdict           VARCHAR  worst verdict of the room in `rooms`; NULL without checksums
+-- @column evidence_run      VARCHAR  the run whose records gave the room and steps (see above)
+-- @column status            VARCHAR  the harness's status (ok, corrupted, truncated, http_error, timeout; NULL: not given)
 -- @column corrupted         BOOLEAN  the harness marked the response corrupted
 -- @column reason            VARCHAR  the harness's reason
 -- @column start_us          BIGINT   request start, µs since the epoch
@@ -30,11 +37,20 @@ WITH rid_room AS (
     SELECT run, rid, min(room) AS room FROM checksums WHERE rid IS NOT NULL GROUP BY ALL
 ), logged AS (
     SELECT run, rid, min(room) AS room FROM rid_rooms WHERE rid IS NOT NULL GROUP BY ALL
+), rid_elsewhere AS (
+    -- rids that exactly one run's records carry
+    SELECT rid, any_value(run) AS run, min(room) AS room
+    FROM (SELECT run, rid, room FROM rid_room UNION ALL SELECT run, rid, room FROM logged)
+    GROUP BY rid HAVING count(DISTINCT run) = 1
 ), linked AS (
-    SELECT r.*, coalesce(r.room, rr.room, lg.room) AS linked_room
+    SELECT r.*,
+           CASE WHEN r.room IS NULL AND rr.room IS NULL AND lg.room IS NULL
+                     AND re.run IS NOT NULL THEN re.run ELSE r.run END AS evidence_run,
+           coalesce(r.room, rr.room, lg.room, re.room) AS linked_room
     FROM results r
     LEFT JOIN rid_room rr ON rr.run = r.run AND rr.rid = r.rid
     LEFT JOIN logged lg ON lg.run = r.run AND lg.rid = r.rid
+    LEFT JOIN rid_elsewhere re ON re.rid = r.rid
 ), worst AS (
     SELECT run, room,
            arg_max(verdict, CASE verdict WHEN 'conflict' THEN 7 WHEN 'mismatch' THEN 6
@@ -50,11 +66,11 @@ WITH rid_room AS (
     SELECT run, host, step, ts_us, NULL::VARCHAR AS rid, unnest(rooms) AS room FROM steps
 ), req_steps AS (
     -- two equi-joins: an OR in the join condition would be a nested loop
-    SELECT l.run, l.rid, l.linked_room, m.host, m.step, m.ts_us
-    FROM linked l JOIN members m ON m.run = l.run AND m.rid = l.rid
+    SELECT l.evidence_run AS run, l.rid, l.linked_room, m.host, m.step, m.ts_us
+    FROM linked l JOIN members m ON m.run = l.evidence_run AND m.rid = l.rid
     UNION
-    SELECT l.run, l.rid, l.linked_room, m.host, m.step, m.ts_us
-    FROM linked l JOIN members m ON m.run = l.run AND m.room = l.linked_room
+    SELECT l.evidence_run AS run, l.rid, l.linked_room, m.host, m.step, m.ts_us
+    FROM linked l JOIN members m ON m.run = l.evidence_run AND m.room = l.linked_room
 ), per_req AS (
     SELECT rs.run, rs.rid, rs.linked_room, count(*) AS steps,
            count(b.step) AS unexpected_steps, min(rs.step) AS first_step,
@@ -65,12 +81,13 @@ WITH rid_room AS (
       ON b.run = rs.run AND b.host IS NOT DISTINCT FROM rs.host AND b.step = rs.step
     GROUP BY ALL
 )
-SELECT l.run, l.session, l.round, l.rid, l.linked_room AS room, w.verdict, l.corrupted,
+SELECT l.run, l.session, l.round, l.rid, l.linked_room AS room, w.verdict, l.evidence_run,
+       l.status, l.corrupted,
        l.reason, l.start_us, l.end_us, coalesce(pr.steps, 0) AS steps,
        coalesce(pr.unexpected_steps, 0) AS unexpected_steps, pr.first_step, pr.last_step,
        pr.first_step_us, pr.last_step_us
 FROM linked l
-LEFT JOIN worst w ON w.run = l.run AND w.room = l.linked_room
+LEFT JOIN worst w ON w.run = l.evidence_run AND w.room = l.linked_room
 LEFT JOIN per_req pr
-  ON pr.run = l.run AND pr.rid IS NOT DISTINCT FROM l.rid
+  ON pr.run = l.evidence_run AND pr.rid IS NOT DISTINCT FROM l.rid
  AND pr.linked_room IS NOT DISTINCT FROM l.linked_room

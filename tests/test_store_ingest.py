@@ -186,7 +186,7 @@ def test_missing_db_for_queries(tmp_path: Path) -> None:
     assert not (tmp_path / "none.duckdb").exists()
 
 
-@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, SCHEMA_VERSION - 1])
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 1])
 def test_other_schema_version_refused(renderings, db: Path, version: int) -> None:
     forensics.ingest([str(renderings["short"])], db)
     con = duckdb.connect(str(db))
@@ -198,6 +198,38 @@ def test_other_schema_version_refused(renderings, db: Path, version: int) -> Non
         assert f"schema version {version}" in proc.stderr.decode()
     with pytest.raises(ForensicsError):
         forensics.ingest([str(renderings["json"])], db)
+
+
+def _as_version_2(db: Path) -> None:
+    """The database as pd-forensics wrote it at schema 2 (no results.status)."""
+    con = duckdb.connect(str(db))
+    con.execute("DROP VIEW IF EXISTS requests")  # views are reinstalled on every open
+    con.execute("ALTER TABLE results DROP COLUMN status")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+
+
+def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path) -> None:
+    forensics.ingest([str(renderings["short"])], db)
+    _as_version_2(db)
+    proc = cli("sources", "--db", str(db))  # read-only: says how, changes nothing
+    assert proc.returncode == 2 and "forensics upgrade" in proc.stderr.decode()
+    proc = cli("upgrade", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "schema 2 → schema 3" in proc.stdout.decode()
+    assert cli("sources", "--db", str(db)).returncode == 0
+    con = duckdb.connect(str(db), read_only=True)
+    assert "status" in [c[0] for c in con.execute("DESCRIBE results").fetchall()]
+    assert con.execute("SELECT count(*) FROM entries").fetchone()[0] > 0  # nothing lost
+    con.close()
+    # a writing command upgrades by itself
+    other = tmp_path / "other.duckdb"
+    forensics.ingest([str(renderings["short"])], other)
+    _as_version_2(other)
+    forensics.ingest([str(renderings["json"])], other)
+    con = duckdb.connect(str(other), read_only=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+    con.close()
 
 
 def test_not_a_database(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from itertools import combinations
 
 import duckdb
 
+from ..parsers.results import UNJUDGED
 from ..store import connect_read_only
 from .runs import Runs, all_runs, selected_runs
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, two_by_two, wilson
@@ -25,11 +26,12 @@ POWER = 0.8  # for "requests needed": the chance of seeing a difference that is 
 class RunRate:
     run: str
     tags: dict[str, str]
-    requests: int
+    requests: int  # judged: with a reply (the rate's denominator)
     corrupted: int
     rate: float | None
     low: float | None  # Wilson 95 %
     high: float | None
+    failed: int = 0  # no reply (http_error, timeout): not in the rate
 
     def describe(self) -> str:
         return (
@@ -75,6 +77,15 @@ class Comparison:
     def sentences(self) -> list[str]:
         return [p.conclusion for p in self.pairs]
 
+    def tag_split(self) -> tuple[dict[str, str], list[dict[str, str]]]:
+        """(tags every compared run shares, each run's other tags): what differs between
+        the runs is what the comparison is about."""
+        if len(self.rates) < 2:
+            return {}, [dict(r.tags) for r in self.rates]
+        first = self.rates[0].tags
+        shared = {k: v for k, v in first.items() if all(r.tags.get(k) == v for r in self.rates)}
+        return shared, [{k: v for k, v in r.tags.items() if k not in shared} for r in self.rates]
+
 
 def compare(db: str | os.PathLike | None = None, runs: Runs = None) -> Comparison:
     """Corruption rate per run and a test for each pair (all runs when `runs` is None)."""
@@ -85,19 +96,25 @@ def compare(db: str | os.PathLike | None = None, runs: Runs = None) -> Compariso
 def compare_con(con: duckdb.DuckDBPyConnection, runs: Runs = None) -> Comparison:
     known = dict(all_runs(con))
     chosen = selected_runs(con, runs)
+    marks = ", ".join("?" * len(UNJUDGED))
+    failed = f"coalesce(status IN ({marks}), false)"
     counts = {
-        r: (n, k)
-        for r, n, k in con.execute(
-            "SELECT run, count(*), count(*) FILTER (WHERE corrupted) FROM results GROUP BY run"
+        r: (n, k, f)
+        for r, n, k, f in con.execute(
+            f"""SELECT run, count(*) FILTER (WHERE NOT {failed}),
+                       count(*) FILTER (WHERE corrupted AND NOT {failed}),
+                       count(*) FILTER (WHERE {failed})
+                FROM results GROUP BY run""",
+            list(UNJUDGED) * 3,
         ).fetchall()
     }
     rates = []
     for r in chosen:
         if r not in counts:
             continue
-        n, k = counts[r]
+        n, k, f = counts[r]
         low, high = wilson(k, n)
-        rates.append(RunRate(r, known[r], n, k, k / n if n else None, low, high))
+        rates.append(RunRate(r, known[r], n, k, k / n if n else None, low, high, f))
     tables = [(a, b, two_by_two(a.corrupted, a.requests, b.corrupted, b.requests))
               for a, b in combinations(rates, 2)]  # fmt: skip
     adjusted = holm([t.p_value for _, _, t in tables if t.p_value is not None])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..errors import ForensicsError
+from ..parsers.results import UNJUDGED
 from ..store import connect_read_only, first_row
 from .rooms import SEVERITY
 from .runs import Runs, run_filter, selected_runs
@@ -20,6 +21,7 @@ from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
 
 BAD_VERDICTS = ("partial", "mismatch", "stale")
 ONE_SIDED = ("missing_dst", "missing_src")  # exposure unknown: left out and counted
+_FAILED = "coalesce(status IN ({}), false)".format(", ".join(f"'{s}'" for s in UNJUDGED))
 
 
 @dataclass
@@ -44,18 +46,23 @@ class Association:
 @dataclass
 class Correlation:
     runs: list[str]
-    requests: int
+    requests: int  # judged: with a reply (failed requests are left out)
     corrupted: int
     associations: list[Association]
+    failed: int = 0  # http_error / timeout: no reply, so no outcome
 
     def as_dict(self) -> dict:
         return {
             "runs": self.runs, "requests": self.requests, "corrupted": self.corrupted,
-            "associations": [a.as_dict() for a in self.associations],
+            "failed": self.failed, "associations": [a.as_dict() for a in self.associations],
         }  # fmt: skip
 
     def sentences(self) -> list[str]:
-        return [a.conclusion for a in self.associations]
+        out = [a.conclusion for a in self.associations]
+        if self.failed:
+            out.append(f"{self.failed} failed requests (no reply: http_error, timeout) are "
+                       "left out of both tables")  # fmt: skip
+        return out
 
 
 def correlate(
@@ -78,6 +85,11 @@ def correlate_con(
         raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
     runs = selected_runs(con, run)
     where, params = run_filter(run)
+    failed = first_row(
+        con, f"SELECT count(*) FROM requests WHERE {where} AND {_FAILED}", params
+    )[0]  # fmt: skip
+    # A request with no reply has no outcome: it is in neither table.
+    where = f"{where} AND NOT {_FAILED}"
     total = first_row(
         con, f"SELECT count(*), count(*) FILTER (WHERE corrupted) FROM requests WHERE {where}",
         params,
@@ -108,6 +120,7 @@ def correlate_con(
                 "in no decode step record",
             ),
         ],
+        failed,
     )  # fmt: skip
 
 

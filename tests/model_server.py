@@ -1,0 +1,348 @@
+"""A stand-in for an SGLang server, for the reproducer's tests and benchmark: real HTTP on
+127.0.0.1 (aiohttp), `/v1/models` and `/v1/chat/completions` (JSON or server-sent events).
+
+It answers like a model that uses tools: a pure function of the messages decides whether
+the reply is a tool call (arguments valid for the declared schema) or prose. When at least
+`threshold` requests are in flight as one arrives, it plants a fault in some of them, chosen
+by the rid, and records each in `planted` (rid → kind):
+
+- `broken_json` (arguments that do not parse), `schema` (valid JSON, wrong type),
+  `markup` (`<｜DSML｜` markup leaked into prose), `diverged` (a different but well-formed
+  reply: only a replay against the solo reply can tell): corruptions;
+- `http_500`, `hang` (no reply until the server stops), `truncated` (finish_reason
+  `length`, or a stream cut off mid-way): failures.
+
+With `log_dir` it also writes what an instrumented PD pair would log: `prefill.log` and
+`decode.log` with SGLang's `Receive:` line for each request and checksum records for its
+room; the decode side's digest differs for the rooms of corrupted replies.
+
+    python -m tests.model_server --port 8000 [--threshold 16] [--log-dir logs/]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+CORRUPTIONS = ("broken_json", "schema", "markup", "diverged")
+FAILURES = ("http_500", "hang", "truncated")
+# percent of the requests that arrive at or above the threshold
+DEFAULT_FAULTS = {"broken_json": 4, "schema": 3, "markup": 4, "diverged": 3, "http_500": 2,
+                  "hang": 2, "truncated": 2}  # fmt: skip
+VERDICT = {"broken_json": "corrupted", "schema": "corrupted", "markup": "corrupted",
+           "diverged": "corrupted", "http_500": "http_error", "hang": "timeout",
+           "truncated": "truncated"}  # fmt: skip
+_WORDS = ("the", "transfer", "of", "room", "pages", "decode", "prefill", "scheduler", "runs",
+          "after", "a", "timeout", "when", "kv", "cache", "is", "freed", "before", "write",
+          "lands", "test", "passes", "fails", "patch", "fixes", "race", "buffer", "index")  # fmt: skip
+
+
+def _h(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _prose(seed: bytes, words: int) -> str:
+    out = [_WORDS[(seed[i % 16] + 7 * i) % len(_WORDS)] for i in range(words)]
+    return " ".join(out).capitalize() + "."
+
+
+def _value(schema: dict, seed: int) -> object:
+    kind = schema.get("type")
+    if kind == "integer":
+        lo = int(schema.get("minimum", 1))
+        return lo + seed % (int(schema.get("maximum", lo + 400)) - lo + 1)
+    if kind == "number":
+        return round(0.5 + seed % 90, 1)
+    if kind == "boolean":
+        return bool(seed & 1)
+    return f"{_WORDS[seed % len(_WORDS)]}/{_WORDS[(seed >> 5) % len(_WORDS)]}_{seed % 97}.py"
+
+
+def _arguments(params: dict, seed: bytes) -> dict:
+    props = params.get("properties", {})
+    out = {}
+    for i, (name, sub) in enumerate(sorted(props.items())):
+        if name in params.get("required", []) or seed[i % 16] & 1:
+            out[name] = _value(sub, int.from_bytes(seed[i % 8 : i % 8 + 4], "big"))
+    return out
+
+
+class ModelServer:
+    def __init__(self, *, threshold: int | None = None, faults: dict[str, int] | None = None,
+                 log_dir: Path | None = None, model: str = "test-model",
+                 latency: float = 0.002) -> None:  # fmt: skip
+        self.threshold = threshold
+        self.latency = latency  # seconds a reply takes, so that requests overlap like in a batch
+        self.faults = DEFAULT_FAULTS if faults is None else faults
+        assert sum(self.faults.values()) <= 100
+        self.model = model
+        self.planted: dict[str, str] = {}
+        self.requests = 0
+        self.inflight = 0
+        self.max_inflight = 0
+        self._release = asyncio.Event()
+        self._logs = None
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._logs = {side: open(log_dir / f"{side}.log", "a", encoding="utf-8")  # noqa: SIM115
+                          for side in ("prefill", "decode")}  # fmt: skip
+
+    # the model
+    def _reply(self, body: dict, text: bytes) -> tuple[str, list[dict]]:
+        """`text`: the messages as JSON (the model's "prompt": its hash decides the reply)."""
+        messages, tools = body.get("messages", []), body.get("tools") or []
+        # the end of the conversation and its length: as deterministic as a hash of all of
+        # it, at a fraction of the cost (the server must not be the benchmark's bottleneck)
+        seed = _h(text[-4096:] + len(text).to_bytes(8, "big"))
+        since_user = 0
+        for m in reversed(messages):
+            if m.get("role") == "user":
+                break
+            since_user += m.get("role") == "assistant"
+        wants_tools = seed[0] % 3  # tool calls this round, 0-2
+        if tools and since_user < wants_tools:
+            fn = tools[seed[1] % len(tools)]["function"]
+            args = _arguments(fn.get("parameters", {}), seed)
+            call = {"id": f"call_{seed.hex()[:12]}", "type": "function",
+                    "function": {"name": fn["name"], "arguments": orjson.dumps(args).decode()}}  # fmt: skip
+            return "", [call]
+        return _prose(seed, 20 + seed[2] % 40), []
+
+    def _fault(self, rid: str) -> str | None:
+        if self.threshold is None or self.inflight < self.threshold:
+            return None
+        bucket = int(hashlib.blake2b(rid.encode(), digest_size=4).hexdigest(), 16) % 100
+        for kind, pct in self.faults.items():
+            if bucket < pct:
+                return kind
+            bucket -= pct
+        return None
+
+    @staticmethod
+    def _apply(kind: str, content: str, calls: list[dict]) -> tuple[str, list[dict], str]:
+        """The faulty reply, and the finish reason."""
+        if kind in ("broken_json", "schema") and not calls:
+            kind = "markup"  # prose has no arguments to break
+        if kind == "broken_json":
+            fn = calls[0]["function"]
+            fn["arguments"] = fn["arguments"][:-1] + ',"'
+        elif kind == "schema":
+            fn = calls[0]["function"]
+            args = orjson.loads(fn["arguments"])
+            args[next(iter(args))] = [1, 2]  # every declared property is a scalar
+            fn["arguments"] = orjson.dumps(args).decode()
+        elif kind == "markup":
+            content = (content or "I will read it.") + " <｜DSML｜function_calls><｜DSML｜invoke"
+            calls = []
+        elif kind == "diverged":
+            # well-formed and valid, only different: a string argument, or the prose
+            args = orjson.loads(calls[0]["function"]["arguments"]) if calls else {}
+            text = [k for k, v in args.items() if isinstance(v, str)]
+            if text:
+                args[text[0]] += "_"
+                calls[0]["function"]["arguments"] = orjson.dumps(args).decode()
+            else:
+                content = (content or "Done.").replace(" ", "  ", 1) + " "
+        elif kind == "truncated":
+            if calls:
+                calls[0]["function"]["arguments"] = calls[0]["function"]["arguments"][:5]
+            else:
+                content = content[: max(1, len(content) // 3)]
+            return content, calls, "length"
+        return content, calls, "tool_calls" if calls else "stop"
+
+    # logs
+    def _log(self, rid: str, bad: bool) -> None:
+        if self._logs is None:
+            return
+        room = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "big") >> 1
+        ts = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        digest = hashlib.blake2b(rid.encode(), digest_size=12).hexdigest()
+        head, tail, full = digest[:8], digest[8:16], digest[16:]
+        ck = f"rid={rid} buf=kv layer=all tp=0 nbytes=1048576 head={head}"
+        self._logs["prefill"].write(
+            f"[{ts} TP0] Receive: obj=GenerateReqInput(rid='{rid}', bootstrap_host='10.0.0.1', "
+            f"bootstrap_port=8998, bootstrap_room={room}, stream=False)\n"
+            f"[{ts} TP0] forensics:checksum side=src room={room} {ck} tail={tail} full={full}\n"
+        )
+        if bad:
+            tail, full = tail[::-1], full[::-1]  # the tail had not landed: partial
+        self._logs["decode"].write(
+            f"[{ts} TP0] Receive: obj=GenerateReqInput(rid='{rid}', bootstrap_host='10.0.0.1', "
+            f"bootstrap_port=8998, bootstrap_room={room}, stream=False)\n"
+            f"[{ts} TP0] forensics:checksum side=dst room={room} {ck} tail={tail} full={full}\n"
+        )
+
+    # HTTP
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        )
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = orjson.loads(await request.read())
+        rid = str(body.get("rid") or f"srv-{self.requests}")
+        self.requests += 1
+        self.inflight += 1
+        self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            kind = self._fault(rid)
+            if kind is not None:
+                self.planted[rid] = kind
+            self._log(rid, kind in CORRUPTIONS)
+            if kind == "http_500":
+                return web.json_response({"object": "error", "message": "planted", "code": 500},
+                                         status=500)  # fmt: skip
+            if kind == "hang":
+                await self._release.wait()
+                return web.json_response({}, status=503)
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            prompt = orjson.dumps(body.get("messages"))
+            content, calls = self._reply(body, prompt)
+            finish = "tool_calls" if calls else "stop"
+            if kind is not None:
+                content, calls, finish = self._apply(kind, content, calls)
+            usage = {"prompt_tokens": len(prompt) // 4,
+                     "completion_tokens": 1 + (len(content) + sum(len(c["function"]["arguments"])
+                                                                   for c in calls)) // 4}  # fmt: skip
+            if body.get("stream"):
+                return await self._stream(request, rid, content, calls, finish, usage, kind)
+            msg = {"role": "assistant", "content": content or None}
+            if calls:
+                msg["tool_calls"] = calls
+            out = {"id": rid, "object": "chat.completion", "created": int(time.time()),
+                   "model": self.model, "choices": [{"index": 0, "message": msg,
+                   "finish_reason": finish}], "usage": usage}  # fmt: skip
+            return web.Response(body=orjson.dumps(out), content_type="application/json")
+        finally:
+            self.inflight -= 1
+
+    async def _stream(self, request: web.Request, rid: str, content: str, calls: list[dict],
+                      finish: str, usage: dict, kind: str | None) -> web.StreamResponse:  # fmt: skip
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+
+        def event(delta: dict, finish_reason: str | None = None, **more: object) -> bytes:
+            chunk = {"id": rid, "object": "chat.completion.chunk", "model": self.model,
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                     **more}  # fmt: skip
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+        parts = [event({"role": "assistant", "content": ""})]
+        parts += [event({"content": content[i : i + 12]}) for i in range(0, len(content), 12)]
+        for i, c in enumerate(calls):
+            fn = c["function"]
+            parts.append(event({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
+                                                "function": {"name": fn["name"], "arguments": ""}}]}))  # fmt: skip
+            args = fn["arguments"]
+            parts += [event({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 10]}}]})
+                      for j in range(0, len(args), 10)]  # fmt: skip
+        if kind == "truncated":
+            for p in parts[: max(1, len(parts) // 2)]:
+                await resp.write(p)
+            assert request.transport is not None
+            request.transport.close()  # the chunked body never ends
+            return resp
+        parts.append(event({}, finish))
+        parts.append(b"data: " + orjson.dumps({"id": rid, "object": "chat.completion.chunk",
+                                               "choices": [], "usage": usage}) + b"\n\n")  # fmt: skip
+        parts.append(b"data: [DONE]\n\n")
+        for p in parts:
+            await resp.write(p)
+        await resp.write_eof()
+        return resp
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        return app
+
+    async def serve(self, port: int = 0, reuse_port: bool = False) -> tuple[web.AppRunner, int]:
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", port, reuse_port=reuse_port or None)
+        await site.start()
+        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        return runner, sock.getsockname()[1]
+
+    def close_logs(self) -> None:
+        for fh in (self._logs or {}).values():
+            fh.close()
+
+
+@contextmanager
+def running(server: ModelServer) -> Iterator[str]:
+    """The server on a thread of its own (its own event loop); yields its base URL."""
+    ready = threading.Event()
+    state: dict = {}
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        server._release = asyncio.Event()
+        stop = asyncio.Event()
+        runner, port = loop.run_until_complete(server.serve())
+        state.update(loop=loop, port=port, stop=stop)
+        ready.set()
+        loop.run_until_complete(stop.wait())
+        server._release.set()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    t = threading.Thread(target=main, daemon=True)
+    t.start()
+    ready.wait()
+    try:
+        yield f"http://127.0.0.1:{state['port']}"
+    finally:
+        state["loop"].call_soon_threadsafe(state["stop"].set)
+        t.join()
+        server.close_logs()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument(
+        "--threshold", type=int, default=None, help="in-flight requests at which faults start"
+    )
+    ap.add_argument("--log-dir", type=Path, default=None)
+    ap.add_argument("--reuse-port", action="store_true",
+                    help="share the port with other server processes (the kernel spreads connections)")  # fmt: skip
+    a = ap.parse_args()
+    server = ModelServer(threshold=a.threshold, log_dir=a.log_dir)
+
+    async def forever() -> None:
+        server._release = asyncio.Event()
+        runner, port = await server.serve(a.port, a.reuse_port)
+        # A stand-in must not be the bottleneck of the harness it serves: the collector's
+        # passes over a long-lived heap cost it a quarter of its time.
+        gc.freeze()
+        gc.set_threshold(100_000, 50, 1000)
+        print(f"listening on http://127.0.0.1:{port}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            server._release.set()
+            await runner.cleanup()
+            server.close_logs()
+
+    with suppress(KeyboardInterrupt):
+        asyncio.run(forever())
+
+
+if __name__ == "__main__":
+    main()
