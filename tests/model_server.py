@@ -3,8 +3,8 @@
 
 It answers like a model that uses tools: a pure function of the messages decides whether
 the reply is a tool call (arguments valid for the declared schema) or prose. When at least
-`threshold` requests are in flight as one arrives, it plants a fault in some of them, chosen
-by the rid, and records each in `planted` (rid → kind):
+`threshold` requests are in flight as one arrives, it plants a fault in some of them (a
+fixed cycle over such arrivals) and records each in `planted` (rid → kind):
 
 - `broken_json` (arguments that do not parse), `schema` (valid JSON, wrong type),
   `markup` (`<｜DSML｜` markup leaked into prose), `diverged` (a different but well-formed
@@ -81,7 +81,7 @@ def _arguments(params: dict, seed: bytes) -> dict:
 class ModelServer:
     def __init__(self, *, threshold: int | None = None, faults: dict[str, int] | None = None,
                  log_dir: Path | None = None, model: str = "test-model",
-                 latency: float = 0.002) -> None:  # fmt: skip
+                 latency: float = 0.002, keep_bodies: bool = False) -> None:  # fmt: skip
         self.threshold = threshold
         self.latency = latency  # seconds a reply takes, so that requests overlap like in a batch
         self.faults = DEFAULT_FAULTS if faults is None else faults
@@ -91,6 +91,8 @@ class ModelServer:
         self.requests = 0
         self.inflight = 0
         self.max_inflight = 0
+        self._above = 0  # requests that arrived at or above the threshold
+        self.bodies: dict[str, bytes] | None = {} if keep_bodies else None  # rid -> messages
         self._release = asyncio.Event()
         self._logs = None
         if log_dir is not None:
@@ -119,19 +121,23 @@ class ModelServer:
             return "", [call]
         return _prose(seed, 20 + seed[2] % 40), []
 
-    def _fault(self, rid: str) -> str | None:
+    def _fault(self) -> str | None:
+        """The fault of the n-th request to arrive at or above the threshold: a fixed
+        cycle of 100 (each kind its percentage), so every kind shows up in any 100 such
+        requests; which rids get them depends on timing, and `planted` records it."""
         if self.threshold is None or self.inflight < self.threshold:
             return None
-        bucket = int(hashlib.blake2b(rid.encode(), digest_size=4).hexdigest(), 16) % 100
+        slot = self._above % 100
+        self._above += 1
         for kind, pct in self.faults.items():
-            if bucket < pct:
+            if slot < pct:
                 return kind
-            bucket -= pct
+            slot -= pct
         return None
 
     @staticmethod
-    def _apply(kind: str, content: str, calls: list[dict]) -> tuple[str, list[dict], str]:
-        """The faulty reply, and the finish reason."""
+    def _apply(kind: str, content: str, calls: list[dict]) -> tuple[str, list[dict], str, str]:
+        """The faulty reply, its finish reason, and the fault it got."""
         if kind in ("broken_json", "schema") and not calls:
             kind = "markup"  # prose has no arguments to break
         if kind == "broken_json":
@@ -145,6 +151,7 @@ class ModelServer:
         elif kind == "markup":
             content = (content or "I will read it.") + " <｜DSML｜function_calls><｜DSML｜invoke"
             calls = []
+            return content, calls, "stop", kind
         elif kind == "diverged":
             # well-formed and valid, only different: a string argument, or the prose
             args = orjson.loads(calls[0]["function"]["arguments"]) if calls else {}
@@ -154,13 +161,14 @@ class ModelServer:
                 calls[0]["function"]["arguments"] = orjson.dumps(args).decode()
             else:
                 content = (content or "Done.").replace(" ", "  ", 1) + " "
+                calls = []
         elif kind == "truncated":
             if calls:
                 calls[0]["function"]["arguments"] = calls[0]["function"]["arguments"][:5]
             else:
                 content = content[: max(1, len(content) // 3)]
-            return content, calls, "length"
-        return content, calls, "tool_calls" if calls else "stop"
+            return content, calls, "length", kind
+        return content, calls, "tool_calls" if calls else "stop", kind
 
     # logs
     def _log(self, rid: str, bad: bool) -> None:
@@ -196,8 +204,10 @@ class ModelServer:
         self.requests += 1
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
+        if self.bodies is not None:
+            self.bodies[rid] = orjson.dumps(body.get("messages"))
         try:
-            kind = self._fault(rid)
+            kind = self._fault()
             if kind is not None:
                 self.planted[rid] = kind
             self._log(rid, kind in CORRUPTIONS)
@@ -213,7 +223,7 @@ class ModelServer:
             content, calls = self._reply(body, prompt)
             finish = "tool_calls" if calls else "stop"
             if kind is not None:
-                content, calls, finish = self._apply(kind, content, calls)
+                content, calls, finish, self.planted[rid] = self._apply(kind, content, calls)
             usage = {"prompt_tokens": len(prompt) // 4,
                      "completion_tokens": 1 + (len(content) + sum(len(c["function"]["arguments"])
                                                                    for c in calls)) // 4}  # fmt: skip

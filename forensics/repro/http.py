@@ -30,6 +30,10 @@ IDLE_REUSE_S = 3.0
 class TransportError(Exception):
     """No complete HTTP response: the connection failed, closed early, or sent garbage."""
 
+    def __init__(self, message: str, unanswered: bool = False) -> None:
+        super().__init__(message)
+        self.unanswered = unanswered  # closed before a byte of the response came back
+
 
 @dataclass
 class Response:
@@ -45,6 +49,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
+        self.served = 0  # responses read on this connection
         self.last_used = time.perf_counter()
         self._waiter: asyncio.Future[Response] | None = None
         self._body: list[bytes] = []
@@ -80,7 +85,7 @@ class _Connection(asyncio.Protocol):
             w.set_result(self._response(complete=False))
             return
         why = f": {exc}" if exc else ""
-        self._fail(TransportError(f"connection closed before a response{why}"))
+        self._fail(TransportError(f"connection closed before a response{why}", unanswered=True))
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -104,6 +109,7 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         w = self._waiter
         self._waiter = None
+        self.served += 1
         if not self.parser.should_keep_alive():
             self.close()
         if w is not None and not w.done():
@@ -161,9 +167,9 @@ class Client:
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
 
-    async def _connection(self) -> _Connection:
+    async def _connection(self, fresh: bool = False) -> _Connection:
         now = time.perf_counter()
-        while self._idle:
+        while self._idle and not fresh:
             conn = self._idle.pop()
             if not conn.closed and now - conn.last_used < IDLE_REUSE_S:
                 return conn
@@ -194,6 +200,20 @@ class Client:
             conn = await self._connection()
             try:
                 resp = await conn.send(head + body, on_body)
+            except TransportError as exc:
+                conn.close()
+                if not (exc.unanswered and conn.served):
+                    raise
+                # A kept-alive connection the server had closed before it read this
+                # request (the race every HTTP/1.1 client meets at the server's idle
+                # timeout): the request was never received, so it goes once more on a
+                # fresh connection. Not a retry of a request the server failed.
+                conn = await self._connection(fresh=True)
+                try:
+                    resp = await conn.send(head + body, on_body)
+                except BaseException:
+                    conn.close()
+                    raise
             except BaseException:
                 conn.close()
                 raise
