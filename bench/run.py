@@ -1,6 +1,6 @@
 """The benchmarks: one command, every figure measured in the same run on the same file.
 
-    python3 bench/run.py [--lines 1500000] [--skip-scaling] [--skip-dashboard]
+    python3 bench/run.py [--lines 1500000] [--skip-scaling] [--skip-dashboard] [--skip-repro]
 
 Generates (once, cached in bench/out/) an incident journal through the real systemd tools,
 then times on it: `forensics ingest` (short-iso-precise and json renderings), the read
@@ -8,7 +8,8 @@ floor (`grep -c`), a hand-written DuckDB query, and lnav; then ingest at 1/4, 1/
 whole file to show time is linear and memory flat. Prints a Markdown table; ratios are
 against lnav and grep measured here and now, never against remembered numbers. Then the
 dashboard benchmark (bench/dashboard.py): HTML size, build and render time at 10 k, 100 k
-and 1 M canary rows.
+and 1 M canary rows; then the reproducer's (bench/repro.py): requests/s of `forensics repro`
+against the stand-in server and the harness's cost against bare clients.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1_500_000)
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--skip-dashboard", action="store_true")
+    ap.add_argument("--skip-repro", action="store_true")
     args = ap.parse_args()
     ingest_benchmark(args)
     if not args.skip_dashboard:
@@ -96,6 +98,11 @@ def main() -> None:
 
         print("\ndashboard (bench/dashboard.py):\n")
         dashboard.main([])
+    if not args.skip_repro:
+        import repro  # bench/repro.py
+
+        print("\nreproducer (bench/repro.py):")
+        repro.main([])
 
 
 def ingest_benchmark(args: argparse.Namespace) -> None:

@@ -97,7 +97,8 @@ class ModelServer:
         self._logs = None
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
-            self._logs = {side: open(log_dir / f"{side}.log", "a", encoding="utf-8")  # noqa: SIM115
+            # line-buffered: a log read while the server runs has every request so far
+            self._logs = {side: open(log_dir / f"{side}.log", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
                           for side in ("prefill", "decode")}  # fmt: skip
 
     # the model

@@ -8,8 +8,9 @@ from ..errors import ForensicsError
 
 
 def all_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, dict]]:
-    """(run, tags) of every run, oldest first."""
-    rows = con.execute("SELECT run, tags FROM runs ORDER BY created, run").fetchall()
+    """(run, tags) of every run, oldest first; runs made by one ingest (a sweep's levels)
+    in the order it made them."""
+    rows = con.execute("SELECT run, tags FROM runs ORDER BY created, rowid").fetchall()
     return [(r, dict(t or {})) for r, t in rows]
 
 
