@@ -207,3 +207,32 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
         assert needle in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert taken.read_text() == "{}\n"  # not overwritten
     assert not (tmp_path / "d").exists()  # nothing written for a run that never started
+
+
+def test_cli_json_summary_and_the_live_table(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from forensics import terminal
+
+    out = tmp_path / "results.jsonl"
+    seen = []
+    with running(ModelServer()) as url:
+        proc = subprocess.run(
+            [sys.executable, "-m", "forensics", "repro", url, "--sessions", "2,3", "--rounds",
+             "2", "--out", str(out), "--json", "--run", "lvl", "--stream"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        res = repro(url, sessions=4, rounds=2, out=tmp_path / "b.jsonl", progress=seen.append)
+    assert proc.returncode == 0, proc.stderr
+    doc = orjson.loads(proc.stdout)
+    assert [r["run"] for r in doc["runs"]] == ["lvl-s2", "lvl-s3"]
+    assert all(r["statuses"] == {"ok": r["requests"]} and r["rate"] == 0 for r in doc["runs"])
+    assert _lines(out)[0]["stream"] is True
+    # progress is reported while the run goes and once at its end, with the final counts
+    assert seen and seen[-1] is res.runs[0] and seen[-1].rounds_done == 8
+    con = Console(record=True, width=200, force_terminal=True)
+    with terminal.ReproLive(con) as live:
+        live.update(res.runs[0])
+    terminal.repro(con, res)
+    text = con.export_text()
+    assert "repro" in text and "8/8" in text and "0.0 % (0.0 %–" in text

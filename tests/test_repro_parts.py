@@ -201,6 +201,11 @@ def test_stream_cut_short_is_truncated_and_still_checked_for_markup() -> None:
     err = events({"error": {"message": "overloaded"}})
     (out,) = _exchange(lambda _: [head + err], stream=True)
     assert out.status == "http_error" and "overloaded" in out.details["http_error"]
+    # an error status on a streamed request: its body is the error, not events
+    refused = b'{"message": "context too long"}'
+    reply = b"HTTP/1.1 400 Bad\r\nContent-Length: %d\r\n\r\n" % len(refused) + refused
+    (out,) = _exchange(lambda _: [reply], stream=True)
+    assert out.details["http_error"] == "HTTP 400 context too long"
 
 
 def test_timeout_is_not_corruption() -> None:

@@ -101,7 +101,8 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if self._first_byte is None:
             self._first_byte = time.perf_counter()
-        if self._on_body is not None:
+        # Only a 200's body streams to the caller: an error's body is kept for its message.
+        if self._on_body is not None and self.parser.get_status_code() == 200:
             self._on_body(body)
         else:
             self._body.append(body)
