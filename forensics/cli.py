@@ -419,6 +419,9 @@ def repro(
         typer.Option(help="Replay every session alone at temperature 0 first; judge divergence."),
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds a request may take.")] = 120.0,
+    retries: Annotated[
+        int, typer.Option(help="Send a failed request again, up to N times (each its own result).")
+    ] = 0,
     seed: Annotated[int, typer.Option(help="Seed of contexts, tool results, sampling.")] = 0,
     stream: Annotated[
         bool | None, typer.Option("--stream/--no-stream", help="[default: the scenario's]")
@@ -446,7 +449,7 @@ def repro(
         res = run_repro(
             url, sessions=levels, rounds=rounds, model=model, run=run, tags=_tags(tag),
             out=out_file, scenario=scenario, golden=golden, timeout=timeout, seed=seed,
-            stream=stream, api_key=api_key, overwrite=overwrite,
+            stream=stream, api_key=api_key, overwrite=overwrite, retries=retries,
             progress=live.update if live else None,
         )  # fmt: skip
     _emit(res, json, terminal.repro)

@@ -52,7 +52,7 @@ _KNOWN = {
 UNJUDGED = ("http_error", "timeout")  # statuses of requests with no reply to judge
 # Header fields kept as the run's tags (besides its own "tags").
 _HEADER_TAGS = ("url", "model", "scenario", "scenario_sha256", "seed", "sessions", "rounds",
-                "golden", "stream", "temperature", "timeout_s", "solo")  # fmt: skip
+                "golden", "stream", "temperature", "timeout_s", "retries", "solo")  # fmt: skip
 RUN_HEADER, RUN_END = "forensics_run", "forensics_run_end"
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}

@@ -236,3 +236,23 @@ def test_cli_json_summary_and_the_live_table(tmp_path: Path) -> None:
     terminal.repro(con, res)
     text = con.export_text()
     assert "repro" in text and "8/8" in text and "0.0 % (0.0 %–" in text
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_retries_are_off_by_default_and_each_attempt_is_a_result(
+    tmp_path: Path, retries: int
+) -> None:
+    # the first request to arrive fails with a 500, every other one is answered
+    server = ModelServer(threshold=1, faults={"http_500": 1})
+    out = tmp_path / "results.jsonl"
+    with running(server) as url:
+        repro(url, sessions=1, rounds=2, out=out, retries=retries)
+    rows = _lines(out)
+    assert rows[0]["retries"] == retries
+    first, second = rows[1], rows[2]
+    assert (first["status"], first["attempt"], first["round"]) == ("http_error", 0, 0)
+    if retries:  # the same request again, under a new rid, and the round goes on
+        assert (second["round"], second["step"], second["attempt"]) == (0, 0, 1)
+        assert second["status"] == "ok" and second["rid"] != first["rid"]
+    else:  # nothing to continue the round from: the next round
+        assert (second["round"], second["step"], second["attempt"]) == (1, 0, 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orjson
 
@@ -41,7 +41,7 @@ class Request:
     stream: bool
     golden: Reply | None = None  # the solo reply, when replaying under load
     judge_golden: bool = False
-    extra: dict = field(default_factory=dict)
+    attempt: int = 0  # 0, or the how-manieth resend of a failed request (--retries)
 
 
 class _Events:

@@ -149,7 +149,7 @@ def _row(key: Key, req: Request, out: Outcome, inflight: int) -> dict:
         "session": str(session), "round": rnd, "step": step, "rid": req.rid,
         "start": round(out.start, 6), "end": round(out.end, 6), "concurrency": inflight,
         "status": out.status, "corrupted": out.corrupted,
-        "reason": ",".join(out.reasons) or None,
+        "reason": ",".join(out.reasons) or None, "attempt": req.attempt,
     }  # fmt: skip
     if out.details:
         row["details"] = out.details
@@ -250,11 +250,14 @@ def repro(
     stream: bool | None = None,
     api_key: str | None = None,
     overwrite: bool = False,
+    retries: int = 0,
     progress: Progress | None = None,
 ) -> ReproResult:
     """Drive `url` (an OpenAI-compatible server) with concurrent agent sessions and write one
     result per request to `out`. A list of `sessions` levels is a sweep: one run per level.
-    Interrupted (Ctrl-C), it returns what finished (`interrupted=True`); the file keeps it."""
+    Interrupted (Ctrl-C), it returns what finished (`interrupted=True`); the file keeps it.
+    `retries`: send a failed request (http_error, timeout) again, up to that many times,
+    each attempt a result of its own (off by default: a retry hides the failure measured)."""
     levels = [sessions] if isinstance(sessions, int) else list(sessions)
     if not levels or any(n < 1 for n in levels):
         raise ForensicsError("--sessions needs whole numbers ≥ 1")
@@ -262,6 +265,8 @@ def repro(
         raise ForensicsError("--rounds must be ≥ 1")
     if not timeout > 0:
         raise ForensicsError("--timeout must be > 0 seconds")
+    if retries < 0:
+        raise ForensicsError("--retries must be ≥ 0")
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     try:
         Client(url)
@@ -274,7 +279,8 @@ def repro(
     previous = signal.getsignal(signal.SIGINT)
     try:
         asyncio.run(_main(url, levels, rounds, model, run, tags or {}, path, sc, golden,
-                          timeout, seed, stream, api_key, overwrite, progress, result))  # fmt: skip
+                          timeout, seed, stream, api_key, overwrite, retries, progress,
+                          result))  # fmt: skip
     except (KeyboardInterrupt, asyncio.CancelledError):
         result.interrupted = True
     finally:
@@ -309,19 +315,20 @@ async def _model(client: Client, timeout: float) -> str:
 async def _main(url: str, levels: list[int], rounds: int, model: str | None, base: str,
                 tags: dict[str, str], path: Path, sc: Scenario, golden: bool, timeout: float,
                 seed: int, stream: bool | None, api_key: str | None, overwrite: bool,
-                progress: Progress | None, result: ReproResult) -> None:  # fmt: skip
+                retries: int, progress: Progress | None, result: ReproResult) -> None:  # fmt: skip
     _stop_on_sigint()
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = Client(url, max_connections=max(levels) + 8, headers=headers)
     try:
         model = model or await _model(client, timeout)
         plan = Plan(sc, model, rounds, seed, sc.stream if stream is None else stream,
-                    0.0 if golden else sc.temperature)  # fmt: skip
+                    0.0 if golden else sc.temperature, retries)  # fmt: skip
         validators = Validators({t.name: t.parameters for t in sc.tools}, sc.markup)
         header = {
             "url": url, "model": model, "scenario": sc.name, "scenario_sha256": sc.sha256,
             "seed": seed, "rounds": rounds, "golden": golden, "stream": plan.stream,
-            "temperature": plan.temperature, "timeout_s": timeout, "tags": tags,
+            "temperature": plan.temperature, "timeout_s": timeout, "retries": retries,
+            "tags": tags,
         }  # fmt: skip
         writer = _Writer(path, overwrite)
         runner = _Runner(client, plan, validators, timeout, writer, progress)

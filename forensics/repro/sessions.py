@@ -16,6 +16,7 @@ from functools import cached_property
 
 import orjson
 
+from ..parsers.results import UNJUDGED
 from .exchange import Outcome, Request
 from .scenario import Scenario, filler
 from .validators import Reply
@@ -31,6 +32,7 @@ class Plan:
     seed: int
     stream: bool
     temperature: float
+    retries: int = 0  # a failed request (http_error, timeout) is sent again this often
 
     @cached_property
     def fixed(self) -> bytes:
@@ -111,9 +113,13 @@ async def run_session(
         for step in range(sc.tool_steps + 1):
             key = (session, rnd, step)
             solo = golden.get(key) if golden is not None else None
-            rid = uuid.uuid4().hex
-            req = Request(body(plan, conv, rid, key), rid, plan.stream, solo, golden is not None)
-            out = await send(key, req)
+            for attempt in range(plan.retries + 1):
+                rid = uuid.uuid4().hex  # every attempt its own rid: its own result
+                req = Request(body(plan, conv, rid, key), rid, plan.stream, solo,
+                              golden is not None, attempt)  # fmt: skip
+                out = await send(key, req)
+                if out.status not in UNJUDGED:
+                    break
             follow = solo or (out.reply if out.status in ("ok", "corrupted") else None)
             if follow is None:
                 break  # nothing to continue the round from: on to the next turn
