@@ -36,7 +36,7 @@ from .parsers.patterns import PatternError
 from .parsers.patterns import builtin as builtin_patterns
 from .parsers.patterns import load_file as load_patterns
 from .sources import list_sources
-from .sql import OUTPUT_FORMATS, export, query
+from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .store import connect_read_only, db_path
 from .store import upgrade as upgrade_db
 from .summary import summarize
@@ -204,6 +204,12 @@ def sources(db: DbOpt = None, json: JsonOpt = False) -> None:
     out.print(t)
 
 
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(help=f"Rows to show or write [default: {TABLE_ROWS} in a table, all otherwise]."),
+]
+
+
 @app.command()
 def sql(
     statement: Annotated[str, typer.Argument(help="One SQL statement (read-only).")],
@@ -212,25 +218,32 @@ def sql(
         str, typer.Option("--format", help=f"One of {', '.join(OUTPUT_FORMATS)}.")
     ] = "table",
     out_file: Annotated[Path | None, typer.Option("--out", help="Write to this file.")] = None,
+    limit: LimitOpt = None,
 ) -> None:
     """Run SQL over the database on a read-only connection.
 
     Example: forensics sql "SELECT host, count(*) FROM entries GROUP BY host" --format csv
     """
     if format != "table":
-        text = export(statement, format, out_file, db)
+        text = export(statement, format, out_file, db, limit)
         if text is not None:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         else:
             err.print(f"wrote {out_file}")
         return
-    cols, rows = query(statement, db)
+    shown = TABLE_ROWS if limit is None else limit
+    cols, rows, total = preview(statement, db, shown)
     t = Table()
     for c in cols:
         t.add_column(c)
     for r in rows:
         t.add_row(*("NULL" if v is None else str(v) for v in r))
     out.print(t)
+    if total > len(rows):
+        out.print(
+            f"… {total - len(rows):,} more rows ({total:,} in all): --format csv (or json, or "
+            f"parquet --out FILE) for all of them, --limit N for more here"
+        )
 
 
 @app.command(name="query")
@@ -242,6 +255,7 @@ def query_cmd(
         str, typer.Option("--format", help=f"One of {', '.join(OUTPUT_FORMATS)}.")
     ] = "table",
     out_file: Annotated[Path | None, typer.Option("--out", help="Write to this file.")] = None,
+    limit: LimitOpt = None,
 ) -> None:
     """Run a named query (one documented .sql file in queries/), or list them.
 
@@ -255,7 +269,7 @@ def query_cmd(
             t.add_row(q.name, q.summary, ", ".join(c[0] for c in q.columns))
         out.print(t)
         return
-    sql(view_sql(name), db=db, format=format, out_file=out_file)
+    sql(view_sql(name), db=db, format=format, out_file=out_file, limit=limit)
 
 
 def _emit(result, as_json: bool, show) -> None:

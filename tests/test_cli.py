@@ -108,3 +108,22 @@ def test_query_list_and_run(tmp_path: Path) -> None:
     }
     bad = cli("query", "nope", "--db", db)
     assert bad.returncode == 2 and "no query named 'nope'" in bad.stderr.decode()
+
+
+def test_terminal_tables_show_the_first_rows_and_say_how_many_more(tmp_path: Path) -> None:
+    cli("demo", "--dir", str(tmp_path / "inc"))
+    db = str(tmp_path / "inc" / "forensics.duckdb")
+    hundred = "SELECT range AS i FROM range(100) ORDER BY i"
+    text = cli("sql", hundred, "--db", db).stdout.decode()
+    assert "│ 39 │" in text and "│ 40 │" not in text  # the first 40, in order
+    assert "… 60 more rows (100 in all): --format csv" in text
+    text = cli("sql", hundred, "--db", db, "--limit", "5").stdout.decode()
+    assert "│ 4 │" in text and "│ 5 │" not in text and "… 95 more rows" in text
+    assert "more rows" not in cli("sql", hundred, "--db", db, "--limit", "100").stdout.decode()
+    lines = cli("sql", hundred, "--db", db, "--format", "csv", "--limit", "3").stdout.decode()
+    assert lines.split() == ["i", "0", "1", "2"]
+    assert len(cli("sql", hundred, "--db", db, "--format", "csv").stdout.split()) == 101
+    rooms = cli("query", "rooms", "--db", db, "--limit", "2").stdout.decode()
+    assert "more rows" in rooms
+    bad = cli("sql", hundred, "--db", db, "--limit", "-1")
+    assert bad.returncode == 2 and "--limit" in bad.stderr.decode()
