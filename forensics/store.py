@@ -12,10 +12,14 @@ import duckdb
 from .errors import ForensicsError
 from .queries import all_queries
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # How a database of an older version becomes this one (each step one transaction).
 MIGRATIONS = {
     2: ["ALTER TABLE results ADD COLUMN status VARCHAR"],  # 3: the harness's request status
+    3: [  # 4: a step's batch as text (a list column cost more to store than the rest)
+        "ALTER TABLE steps ALTER COLUMN rids TYPE VARCHAR USING array_to_string(rids, ',')",
+        "ALTER TABLE steps ALTER COLUMN rooms TYPE VARCHAR USING array_to_string(rooms, ',')",
+    ],
 }
 DEFAULT_DB = "forensics.duckdb"
 # Bounded so that ingest stays well under 2 GB whatever the input size (DuckDB spills).
@@ -89,7 +93,10 @@ CREATE TABLE canary (
 CREATE TABLE steps (
     run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
     entry_no BIGINT NOT NULL,
-    step BIGINT NOT NULL, bs BIGINT, rids VARCHAR[], rooms UBIGINT[], extra VARCHAR
+    step BIGINT NOT NULL, bs BIGINT,
+    rids VARCHAR,  -- the batch's request ids, comma-separated ('' when it logged none)
+    rooms VARCHAR, -- the batch's rooms, comma-separated
+    extra VARCHAR
 );
 -- SGLang's own transfer events (built-in patterns, parsers/patterns/sglang.toml):
 -- failures, timeouts, context corruption, native checksum aborts.

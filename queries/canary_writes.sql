@@ -5,6 +5,8 @@
 -- has `n_unexpected` but no `pages`. The batch comes from the `steps` record of the same
 -- run, host and step (NULL when decode logged none). Rows are not sorted.
 --
+-- @depends result_links
+--
 -- @column run           VARCHAR    the run
 -- @column host          VARCHAR    decode host
 -- @column step          BIGINT     decode step (forward count of the CUDA-graph replay)
@@ -19,29 +21,39 @@
 -- @column rids          VARCHAR[]  request ids in the step's batch
 -- @column rooms         UBIGINT[]  rooms in the step's batch
 -- @column corrupted     BIGINT     requests of that batch the harness marked corrupted
-WITH batch AS (
-    SELECT run, host, step, flatten(list(rids)) AS rids, flatten(list(rooms)) AS rooms
-    FROM steps GROUP BY ALL
-), hit AS (
-    SELECT c.run, c.host, c.step, c.layer, c.ts_us, c.mode, c.bs, c.n_expected, c.n_changed,
-           c.n_unexpected, list_sort(c.unexpected) AS pages, b.rids, b.rooms
-    FROM canary c
-    LEFT JOIN batch b ON b.run = c.run AND b.host IS NOT DISTINCT FROM c.host AND b.step = c.step
-    WHERE c.n_unexpected > 0
-), hit_batch AS (
-    SELECT DISTINCT run, host, step, rids, rooms FROM hit
+WITH hit AS (
+    SELECT run, host, step, layer, ts_us, mode, bs, n_expected, n_changed, n_unexpected,
+           list_sort(unexpected) AS pages
+    FROM canary WHERE n_unexpected > 0
+), batch AS (
+    -- the batches of those steps only (a semi-join first): splitting every step's batch,
+    -- millions of rids, to keep a few was most of this query's time
+    SELECT s.run, s.host, s.step,
+           flatten(list(list_filter(string_split(coalesce(s.rids, ''), ','), lambda x: x <> '')))
+               AS rids,
+           flatten(list(list_transform(
+               list_filter(string_split(coalesce(s.rooms, ''), ','), lambda x: x <> ''),
+               lambda x: x::UBIGINT))) AS rooms
+    FROM steps s
+    SEMI JOIN (SELECT DISTINCT run, host, step FROM hit) h
+      ON h.run = s.run AND h.host IS NOT DISTINCT FROM s.host AND h.step = s.step
+    GROUP BY ALL
 ), bad AS (
-    -- corrupted requests of each hit step's batch, by rid or by room (two equi-joins)
+    -- corrupted requests of each hit step's batch, by rid or by room (two equi-joins),
+    -- whichever run the results were ingested under (result_links)
     SELECT run, host, step, count(DISTINCT rid) AS n
     FROM (SELECT b.run, b.host, b.step, r.rid
-          FROM (SELECT run, host, step, unnest(rids) AS rid FROM hit_batch) b
-          JOIN results r ON r.run = b.run AND r.rid = b.rid AND r.corrupted
+          FROM (SELECT run, host, step, unnest(rids) AS rid FROM batch) b
+          JOIN result_links r ON r.evidence_run = b.run AND r.rid = b.rid AND r.corrupted
           UNION ALL
           SELECT b.run, b.host, b.step, r.rid
-          FROM (SELECT run, host, step, unnest(rooms) AS room FROM hit_batch) b
-          JOIN results r ON r.run = b.run AND r.room = b.room AND r.corrupted)
+          FROM (SELECT run, host, step, unnest(rooms) AS room FROM batch) b
+          JOIN result_links r
+            ON r.evidence_run = b.run AND r.linked_room = b.room AND r.corrupted)
     GROUP BY ALL
 )
-SELECT h.*, coalesce(bad.n, 0) AS corrupted
+SELECT h.run, h.host, h.step, h.layer, h.ts_us, h.mode, h.bs, h.n_expected, h.n_changed,
+       h.n_unexpected, h.pages, b.rids, b.rooms, coalesce(bad.n, 0) AS corrupted
 FROM hit h
+LEFT JOIN batch b ON b.run = h.run AND b.host IS NOT DISTINCT FROM h.host AND b.step = h.step
 LEFT JOIN bad ON bad.run = h.run AND bad.host IS NOT DISTINCT FROM h.host AND bad.step = h.step

@@ -8,12 +8,11 @@
 -- room, from `steps` records) in which a canary saw writes outside the expected pages,
 -- on the same host. Rows are not sorted.
 --
--- Evidence comes from the result's own run; a rid that no record of that run carries is
--- looked up in the one other run that recorded it (`evidence_run`): `forensics repro`
--- writes each level of a sweep as a run of its own, while the journals that saw them all
--- are ingested once, under one run.
+-- Evidence comes from the result's own run, or the one other run that recorded its rid
+-- (`evidence_run`, see result_links).
 --
 -- @depends rooms
+-- @depends result_links
 --
 -- @column run               VARCHAR  the run the results were ingested under
 -- @column session           VARCHAR  harness session
@@ -33,25 +32,7 @@
 -- @column last_step         BIGINT   last of those steps
 -- @column first_step_us     BIGINT   time of the first of those step records, µs (decode's clock)
 -- @column last_step_us      BIGINT   time of the last of those step records, µs (decode's clock)
-WITH rid_room AS (
-    SELECT run, rid, min(room) AS room FROM checksums WHERE rid IS NOT NULL GROUP BY ALL
-), logged AS (
-    SELECT run, rid, min(room) AS room FROM rid_rooms WHERE rid IS NOT NULL GROUP BY ALL
-), rid_elsewhere AS (
-    -- rids that exactly one run's records carry
-    SELECT rid, any_value(run) AS run, min(room) AS room
-    FROM (SELECT run, rid, room FROM rid_room UNION ALL SELECT run, rid, room FROM logged)
-    GROUP BY rid HAVING count(DISTINCT run) = 1
-), linked AS (
-    SELECT r.*,
-           CASE WHEN r.room IS NULL AND rr.room IS NULL AND lg.room IS NULL
-                     AND re.run IS NOT NULL THEN re.run ELSE r.run END AS evidence_run,
-           coalesce(r.room, rr.room, lg.room, re.room) AS linked_room
-    FROM results r
-    LEFT JOIN rid_room rr ON rr.run = r.run AND rr.rid = r.rid
-    LEFT JOIN logged lg ON lg.run = r.run AND lg.rid = r.rid
-    LEFT JOIN rid_elsewhere re ON re.rid = r.rid
-), worst AS (
+WITH worst AS (
     SELECT run, room,
            arg_max(verdict, CASE verdict WHEN 'conflict' THEN 7 WHEN 'mismatch' THEN 6
                    WHEN 'stale' THEN 5 WHEN 'partial' THEN 4 WHEN 'missing_dst' THEN 3
@@ -61,16 +42,19 @@ WITH rid_room AS (
     SELECT DISTINCT run, host, step FROM canary WHERE n_unexpected > 0
 ), members AS (
     -- who was in each decode step's batch, by rid and by room
-    SELECT run, host, step, ts_us, unnest(rids) AS rid, NULL::UBIGINT AS room FROM steps
+    SELECT run, host, step, ts_us, unnest(string_split(rids, ',')) AS rid, NULL::UBIGINT AS room
+    FROM steps WHERE rids <> ''
     UNION ALL
-    SELECT run, host, step, ts_us, NULL::VARCHAR AS rid, unnest(rooms) AS room FROM steps
+    SELECT run, host, step, ts_us, NULL::VARCHAR AS rid,
+           unnest(string_split(rooms, ','))::UBIGINT AS room
+    FROM steps WHERE rooms <> ''
 ), req_steps AS (
     -- two equi-joins: an OR in the join condition would be a nested loop
     SELECT l.evidence_run AS run, l.rid, l.linked_room, m.host, m.step, m.ts_us
-    FROM linked l JOIN members m ON m.run = l.evidence_run AND m.rid = l.rid
+    FROM result_links l JOIN members m ON m.run = l.evidence_run AND m.rid = l.rid
     UNION
     SELECT l.evidence_run AS run, l.rid, l.linked_room, m.host, m.step, m.ts_us
-    FROM linked l JOIN members m ON m.run = l.evidence_run AND m.room = l.linked_room
+    FROM result_links l JOIN members m ON m.run = l.evidence_run AND m.room = l.linked_room
 ), per_req AS (
     SELECT rs.run, rs.rid, rs.linked_room, count(*) AS steps,
            count(b.step) AS unexpected_steps, min(rs.step) AS first_step,
@@ -86,7 +70,7 @@ SELECT l.run, l.session, l.round, l.rid, l.linked_room AS room, w.verdict, l.evi
        l.reason, l.start_us, l.end_us, coalesce(pr.steps, 0) AS steps,
        coalesce(pr.unexpected_steps, 0) AS unexpected_steps, pr.first_step, pr.last_step,
        pr.first_step_us, pr.last_step_us
-FROM linked l
+FROM result_links l
 LEFT JOIN worst w ON w.run = l.evidence_run AND w.room = l.linked_room
 LEFT JOIN per_req pr
   ON pr.run = l.evidence_run AND pr.rid IS NOT DISTINCT FROM l.rid

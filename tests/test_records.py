@@ -121,8 +121,8 @@ def test_step_lists_and_structured_fields() -> None:
         "forensics:step step=3 bs=2 rids=a,b rooms=1,2", "plain message", fields=[None, fields]
     )
     rows = r.step.sort("step").to_dicts()
-    assert (rows[0]["rids"], rows[0]["rooms"]) == (["a", "b"], [1, 2])
-    assert (rows[1]["step"], rows[1]["rooms"]) == (9, [7, 8])
+    assert (rows[0]["rids"], rows[0]["rooms"]) == ("a,b", "1,2")  # stored as text
+    assert (rows[1]["step"], rows[1]["rooms"]) == (9, "7,8")
 
 
 def test_demo_incident_records_stored_with_origin(tmp_path: Path) -> None:

@@ -201,10 +201,16 @@ def test_other_schema_version_refused(renderings, db: Path, version: int) -> Non
 
 
 def _as_version_2(db: Path) -> None:
-    """The database as pd-forensics wrote it at schema 2 (no results.status)."""
+    """The database as pd-forensics wrote it at schema 2 (no results.status, a step's
+    batch as lists)."""
     con = duckdb.connect(str(db))
-    con.execute("DROP VIEW IF EXISTS requests")  # views are reinstalled on every open
+    for view in ("requests", "canary_writes", "skew", "result_links", "rooms"):
+        con.execute(f"DROP VIEW IF EXISTS {view}")  # views are reinstalled on every open
     con.execute("ALTER TABLE results DROP COLUMN status")
+    con.execute("ALTER TABLE steps ALTER rids TYPE VARCHAR[] USING string_split(rids, ',')")
+    con.execute(
+        "ALTER TABLE steps ALTER rooms TYPE UBIGINT[] USING string_split(rooms, ',')::UBIGINT[]"
+    )
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
 
@@ -216,10 +222,13 @@ def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path)
     assert proc.returncode == 2 and "forensics upgrade" in proc.stderr.decode()
     proc = cli("upgrade", "--db", str(db))
     assert proc.returncode == 0, proc.stderr.decode()
-    assert "schema 2 → schema 3" in proc.stdout.decode()
+    assert "schema 2 → schema 4" in proc.stdout.decode()
     assert cli("sources", "--db", str(db)).returncode == 0
     con = duckdb.connect(str(db), read_only=True)
     assert "status" in [c[0] for c in con.execute("DESCRIBE results").fetchall()]
+    types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns"
+                             " WHERE table_name = 'steps'").fetchall())  # fmt: skip
+    assert types["rids"] == types["rooms"] == "VARCHAR"
     assert con.execute("SELECT count(*) FROM entries").fetchone()[0] > 0  # nothing lost
     con.close()
     # a writing command upgrades by itself
@@ -228,7 +237,7 @@ def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path)
     _as_version_2(other)
     forensics.ingest([str(renderings["json"])], other)
     con = duckdb.connect(str(other), read_only=True)
-    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
     con.close()
 
 

@@ -409,6 +409,18 @@ def _list(col: str) -> pl.Expr:
     )
 
 
+def _text_list(col: str) -> pl.Expr:
+    """A list as comma-separated text, as stored: `[a, b]`, `a,b` → `a,b`; `[]`, `-` → ``.
+    (Text, not a list column: millions of rids in a VARCHAR[] cost more to append and to
+    commit than everything else a step record holds; queries split the few they need.)"""
+    v = pl.col(col).str.strip_chars("[] ")
+    return (
+        pl.when(v.is_in(["", "-"]))
+        .then(pl.lit(""))
+        .otherwise(v.str.replace_all(r"\s*,\s*", ","))
+    )
+
+
 def _step(wide: pl.DataFrame):
     rooms = _list("rooms").list.eval(pl.element().cast(pl.UInt64, strict=False))
     reason = _first_failure(
@@ -423,8 +435,9 @@ def _step(wide: pl.DataFrame):
     )
     ok, bad = _split(wide, reason)
     out = ok.select(
-        "row", step=_int("step"), bs=_int("bs"), rids=_list("rids"), rooms=rooms, extra="extra"
-    )
+        "row", step=_int("step"), bs=_int("bs"), rids=_text_list("rids"),
+        rooms=_text_list("rooms"), extra="extra",
+    )  # fmt: skip
     return out, bad
 
 
