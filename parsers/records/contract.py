@@ -415,9 +415,7 @@ def _text_list(col: str) -> pl.Expr:
     commit than everything else a step record holds; queries split the few they need.)"""
     v = pl.col(col).str.strip_chars("[] ")
     return (
-        pl.when(v.is_in(["", "-"]))
-        .then(pl.lit(""))
-        .otherwise(v.str.replace_all(r"\s*,\s*", ","))
+        pl.when(v.is_in(["", "-"])).then(pl.lit("")).otherwise(v.str.replace_all(r"\s*,\s*", ","))
     )
 
 
