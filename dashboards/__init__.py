@@ -5,6 +5,18 @@ fd.timeline("incident.duckdb", run="flag-on").show()   # the step-aligned panels
 fd.runs_compared("incident.duckdb").show()             # corruption rate per run
 """
 
-from .figures import runs_compared, timeline
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["runs_compared", "timeline"]
+
+
+def __getattr__(name: str) -> Any:
+    # Plotly loads only when a figure is asked for: `forensics` commands that import the
+    # dashboard writer's constants must not pay for it.
+    if name in __all__:
+        from . import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

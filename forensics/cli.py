@@ -9,7 +9,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import duckdb
 import orjson
@@ -27,22 +27,21 @@ from .analyses.report import report as run_report
 from .analyses.rooms import rooms as run_rooms
 from .analyses.skew import skew as run_skew
 from .dashboards.write import DEFAULT_NAME
-from .dashboards.write import dashboard as run_dashboard
 from .errors import ForensicsError
-from .ingestion import IngestResult
-from .ingestion import ingest as run_ingest
 from .named import list_queries, view_sql
-from .parsers.patterns import PatternError
-from .parsers.patterns import builtin as builtin_patterns
-from .parsers.patterns import load_file as load_patterns
 from .sources import list_sources
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .store import connect_read_only, db_path
 from .store import upgrade as upgrade_db
 from .summary import summarize
-from .synthetic.demo import demo as run_demo
 from .timefmt import iso_us, span
 
+if TYPE_CHECKING:
+    from .ingestion import IngestResult
+
+# The readers (pyarrow, polars), the dashboard's figures (plotly), the demo and the
+# reproducer load inside the commands that use them: imported here, every command paid
+# for all of them at start-up (1.1 s, more than most queries take).
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -111,6 +110,8 @@ def ingest(
 
     Example: forensics ingest prefill/ decode.log.zst --run flag-on --tag overlap=1
     """
+    from .ingestion import ingest as run_ingest
+
     # No Progress at all off a terminal: some rich versions print a blank line on exit.
     progress = (
         Progress(
@@ -378,6 +379,8 @@ def dashboard(
 
     Example: forensics dashboard --run flag-on --out incident.html --open
     """
+    from .dashboards.write import dashboard as run_dashboard
+
     res = run_dashboard(db, run or None, out_file, open_)
     if json:
         sys.stdout.write(orjson.dumps(res.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -401,6 +404,9 @@ def patterns(
 
     Example: forensics patterns --check my-fork.toml
     """
+    from .parsers.patterns import builtin as builtin_patterns
+    from .parsers.patterns import load_file as load_patterns
+
     pats = load_patterns(check) if check else builtin_patterns()
     t = Table(title=f"{len(pats)} patterns, every sample line passes")
     for c in ("name", "table", "needle", "samples"):
@@ -493,6 +499,8 @@ def demo(
 
     Example: forensics demo --dir /tmp/incident
     """
+    from .synthetic.demo import demo as run_demo
+
     res = run_demo(dir)
     if not json:
         how = (
@@ -554,7 +562,8 @@ def _failure(exc: BaseException, interrupted: bool, debug: bool) -> tuple[str, i
         or isinstance(exc, KeyboardInterrupt | duckdb.InterruptException)
     ):
         return INTERRUPTED, 130  # whatever Ctrl-C turned into on its way out
-    if isinstance(exc, ForensicsError | PatternError):
+    patterns = sys.modules.get("forensics.parsers.patterns")  # loaded if it could raise
+    if isinstance(exc, ForensicsError) or (patterns and isinstance(exc, patterns.PatternError)):
         return str(exc), 2
     if isinstance(exc, duckdb.Error):
         return f"database: {str(exc).splitlines()[0]}", 2

@@ -2,8 +2,8 @@
 
 Columns: `session`, `round`, `rid`, `corrupted` (or `ok`), `reason`, `status`, `start`/`end`
 (epoch seconds or ISO 8601), `concurrency`, optional `room`; other columns are kept in
-`extra`. A `status` of `http_error` or `timeout` (`UNJUDGED`) marks a request that got no
-reply to judge: rates leave it out of their denominator.
+`extra`. A `status` of `http_error` or `timeout` (`forensics.statuses.UNJUDGED`) marks a
+request that got no reply to judge: rates leave it out of their denominator.
 
 JSON lines may carry run headers (what `forensics repro` writes): a line
 `{"forensics_run": NAME, "tags": {...}, "url": ..., ...}` puts the rows after it in run NAME,
@@ -49,7 +49,6 @@ _KNOWN = {
     "concurrency",
     "status",
 }
-UNJUDGED = ("http_error", "timeout")  # statuses of requests with no reply to judge
 # Header fields kept as the run's tags (besides its own "tags").
 _HEADER_TAGS = ("url", "model", "scenario", "scenario_sha256", "seed", "sessions", "rounds",
                 "golden", "stream", "temperature", "timeout_s", "retries", "solo")  # fmt: skip

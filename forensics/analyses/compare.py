@@ -14,7 +14,7 @@ from itertools import combinations
 
 import duckdb
 
-from ..parsers.results import UNJUDGED
+from ..statuses import UNJUDGED
 from ..store import connect_read_only
 from .runs import Runs, all_runs, selected_runs
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, two_by_two, wilson

@@ -8,13 +8,14 @@ Fisher's exact p and the relative risk, and one sentence that says what they mea
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
 
 from ..errors import ForensicsError
-from ..parsers.results import UNJUDGED
-from ..store import connect_read_only, first_row
+from ..statuses import UNJUDGED
+from ..store import connect_read_only
 from .rooms import SEVERITY
 from .runs import Runs, run_filter, selected_runs
 from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
@@ -85,31 +86,29 @@ def correlate_con(
         raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
     runs = selected_runs(con, run)
     where, params = run_filter(run)
-    failed = first_row(
-        con, f"SELECT count(*) FROM requests WHERE {where} AND {_FAILED}", params
-    )[0]  # fmt: skip
-    # A request with no reply has no outcome: it is in neither table.
-    where = f"{where} AND NOT {_FAILED}"
-    total = first_row(
-        con, f"SELECT count(*), count(*) FILTER (WHERE corrupted) FROM requests WHERE {where}",
+    # One pass over the view (it joins every step's batch), grouped to a few dozen rows;
+    # the tables are counted from those.
+    groups = con.execute(
+        f"""SELECT {_FAILED}, corrupted, verdict, steps > 0, unexpected_steps > 0, count(*)
+            FROM requests WHERE {where} GROUP BY ALL""",
         params,
-    )  # fmt: skip
+    ).fetchall()
+    # A request with no reply has no outcome: it is in neither table.
+    failed = sum(n for f, *_, n in groups if f)
+    judged = [g[1:] for g in groups if not g[0]]
     # A room with checksums on one side only says nothing about whether its bytes were
     # intact: such requests have unknown exposure (unless those verdicts are chosen as bad).
-    one_sided = [v for v in ONE_SIDED if v not in bad]
-    marks = ", ".join("?" * len(bad))
+    one_sided = {v for v in ONE_SIDED if v not in bad}
     room = _table(
-        con, where, params,
-        exposed=f"verdict IN ({marks})",
-        known="verdict IS NOT NULL"
-        + (f" AND verdict NOT IN ({', '.join('?' * len(one_sided))})" if one_sided else ""),
-        extra=list(bad), known_params=one_sided,
-    )  # fmt: skip
-    step = _table(con, where, params, exposed="unexpected_steps > 0", known="steps > 0")
+        judged,
+        exposed=lambda verdict, *_: verdict in bad,
+        known=lambda verdict, *_: verdict is not None and verdict not in one_sided,
+    )
+    step = _table(judged, exposed=lambda _v, _s, hit: bool(hit), known=lambda _v, s, _h: bool(s))
     return Correlation(
         runs,
-        total[0],
-        total[1],
+        sum(g[-1] for g in judged),
+        sum(g[-1] for g in judged if g[0]),
         [
             _association(
                 "bad_room", f"a bad room ({', '.join(bad)})", room,
@@ -124,26 +123,25 @@ def correlate_con(
     )  # fmt: skip
 
 
+Group = tuple  # (corrupted, verdict, in a step, in a bad step, count)
+
+
 def _table(
-    con: duckdb.DuckDBPyConnection,
-    where: str,
-    params: list,
-    exposed: str,
-    known: str,
-    extra: list | None = None,
-    known_params: list | None = None,
+    groups: list[Group],
+    exposed: Callable[[str | None, bool, bool], bool],
+    known: Callable[[str | None, bool, bool], bool],
 ) -> tuple[TwoByTwo, int]:
     """(2×2 table, requests not classifiable) for one exposure."""
-    sql = f"""
-        SELECT count(*) FILTER (WHERE {known} AND ({exposed}) AND corrupted),
-               count(*) FILTER (WHERE {known} AND ({exposed})),
-               count(*) FILTER (WHERE {known} AND NOT ({exposed}) AND corrupted),
-               count(*) FILTER (WHERE {known} AND NOT ({exposed})),
-               count(*) FILTER (WHERE NOT ({known}))
-        FROM requests WHERE {where}"""
-    ex, kp = extra or [], known_params or []
-    row = first_row(con, sql, (kp + ex) * 4 + kp + params)
-    a, n1, c, n0, unknown = row
+    a = n1 = c = n0 = unknown = 0
+    for corrupted, verdict, in_step, in_bad, n in groups:
+        if not known(verdict, in_step, in_bad):
+            unknown += n
+        elif exposed(verdict, in_step, in_bad):
+            n1 += n
+            a += n if corrupted else 0
+        else:
+            n0 += n
+            c += n if corrupted else 0
     return two_by_two(a, n1, c, n0), unknown
 
 

@@ -16,7 +16,7 @@ from functools import cached_property
 
 import orjson
 
-from ..parsers.results import UNJUDGED
+from ..statuses import UNJUDGED
 from .exchange import Outcome, Request
 from .scenario import Scenario, filler
 from .validators import Reply
