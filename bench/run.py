@@ -146,6 +146,7 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
             vs_lnav = f"{lnav / w:.1f}" if lnav else "-"
             print(f"| {name} | {w:.2f} | {n_lines / w:,.0f} | {mb / w:,.0f} | {rss or '-'} | "
                   f"{vs_lnav} | {w / grep:.1f} | {res[:60]} |")  # fmt: skip
+        answers(tmpd / "a.duckdb", rows, lnav)
         if args.skip_scaling:
             return
         print("\nscaling (forensics ingest, short-iso-precise):\n")
@@ -156,6 +157,35 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
             size = part.stat().st_size / 2**20
             w, rss, _ = timed(ingest_cmd(part, tmpd / f"s{frac}.duckdb"))
             print(f"| {int(frac * 4)}× | {size:,.0f} | {w:.2f} | {w / size * 100:.2f} | {rss:,} |")
+
+
+ANSWERS = (
+    ("report", ["report"]), ("canary", ["canary"]), ("rooms", ["rooms"]),
+    ("correlate", ["correlate"]), ("compare", ["compare"]), ("skew", ["skew"]),
+    ("query rooms (terminal table)", ["query", "rooms"]),
+    ("query requests (terminal table)", ["query", "requests"]),
+    ("dashboard", ["dashboard", "--out"]),
+)  # fmt: skip
+
+
+def answers(db: Path, rows: list, lnav: float | None) -> None:
+    """Each answer's command on the ingested database, start-up included, as a user runs
+    it; then the time to a first answer (ingest + report) against lnav's load + query."""
+    print("\nanswers (each command on the short-iso-precise database, start-up included):\n")
+    print("| command | s | peak RSS MB |")
+    print("|---|---:|---:|")
+    took = {}
+    for name, args in ANSWERS:
+        extra = [str(db.with_suffix(".html"))] if args[-1] == "--out" else []
+        cmd = [sys.executable, "-m", "forensics", *args, *extra, "--db", str(db)]
+        w, rss, _ = timed(cmd)
+        took[name] = w
+        print(f"| forensics {' '.join(args + (['FILE'] if extra else []))} | {w:.2f} | {rss:,} |")
+    ingest = next(r[1] for r in rows if r[0].startswith("forensics ingest (short"))
+    first = ingest + took["report"]
+    vs = f" = {lnav / first:.2f}× lnav's load + one query ({lnav:.2f} s)" if lnav else ""
+    print(f"\ntime to first answer: ingest {ingest:.2f} s + report {took['report']:.2f} s = "
+          f"{first:.2f} s{vs}")  # fmt: skip
 
 
 if __name__ == "__main__":

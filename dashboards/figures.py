@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import os
 
+import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
@@ -86,7 +87,7 @@ def timeline_figure(p: Panels) -> go.Figure:
     return fig
 
 
-def _with_time(trace, xt: list) -> object:
+def _with_time(trace, xt) -> object:
     trace.meta = {"xt": xt}
     return trace
 
@@ -220,30 +221,51 @@ def _row_middle(fig: go.Figure, row: int) -> float:
     return (lo + hi) / 2
 
 
+def _esc(col: str) -> pl.Expr:
+    """`esc` as a column expression (None → "")."""
+    text = pl.col(col).cast(pl.String).fill_null("")
+    for ch, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+        text = text.str.replace_all(ch, entity, literal=True)
+    return text
+
+
+def _plain(col: str) -> pl.Expr:
+    """A value as an f-string writes it (None → "None")."""
+    return pl.col(col).cast(pl.String).fill_null("None")
+
+
+def _verdict_hover() -> pl.Expr:
+    # Column-wise: a Python loop over 30 000 rooms took a quarter of the dashboard's time.
+    reasons = pl.col("transfer_reasons").cast(pl.String)
+    return pl.concat_str(
+        pl.lit("<b>"), _esc("verdict"), pl.lit("</b> room "), _plain("room"),
+        pl.lit("<br>rid "), _esc("rid"), pl.lit(", run "), _esc("run"),
+        pl.lit("<br>"), _esc("src_host"), pl.lit(" → "), _esc("dst_host"),
+        pl.lit(", decode step ≈ "), _plain("step"),
+        pl.when(pl.col("stale_of").is_not_null())
+        .then(pl.lit("<br>bytes of room ") + pl.col("stale_of").cast(pl.String))
+        .otherwise(pl.lit("")),
+        pl.when(reasons.fill_null("") != "").then(pl.lit("<br>") + _esc("transfer_reasons"))
+        .otherwise(pl.lit("")),
+    )  # fmt: skip
+
+
 def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
     df = p.rooms
     order = [v for v in VERDICT_COLOURS if v in set(df["verdict"].to_list())]
     for v in order:
-        g = df.filter(pl.col("verdict") == v)
-        hover = [
-            "<br>".join([
-                f"<b>{esc(r['verdict'])}</b> room {r['room']}",
-                f"rid {esc(r['rid'])}, run {esc(r['run'])}",
-                f"{esc(r['src_host'])} → {esc(r['dst_host'])}, decode step ≈ {r['step']}",
-                *([f"bytes of room {r['stale_of']}"] if r["stale_of"] is not None else []),
-                *([esc(r["transfer_reasons"])] if r["transfer_reasons"] else []),
-            ])
-            for r in g.iter_rows(named=True)
-        ]  # fmt: skip
+        g = df.filter(pl.col("verdict") == v).with_columns(hover=_verdict_hover())
+        # numpy arrays, not lists: Plotly validates and copies a list element by element
         fig.add_trace(
             _with_time(
                 go.Scattergl(
-                    x=g["step"].to_list(), y=[v] * len(g), mode="markers", name=v,
+                    x=g["step"].to_numpy(), y=np.full(len(g), v, dtype=object),
+                    mode="markers", name=v,
                     marker=dict(color=VERDICT_COLOURS[v], size=9 if v != "match" else 6,
                                 symbol="diamond" if v != "match" else "circle"),
-                    hovertext=hover, hoverinfo="text",
+                    hovertext=g["hover"].to_numpy(), hoverinfo="text",
                 ),
-                g["t_ms"].to_list(),
+                g["t_ms"].to_numpy(),
             ),
             row=row, col=1, secondary_y=False,
         )  # fmt: skip

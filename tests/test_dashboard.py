@@ -125,7 +125,9 @@ def test_point_budget_aggregates_and_says_so(demo, monkeypatch: pytest.MonkeyPat
 def test_markup_from_logs_is_escaped_in_figures(tmp_path: Path) -> None:
     db = _hostile(tmp_path)
     fig = figures.timeline(db)
-    texts = " ".join(str(h) for t in fig.data for h in (t.hovertext or []) if h)
+    texts = " ".join(
+        str(h) for t in fig.data for h in (t.hovertext if t.hovertext is not None else []) if h
+    )
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and "&lt;img src=x" in texts
     assert SCRIPT not in texts and "<img" not in texts
     assert "&lt;b&gt;run&lt;/b&gt;" in texts
