@@ -88,7 +88,9 @@ def timeline_figure(p: Panels) -> go.Figure:
 
 
 def _with_time(trace, xt) -> object:
-    trace.meta = {"xt": xt}
+    # Plain lists, here and in x: Plotly writes numpy arrays as typed binary, which the
+    # page's time switch (it swaps x for meta.xt and back) would hand on undecoded.
+    trace.meta = {"xt": xt.tolist() if hasattr(xt, "tolist") else list(xt)}
     return trace
 
 
@@ -104,18 +106,18 @@ def _writes(fig: go.Figure, p: Panels, row: int) -> None:
     if len(layers) > LAYER_TRACES_MAX:
         groups = [("layers", df)]
     for name, g in groups:
-        marker = dict(size=g["size"].to_list(), opacity=0.8, line=dict(width=0))
+        marker = dict(size=g["size"].to_numpy(), opacity=0.8, line=dict(width=0))
         if len(groups) == 1 and len(layers) > 1:
-            marker |= dict(color=g["layer"].to_list(), colorscale="Viridis",
+            marker |= dict(color=g["layer"].to_numpy(), colorscale="Viridis",
                            colorbar=dict(title="layer", len=0.2, y=1, yanchor="top"))  # fmt: skip
         fig.add_trace(
             _with_time(
                 go.Scattergl(
-                    x=g["step"].to_list(), y=g["n_unexpected"].to_list(), mode="markers",
-                    name=esc(name), marker=marker, hovertext=g["hover"].to_list(),
+                    x=g["step"].to_list(), y=g["n_unexpected"].to_numpy(), mode="markers",
+                    name=esc(name), marker=marker, hovertext=g["hover"].to_numpy(),
                     hoverinfo="text"
                 ),
-                g["t_ms"].to_list(),
+                g["t_ms"].to_numpy(),
             ),
             row=row, col=1,
         )  # fmt: skip
@@ -256,10 +258,11 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
     for v in order:
         g = df.filter(pl.col("verdict") == v).with_columns(hover=_verdict_hover())
         # numpy arrays, not lists: Plotly validates and copies a list element by element
+        # (x stays a list: the page's time switch swaps it for meta.xt and back)
         fig.add_trace(
             _with_time(
                 go.Scattergl(
-                    x=g["step"].to_numpy(), y=np.full(len(g), v, dtype=object),
+                    x=g["step"].to_list(), y=np.full(len(g), v, dtype=object),
                     mode="markers", name=v,
                     marker=dict(color=VERDICT_COLOURS[v], size=9 if v != "match" else 6,
                                 symbol="diamond" if v != "match" else "circle"),
@@ -273,12 +276,12 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
         fig.add_trace(
             _with_time(
                 go.Scattergl(
-                    x=p.load["step"].to_list(), y=p.load["running_req"].to_list(),
+                    x=p.load["step"].to_list(), y=p.load["running_req"].to_numpy(),
                     mode="lines", name="decode #running-req",
                     line=dict(color="rgba(31,119,180,0.6)", width=1.5),
                     hovertemplate="#running-req %{y:.0f}<extra></extra>",
                 ),
-                p.load["t_ms"].to_list(),
+                p.load["t_ms"].to_numpy(),
             ),
             row=row, col=1, secondary_y=True,
         )  # fmt: skip

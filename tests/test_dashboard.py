@@ -258,6 +258,12 @@ def test_switching_the_axis_to_wall_time(browser: Browser, demo) -> None:
     )
     first = o.page.evaluate("document.getElementById('timeline').data[0].x[0]")
     assert first > 1.7e12  # ms since the epoch, decode's clock
+    # every trace that has a time moved to it (numbers, not an undecoded typed array)
+    firsts = o.page.evaluate(
+        "document.getElementById('timeline').data.filter(t => t.meta && t.meta.xt)"
+        ".map(t => t.x.find(v => v !== null))"
+    )
+    assert len(firsts) >= 2 and all(isinstance(v, float | int) and v > 1.7e12 for v in firsts)
     o.page.click("button[data-mode=step]")
     o.page.wait_for_function(
         "document.getElementById('timeline')._fullLayout.xaxis.type === 'linear'"
