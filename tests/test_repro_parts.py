@@ -258,3 +258,27 @@ def test_run_headers_name_runs_and_tag_them(tmp_path: Path) -> None:
     assert got == [("base", "before", None), ("flag-on", "a", "corrupted"),
                    ("flag-on", "b", "timeout"), ("flag-on", "c", "ok")]  # fmt: skip
     assert tags["flag-on"]["overlap"] == "1" and tags["flag-on"]["host"] == "h1"
+
+
+def test_golden_replay_goes_where_the_solo_session_went() -> None:
+    from forensics.repro import Scenario, Tool
+    from forensics.repro.exchange import Outcome
+    from forensics.repro.sessions import Plan, run_session
+
+    sc = Scenario("t", ("go",), tools=(Tool("read", "", {"type": "object"}),), tool_steps=3)
+    plan = Plan(sc, "m", 1, 0, False, 0.0)
+    asks = Reply("", [ToolCall("read", '{"path": "a"}')])  # this model always calls a tool
+    sent: list[tuple] = []
+
+    async def send(key, req):
+        sent.append(key)
+        return Outcome("ok", [], {}, asks, 0.0, 0.0, 0.0)
+
+    asyncio.run(run_session(plan, 0, send))  # on its own: every tool step of the round
+    assert sent == [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3)]
+    # the solo round ended at step 1 (its reply there was cut): the replay ends there too,
+    # and at step 0 it follows the solo reply, corrupted or not, not its own
+    sent.clear()
+    solo = Reply("<|tool_call|>", [ToolCall("read", '{"path": "b"}')])
+    asyncio.run(run_session(plan, 0, send, {(0, 0, 0): solo, (0, 0, 1): None}))
+    assert sent == [(0, 0, 0), (0, 0, 1)]

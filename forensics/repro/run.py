@@ -26,7 +26,7 @@ from ..errors import ForensicsError
 from .exchange import Outcome, Request, send
 from .http import Client, TransportError
 from .scenario import Scenario, load_scenario
-from .sessions import Key, Plan, run_session
+from .sessions import Key, Plan, followed, run_session
 from .validators import CORRUPTION, Reply, Validators
 
 TICK_S = 0.25  # how often progress is reported
@@ -177,7 +177,7 @@ class _Runner:
         self.inflight = 0
 
     async def run(self, name: str, sessions: int, header: dict, solo: bool,
-                  golden: dict[Key, Reply] | None, keep: dict[Key, Reply] | None,
+                  golden: dict[Key, Reply | None] | None, keep: dict[Key, Reply | None] | None,
                   into: list[RunStats]) -> None:  # fmt: skip
         """One run: `sessions` concurrent sessions (or, `solo`, one after another); its
         stats go `into` the list first, so that an interrupted run is counted too."""
@@ -195,8 +195,8 @@ class _Runner:
                 self.inflight -= 1
             stats.add(out)
             self.writer.result(_row(key, req, out, inflight))
-            if keep is not None and out.status == "ok" and out.reply is not None:
-                keep[key] = out.reply
+            if keep is not None:
+                keep[key] = followed(out)  # the last attempt is the one the session went on from
             return out
 
         def round_done() -> None:
@@ -333,7 +333,7 @@ async def _main(url: str, levels: list[int], rounds: int, model: str | None, bas
         writer = _Writer(path, overwrite)
         runner = _Runner(client, plan, validators, timeout, writer, progress)
         try:
-            solo: dict[Key, Reply] | None = None
+            solo: dict[Key, Reply | None] | None = None
             if golden:
                 solo = {}
                 await runner.run(f"{base}-solo", max(levels), header, True, None, solo,

@@ -96,15 +96,21 @@ def body(plan: Plan, conv: Conversation, rid: str, key: Key) -> bytes:
 Send = Callable[[Key, Request], Awaitable[Outcome]]
 
 
+def followed(out: Outcome) -> Reply | None:
+    """The reply a session continues from: any that arrived whole (None: the round ends)."""
+    return out.reply if out.status in ("ok", "corrupted") else None
+
+
 async def run_session(
     plan: Plan,
     session: int,
     send: Send,
-    golden: dict[Key, Reply] | None = None,
+    golden: dict[Key, Reply | None] | None = None,
     on_round: Callable[[], None] | None = None,
 ) -> None:
-    """Every round of one session. With `golden` (the solo replies), the session follows
-    them rather than its own replies, so that each request is its solo twin."""
+    """Every round of one session. With `golden` (what the solo session continued from at
+    each step), the session follows that rather than its own replies, so that each request
+    is its solo twin."""
     sc = plan.scenario
     conv = Conversation()
     conv.add(system_message(plan, session))
@@ -120,7 +126,9 @@ async def run_session(
                 out = await send(key, req)
                 if out.status not in UNJUDGED:
                     break
-            follow = solo or (out.reply if out.status in ("ok", "corrupted") else None)
+            # With --golden the session goes where the solo one went, even where the solo
+            # reply was itself corrupted, or where the solo round stopped (None).
+            follow = golden[key] if golden is not None and key in golden else followed(out)
             if follow is None:
                 break  # nothing to continue the round from: on to the next turn
             conv.add(follow.as_message())
