@@ -282,3 +282,25 @@ def test_golden_replay_goes_where_the_solo_session_went() -> None:
     solo = Reply("<|tool_call|>", [ToolCall("read", '{"path": "b"}')])
     asyncio.run(run_session(plan, 0, send, {(0, 0, 0): solo, (0, 0, 1): None}))
     assert sent == [(0, 0, 0), (0, 0, 1)]
+
+
+def test_replies_of_unexpected_shapes_never_raise() -> None:
+    def ok(body: bytes) -> list[bytes]:
+        return [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body]
+
+    # content as parts (some servers), a tool name that is a number: judged, not crashed
+    parts = orjson.dumps({"choices": [{"message": {"content": [
+        {"type": "text", "text": "Done <tool_call>"}], "tool_calls": [
+        {"function": {"name": 7, "arguments": {"path": "a"}}}]}, "finish_reason": "stop"}]})  # fmt: skip
+    (out,) = _exchange(lambda _: ok(parts))
+    assert out.status == "corrupted" and out.reasons == ["markup_leak", "tool_json"]
+    assert out.reply.content == "Done <tool_call>"
+    assert "undeclared tool '7'" in out.details["tool_json"]
+    for body in (b'{"choices": "x"}', b'{"choices": [{"message": 3}]}', b"[1, 2]",
+                 b'{"choices": [{"message": {"tool_calls": [{"function": null}]}}]}'):  # fmt: skip
+        (out,) = _exchange(lambda _, b=body: ok(b))
+        assert out.status == "http_error" and "not a chat completion" in out.details["http_error"]
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    odd = b'data: {"choices": [{"delta": "text"}]}\n\ndata: [DONE]\n\n'
+    (out,) = _exchange(lambda _: [head + odd], stream=True)
+    assert out.status == "http_error" and "not a chat completion chunk" in out.details["http_error"]

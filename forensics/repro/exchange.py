@@ -90,6 +90,12 @@ class _Events:
         if "error" in chunk:
             self.error = self.error or f"error event: {_message(chunk)}"
             return
+        try:
+            self._chunk(chunk)
+        except (TypeError, ValueError, AttributeError, KeyError):
+            self.error = self.error or f"event {self.events} is not a chat completion chunk"
+
+    def _chunk(self, chunk: dict) -> None:
         r = self.reply
         r.id = r.id or chunk.get("id")
         if chunk.get("usage"):
@@ -97,15 +103,15 @@ class _Events:
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                r.content += delta["content"]
+                r.content += _text(delta["content"])
             for tc in delta.get("tool_calls") or []:
                 call = self.calls.setdefault(int(tc.get("index", 0)), ToolCall("", ""))
                 fn = tc.get("function") or {}
                 call.id = call.id or tc.get("id")
-                call.name += fn.get("name") or ""
-                call.arguments += fn.get("arguments") or ""
+                call.name += _text(fn.get("name"))
+                call.arguments += _text(fn.get("arguments"))
             if choice.get("finish_reason"):
-                r.finish_reason = choice["finish_reason"]
+                r.finish_reason = str(choice["finish_reason"])
 
     def finish(self) -> Reply:
         self.reply.tool_calls = [self.calls[i] for i in sorted(self.calls)]
@@ -118,17 +124,27 @@ def _message(obj: dict) -> str:
     return str(msg or obj.get("message") or "")[:200]
 
 
+def _text(v: object) -> str:
+    """Text as a server may send it: a string, content parts, or nothing."""
+    if v is None:
+        return ""
+    if isinstance(v, list):  # [{"type": "text", "text": …}, …]
+        return "".join(p.get("text") or "" if isinstance(p, dict) else str(p) for p in v)
+    return v if isinstance(v, str) else str(v)
+
+
 def _reply(obj: object) -> Reply:
-    """The first choice of a non-streamed completion (KeyError/TypeError: not one)."""
+    """The first choice of a non-streamed completion (KeyError/TypeError/…: not one)."""
     choice = obj["choices"][0]  # type: ignore[index]
     msg = choice["message"]
     calls = [
-        ToolCall(fn["name"] or "", _arguments(fn.get("arguments")), c.get("id"))
+        ToolCall(_text(fn["name"]), _arguments(fn.get("arguments")), c.get("id"))
         for c in msg.get("tool_calls") or []
         for fn in (c["function"],)
     ]
+    finish = choice.get("finish_reason")
     return Reply(
-        msg.get("content") or "", calls, choice.get("finish_reason"),
+        _text(msg.get("content")), calls, None if finish is None else str(finish),
         obj.get("usage"), obj.get("id"),  # type: ignore[union-attr]
     )  # fmt: skip
 
@@ -182,7 +198,7 @@ async def send(client: Client, req: Request, validators: Validators, timeout: fl
             reply = _reply(orjson.loads(resp.body))
         except orjson.JSONDecodeError:
             return done("http_error", "http_error", "body is not JSON", resp.status)
-        except (KeyError, IndexError, TypeError, AttributeError):
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             return done("http_error", "http_error", "body is not a chat completion",
                         resp.status)  # fmt: skip
     if reply.finish_reason == "length":
