@@ -418,7 +418,9 @@ def patterns(
 
 @app.command()
 def repro(
-    url: Annotated[str, typer.Argument(help="The server, e.g. http://127.0.0.1:30000")],
+    url: Annotated[
+        str, typer.Argument(help="The server, e.g. http://127.0.0.1:30000 (a trailing /v1 too).")
+    ],
     sessions: Annotated[
         str, typer.Option(help="Concurrent sessions; a list (10,20,40) sweeps: one run each.")
     ] = "60",

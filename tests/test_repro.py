@@ -222,7 +222,9 @@ def test_cli_json_summary_and_the_live_table(tmp_path: Path) -> None:
              "2", "--out", str(out), "--json", "--run", "lvl", "--stream"],
             capture_output=True, text=True,
         )  # fmt: skip
-        res = repro(url, sessions=4, rounds=2, out=tmp_path / "b.jsonl", progress=seen.append)
+        # an OpenAI client's base URL (…/v1/) works as well
+        res = repro(f"{url}/v1/", sessions=4, rounds=2, out=tmp_path / "b.jsonl",
+                    progress=seen.append)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = orjson.loads(proc.stdout)
     assert [r["run"] for r in doc["runs"]] == ["lvl-s2", "lvl-s3"]
@@ -230,6 +232,7 @@ def test_cli_json_summary_and_the_live_table(tmp_path: Path) -> None:
     assert _lines(out)[0]["stream"] is True
     # progress is reported while the run goes and once at its end, with the final counts
     assert seen and seen[-1] is res.runs[0] and seen[-1].rounds_done == 8
+    assert res.runs[0].statuses == {"ok": res.runs[0].requests}
     con = Console(record=True, width=200, force_terminal=True)
     with terminal.ReproLive(con) as live:
         live.update(res.runs[0])

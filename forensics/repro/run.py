@@ -268,6 +268,8 @@ def repro(
     if retries < 0:
         raise ForensicsError("--retries must be ≥ 0")
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    # OpenAI clients take a base URL ending in /v1: the same URL works here.
+    url = url.rstrip("/").removesuffix("/v1")
     try:
         Client(url)
     except ValueError as exc:
