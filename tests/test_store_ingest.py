@@ -207,16 +207,32 @@ def _as_version_2(db: Path) -> None:
     for view in ("requests", "canary_writes", "skew", "result_links", "rooms"):
         con.execute(f"DROP VIEW IF EXISTS {view}")  # views are reinstalled on every open
     con.execute("ALTER TABLE results DROP COLUMN status")
-    con.execute("ALTER TABLE steps ALTER rids TYPE VARCHAR[] USING string_split(rids, ',')")
-    con.execute(
-        "ALTER TABLE steps ALTER rooms TYPE UBIGINT[] USING string_split(rooms, ',')::UBIGINT[]"
-    )
+    for col, kind in (("rids", "VARCHAR"), ("rooms", "UBIGINT")):
+        con.execute(
+            f"ALTER TABLE steps ALTER {col} TYPE {kind}[] USING CASE WHEN {col} = '' "
+            f"THEN []::{kind}[] ELSE string_split({col}, ',')::{kind}[] END"
+        )
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
 
 
+def _steps(db: Path) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT entry_no, rids, rooms FROM steps ORDER BY entry_no").fetchall()
+    con.close()
+    return rows
+
+
 def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path) -> None:
-    forensics.ingest([str(renderings["short"])], db)
+    batches = tmp_path / "decode.log"
+    batches.write_text(
+        "[2026-11-29 07:00:01 TP0] forensics:step step=1 bs=2 rids=[a,b] rooms=[1,2]\n"
+        "[2026-11-29 07:00:02 TP0] forensics:step step=2 bs=0 rids=[] rooms=-\n"
+        "[2026-11-29 07:00:03 TP0] forensics:step step=3 bs=1 rids=c\n"
+    )
+    forensics.ingest([str(renderings["short"]), str(batches)], db)
+    steps = _steps(db)
+    assert [r[1:] for r in steps] == [("a,b", "1,2"), ("", ""), ("c", None)]
     _as_version_2(db)
     proc = cli("sources", "--db", str(db))  # read-only: says how, changes nothing
     assert proc.returncode == 2 and "forensics upgrade" in proc.stderr.decode()
@@ -224,6 +240,7 @@ def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path)
     assert proc.returncode == 0, proc.stderr.decode()
     assert "schema 2 → schema 4" in proc.stdout.decode()
     assert cli("sources", "--db", str(db)).returncode == 0
+    assert _steps(db) == steps  # lists back to the text ingest writes, row for row
     con = duckdb.connect(str(db), read_only=True)
     assert "status" in [c[0] for c in con.execute("DESCRIBE results").fetchall()]
     types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns"
