@@ -48,11 +48,14 @@ def guarded(db: str | os.PathLike | None = None) -> Iterator[duckdb.DuckDBPyConn
         con.close()
 
 
-def _relation(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.DuckDBPyRelation | None:
+def _relation(
+    con: duckdb.DuckDBPyConnection, sql: str
+) -> tuple[duckdb.DuckDBPyRelation | None, str]:
+    """The statement's relation (None: it returns no rows) and its kind (SELECT, EXPLAIN)."""
     kind = _statement_kind(sql)
     if kind not in ALLOWED:
         raise ForensicsError(f"sql is read-only: it runs a SELECT, not {kind}")
-    return con.sql(sql)
+    return con.sql(sql), kind
 
 
 TABLE_ROWS = 40  # rows a terminal table shows unless --limit says otherwise
@@ -74,10 +77,10 @@ def preview(
     if limit is not None and limit < 0:
         raise ForensicsError("--limit must be ≥ 0")
     with guarded(db) as con:
-        rel = _relation(con, sql)
+        rel, kind = _relation(con, sql)
         if rel is None:
             return [], [], 0
-        if limit is None or _statement_kind(sql) != "SELECT":
+        if limit is None or kind != "SELECT":
             rows = rel.fetchall()
             return list(rel.columns), rows, len(rows)
         rows = rel.limit(limit + 1).fetchall()
@@ -115,7 +118,7 @@ def export(
     if fmt == "parquet" and out is None:
         raise ForensicsError("--format parquet needs --out FILE")
     with guarded(db) as con:
-        rel = _relation(con, sql)
+        rel, _ = _relation(con, sql)
         if rel is None:
             raise ForensicsError("the statement returned no rows to export")
         if limit is not None:

@@ -6,4 +6,7 @@ do not load the readers (pyarrow, polars) to know four words.
 """
 
 UNJUDGED = ("http_error", "timeout")  # no reply to judge
-STATUSES = ("ok", "corrupted", "truncated", *UNJUDGED)
+FAILURES = (*UNJUDGED, "truncated")  # not corruption: nothing, or not all of it, came back
+STATUSES = ("ok", "corrupted", *FAILURES)
+# SQL over a `status` column: the request had no reply (NULL status: a reply, judged)
+NO_REPLY_SQL = "coalesce(status IN ({}), false)".format(", ".join(f"'{s}'" for s in UNJUDGED))

@@ -27,7 +27,7 @@ import gc
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,7 +93,7 @@ class ModelServer:
         self.max_inflight = 0
         self._above = 0  # requests that arrived at or above the threshold
         self.bodies: dict[str, bytes] | None = {} if keep_bodies else None  # rid -> messages
-        self._release = asyncio.Event()
+        self._release: asyncio.Event | None = None  # set when serving: ends the hangs
         self._logs = None
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -216,6 +216,7 @@ class ModelServer:
                 return web.json_response({"object": "error", "message": "planted", "code": 500},
                                          status=500)  # fmt: skip
             if kind == "hang":
+                assert self._release is not None
                 await self._release.wait()
                 return web.json_response({}, status=503)
             if self.latency:
@@ -281,17 +282,25 @@ class ModelServer:
         app.router.add_post("/v1/chat/completions", self.chat)
         return app
 
-    async def serve(self, port: int = 0, reuse_port: bool = False) -> tuple[web.AppRunner, int]:
+    async def serve(
+        self, port: int = 0, reuse_port: bool = False
+    ) -> tuple[int, Callable[[], Awaitable[None]]]:
+        """Listen on 127.0.0.1: (port, stop), stop ending the hangs, the server and its logs."""
+        self._release = asyncio.Event()
         runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port, reuse_port=reuse_port or None)
         await site.start()
-        sock = site._server.sockets[0]  # type: ignore[union-attr]
-        return runner, sock.getsockname()[1]
+        release = self._release
 
-    def close_logs(self) -> None:
-        for fh in (self._logs or {}).values():
-            fh.close()
+        async def stop() -> None:
+            release.set()
+            await runner.cleanup()
+            for fh in (self._logs or {}).values():
+                fh.close()
+
+        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        return sock.getsockname()[1], stop
 
 
 @contextmanager
@@ -303,14 +312,12 @@ def running(server: ModelServer) -> Iterator[str]:
     def main() -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        server._release = asyncio.Event()
-        stop = asyncio.Event()
-        runner, port = loop.run_until_complete(server.serve())
-        state.update(loop=loop, port=port, stop=stop)
+        done = asyncio.Event()
+        port, stop = loop.run_until_complete(server.serve())
+        state.update(loop=loop, port=port, done=done)
         ready.set()
-        loop.run_until_complete(stop.wait())
-        server._release.set()
-        loop.run_until_complete(runner.cleanup())
+        loop.run_until_complete(done.wait())
+        loop.run_until_complete(stop())
         loop.close()
 
     t = threading.Thread(target=main, daemon=True)
@@ -319,9 +326,8 @@ def running(server: ModelServer) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{state['port']}"
     finally:
-        state["loop"].call_soon_threadsafe(state["stop"].set)
+        state["loop"].call_soon_threadsafe(state["done"].set)
         t.join()
-        server.close_logs()
 
 
 def main() -> None:
@@ -337,8 +343,7 @@ def main() -> None:
     server = ModelServer(threshold=a.threshold, log_dir=a.log_dir)
 
     async def forever() -> None:
-        server._release = asyncio.Event()
-        runner, port = await server.serve(a.port, a.reuse_port)
+        port, stop = await server.serve(a.port, a.reuse_port)
         # A stand-in must not be the bottleneck of the harness it serves: the collector's
         # passes over a long-lived heap cost it a quarter of its time.
         gc.freeze()
@@ -347,9 +352,7 @@ def main() -> None:
         try:
             await asyncio.Event().wait()
         finally:
-            server._release.set()
-            await runner.cleanup()
-            server.close_logs()
+            await stop()
 
     with suppress(KeyboardInterrupt):
         asyncio.run(forever())

@@ -21,6 +21,7 @@ from forensics.repro.http import Client
 from forensics.repro.scenario import filler
 from forensics.repro.validators import diverged
 
+DATA = Path(__file__).parent / "data"
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"},
           "n": {"type": "integer", "minimum": 1}}, "required": ["path"],
           "additionalProperties": False}  # fmt: skip
@@ -304,3 +305,35 @@ def test_replies_of_unexpected_shapes_never_raise() -> None:
     odd = b'data: {"choices": [{"delta": "text"}]}\n\ndata: [DONE]\n\n'
     (out,) = _exchange(lambda _: [head + odd], stream=True)
     assert out.status == "http_error" and "not a chat completion chunk" in out.details["http_error"]
+
+
+def test_an_sglang_stream_from_public_reports() -> None:
+    """SGLang's response head and reasoning deltas (sglang#4700, #9657) and the tool-call
+    deltas quoted in #4700, served chunked over real HTTP: one clean tool call."""
+    rows = [line.split("\t", 1)[1] for line in
+            (DATA / "sglang-sse-real.tsv").read_text().splitlines() if not line.startswith("#")]  # fmt: skip
+    head = [r for r in rows if not r.startswith("data:")]
+    events = [r for r in rows if r.startswith("data:")]
+    # chunked as uvicorn sends it: a chunk per event
+    chunks = b"".join(b"%x\r\n" % (len(e) + 2) + e.encode() + b"\n\n\r\n" for e in events)
+    reply = [("\r\n".join(head) + "\r\n\r\n").encode(), chunks + b"0\r\n\r\n"]
+    assert len(events) == 13 and "transfer-encoding: chunked" in head
+    weather = {"type": "object", "properties": {"location": {"type": "string"}},
+               "required": ["location"]}  # fmt: skip
+
+    async def main():
+        server = await asyncio.start_server(_serve(lambda _: reply, False), "127.0.0.1", 0)
+        client = Client(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        out = await send(client, Request(b"{}", "r", True), Validators({"get_weather": weather}),
+                         timeout=2.0)  # fmt: skip
+        client.close()
+        server.close()
+        return out
+
+    out = asyncio.run(main())
+    assert out.status == "ok", out.details
+    assert out.reply.content == ""  # reasoning is not content
+    (call,) = out.reply.tool_calls
+    assert (call.name, call.id) == ("get_weather", "call_DdmO9pD3xa9XTPNJ32zg2hcA")
+    assert orjson.loads(call.arguments) == {"location": "Paris, France"}
+    assert out.reply.finish_reason == "tool_calls" and out.ttft is not None

@@ -14,7 +14,7 @@ from itertools import combinations
 
 import duckdb
 
-from ..statuses import UNJUDGED
+from ..statuses import NO_REPLY_SQL
 from ..store import connect_read_only
 from .runs import Runs, all_runs, selected_runs
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, two_by_two, wilson
@@ -96,16 +96,14 @@ def compare(db: str | os.PathLike | None = None, runs: Runs = None) -> Compariso
 def compare_con(con: duckdb.DuckDBPyConnection, runs: Runs = None) -> Comparison:
     known = dict(all_runs(con))
     chosen = selected_runs(con, runs)
-    marks = ", ".join("?" * len(UNJUDGED))
-    failed = f"coalesce(status IN ({marks}), false)"
+    failed = NO_REPLY_SQL
     counts = {
         r: (n, k, f)
         for r, n, k, f in con.execute(
             f"""SELECT run, count(*) FILTER (WHERE NOT {failed}),
                        count(*) FILTER (WHERE corrupted AND NOT {failed}),
                        count(*) FILTER (WHERE {failed})
-                FROM results GROUP BY run""",
-            list(UNJUDGED) * 3,
+                FROM results GROUP BY run"""
         ).fetchall()
     }
     rates = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..errors import ForensicsError
-from ..statuses import UNJUDGED
+from ..statuses import NO_REPLY_SQL
 from ..store import connect_read_only
 from .rooms import SEVERITY
 from .runs import Runs, run_filter, selected_runs
@@ -22,7 +22,6 @@ from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
 
 BAD_VERDICTS = ("partial", "mismatch", "stale")
 ONE_SIDED = ("missing_dst", "missing_src")  # exposure unknown: left out and counted
-_FAILED = "coalesce(status IN ({}), false)".format(", ".join(f"'{s}'" for s in UNJUDGED))
 
 
 @dataclass
@@ -89,7 +88,7 @@ def correlate_con(
     # One pass over the view (it joins every step's batch), grouped to a few dozen rows;
     # the tables are counted from those.
     groups = con.execute(
-        f"""SELECT {_FAILED}, corrupted, verdict, steps > 0, unexpected_steps > 0, count(*)
+        f"""SELECT {NO_REPLY_SQL}, corrupted, verdict, steps > 0, unexpected_steps > 0, count(*)
             FROM requests WHERE {where} GROUP BY ALL""",
         params,
     ).fetchall()

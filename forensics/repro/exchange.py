@@ -40,7 +40,6 @@ class Request:
     rid: str
     stream: bool
     golden: Reply | None = None  # the solo reply, when replaying under load
-    judge_golden: bool = False
     attempt: int = 0  # 0, or the how-manieth resend of a failed request (--retries)
 
 
@@ -216,7 +215,7 @@ def _judge(out: Outcome, req: Request, validators: Validators) -> Outcome:
     found: dict[str, str | None] = {"markup_leak": validators.markup_leak(reply)}
     if not cut:
         found["tool_json"] = validators.tool_json(reply)
-    if req.judge_golden and req.golden is not None:
+    if req.golden is not None:
         found["diverged"] = diverged(reply.text(), req.golden.text(), cut=cut)
     bad = {k: v for k, v in found.items() if v}
     if bad:

@@ -16,7 +16,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httptools
@@ -41,7 +41,6 @@ class Response:
     body: bytes
     first_byte: float | None = None  # perf_counter of the first body byte
     complete: bool = True  # False: the connection ended inside the body
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 class _Connection(asyncio.Protocol):
@@ -55,7 +54,7 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._on_body: Callable[[bytes], None] | None = None
         self._first_byte: float | None = None
-        self._headers: dict[str, str] = {}
+        self._framed = False  # Content-Length or chunked: the body's end is known
         self._headers_done = False
         self._until_eof = False  # a body with neither length nor chunks ends at close
 
@@ -89,14 +88,16 @@ class _Connection(asyncio.Protocol):
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        # Only how the body is framed matters here: nothing else is kept, or decoded.
+        name = name.lower()
+        if name == b"content-length" or (
+            name == b"transfer-encoding" and b"chunked" in value.lower()
+        ):
+            self._framed = True
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
-        h = self._headers
-        self._until_eof = "content-length" not in h and "chunked" not in h.get(
-            "transfer-encoding", ""
-        )
+        self._until_eof = not self._framed
 
     def on_body(self, body: bytes) -> None:
         if self._first_byte is None:
@@ -119,9 +120,8 @@ class _Connection(asyncio.Protocol):
     # ours
     def _response(self, complete: bool) -> Response:
         return Response(
-            self.parser.get_status_code(), b"".join(self._body), self._first_byte, complete,
-            self._headers,
-        )  # fmt: skip
+            self.parser.get_status_code(), b"".join(self._body), self._first_byte, complete
+        )
 
     def _fail(self, exc: Exception) -> None:
         w = self._waiter
@@ -139,7 +139,7 @@ class _Connection(asyncio.Protocol):
         assert self._waiter is None, "one request at a time on a connection"
         self._waiter = asyncio.get_running_loop().create_future()
         self._body, self._on_body, self._first_byte = [], on_body, None
-        self._headers, self._headers_done, self._until_eof = {}, False, False
+        self._framed, self._headers_done, self._until_eof = False, False, False
         assert self.transport is not None
         self.transport.write(data)
         return self._waiter

@@ -23,11 +23,12 @@ from pathlib import Path
 import orjson
 
 from ..errors import ForensicsError
+from ..statuses import UNJUDGED
 from .exchange import Outcome, Request, send
 from .http import Client, TransportError
 from .scenario import Scenario, load_scenario
 from .sessions import Key, Plan, followed, run_session
-from .validators import CORRUPTION, Reply, Validators
+from .validators import Reply, Validators
 
 TICK_S = 0.25  # how often progress is reported
 
@@ -54,13 +55,14 @@ class RunStats:
         return self.statuses["corrupted"]
 
     @property
-    def judged(self) -> int:
-        """Requests with a reply to judge (the rate's denominator): not failed ones."""
-        return self.statuses["ok"] + self.statuses["corrupted"] + self.statuses["truncated"]
+    def failed(self) -> int:
+        """Requests with no reply (http_error, timeout)."""
+        return sum(self.statuses[s] for s in UNJUDGED)
 
     @property
-    def failed(self) -> int:
-        return self.statuses["http_error"] + self.statuses["timeout"]
+    def judged(self) -> int:
+        """Requests with a reply to judge: the rate's denominator."""
+        return self.requests - self.failed
 
     def rate(self) -> tuple[float | None, float | None, float | None]:
         from ..analyses.stats import wilson
@@ -351,4 +353,4 @@ async def _main(url: str, levels: list[int], rounds: int, model: str | None, bas
         client.close()
 
 
-__all__ = ["CORRUPTION", "ReproResult", "RunStats", "repro", "run_names"]
+__all__ = ["ReproResult", "RunStats", "repro", "run_names"]

@@ -121,8 +121,7 @@ async def run_session(
             solo = golden.get(key) if golden is not None else None
             for attempt in range(plan.retries + 1):
                 rid = uuid.uuid4().hex  # every attempt its own rid: its own result
-                req = Request(body(plan, conv, rid, key), rid, plan.stream, solo,
-                              golden is not None, attempt)  # fmt: skip
+                req = Request(body(plan, conv, rid, key), rid, plan.stream, solo, attempt)
                 out = await send(key, req)
                 if out.status not in UNJUDGED:
                     break

@@ -35,8 +35,7 @@ MARKUP = (
     "[TOOL_CALLS]",  # Mistral
     "<minimax:tool_call>",  # MiniMax M2
 )  # fmt: skip
-CORRUPTION = ("tool_json", "markup_leak", "diverged")
-FAILURES = ("http_error", "timeout", "truncated")
+CORRUPTION = ("tool_json", "markup_leak", "diverged")  # the failures: forensics.statuses
 
 
 @dataclass
