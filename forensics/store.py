@@ -17,8 +17,12 @@ SCHEMA_VERSION = 4
 MIGRATIONS = {
     2: ["ALTER TABLE results ADD COLUMN status VARCHAR"],  # 3: the harness's request status
     3: [  # 4: a step's batch as text (a list column cost more to store than the rest)
-        "ALTER TABLE steps ALTER COLUMN rids TYPE VARCHAR USING array_to_string(rids, ',')",
-        "ALTER TABLE steps ALTER COLUMN rooms TYPE VARCHAR USING array_to_string(rooms, ',')",
+        # an empty list as '' (DuckDB 1.4's array_to_string gives NULL for it, 2.0 '')
+        *(
+            f"ALTER TABLE steps ALTER COLUMN {c} TYPE VARCHAR USING CASE WHEN {c} IS NULL "
+            f"THEN NULL WHEN len({c}) = 0 THEN '' ELSE array_to_string({c}, ',') END"
+            for c in ("rids", "rooms")
+        ),
     ],
 }
 DEFAULT_DB = "forensics.duckdb"
