@@ -12,6 +12,7 @@ import random
 import struct
 from pathlib import Path
 
+from forensics.probes.lines import pages, record
 from forensics.synthetic.journal_writer import render, write_journal
 
 T0 = 1_795_935_600_000_000
@@ -94,7 +95,47 @@ HOSTS = [
 ]
 
 
-def write_export(path: Path, lines: int, prompt_words: int = 560, seed: int = 1) -> int:
+def _decode_cycle(rng: random.Random, k: int, step: int) -> list[tuple[int, str]]:
+    """One request on a canary-instrumented decode host: 94 % of its lines are records
+    (a step record and a canary record per layer group for each of 4 decode steps), each
+    written as forensics.probes writes it."""
+    rid = f"{rng.getrandbits(128):032x}"
+    room = rng.getrandbits(63)
+    h = f"{rng.getrandbits(64):016x}"
+    ts = "[2026-11-29 07:00:00 TP0]"
+    out = [
+        (1, f"{ts} Receive: obj=GenerateReqInput(rid='{rid}', bootstrap_room={room}, stream=True)"),
+        (1, record("checksum", {
+            "side": "dst", "room": room, "rid": rid, "buf": "index_k", "layer": "all", "tp": 0,
+            "dtype": "fp8", "nbytes": 262144, "head": h, "tail": h[::-1], "full": h[3:] + h[:3],
+        })),
+    ]  # fmt: skip
+    for s in range(step, step + 4):
+        out.append((1, record("step", {"step": s, "bs": 48, "rids": rid, "rooms": room})))
+        base = (s * 2) % 4000
+        expected = [base, base + 1]
+        for layer in range(0, 64, 4):
+            # One write in 500 lands outside the step's pages (aliasing).
+            changed = expected + ([base + 77] if rng.random() < 0.002 else [])
+            out.append((1, record("canary", {
+                "step": s, "layer": layer, "bs": 48, "mode": "replay",
+                "expected": pages(expected), "changed": pages(changed),
+                "unexpected": pages(set(changed) - set(expected)),
+            })))  # fmt: skip
+    out += [
+        (1, f"{ts} Decode batch, #running-req: 48, #token: 183552, token usage: 0.22, "
+            f"cuda graph: True, gen throughput (token/s): 1893.20, #queue-req: 0"),
+        (1, f'{ts} INFO:     127.0.0.1:{40000 + k % 20000} - "POST /generate HTTP/1.1" 200 OK'),
+    ]  # fmt: skip
+    return out
+
+
+SHAPES = {"mixed": "v2", "decode": "decode-v2"}  # shape -> file name tag
+
+
+def write_export(
+    path: Path, lines: int, prompt_words: int = 560, seed: int = 1, shape: str = "mixed"
+) -> int:
     """An export stream of `lines` entries; returns the count written."""
     rng = random.Random(seed)
     n = 0
@@ -103,7 +144,12 @@ def write_export(path: Path, lines: int, prompt_words: int = 560, seed: int = 1)
     ts = T0
     with open(path, "wb", buffering=1 << 20) as fh:
         while n < lines:
-            for host, msg in _cycle(rng, k, step, prompt_words):
+            cycle = (
+                _cycle(rng, k, step, prompt_words)
+                if shape == "mixed"
+                else _decode_cycle(rng, k, step)
+            )
+            for host, msg in cycle:
                 if n >= lines:
                     break
                 ts += rng.randint(50, 400)
@@ -123,16 +169,20 @@ def write_export(path: Path, lines: int, prompt_words: int = 560, seed: int = 1)
     return n
 
 
-def build(out: Path, lines: int) -> dict[str, Path]:
-    """Cached renderings of an incident of `lines` entries: short-iso-precise and json."""
+def build(out: Path, lines: int, shape: str = "mixed") -> dict[str, Path]:
+    """Cached renderings of an incident of `lines` entries: short-iso-precise, and json
+    for the mixed shape (`decode`: a record-heavy decode host, short-iso-precise only)."""
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"incident-{lines}-v2"
-    files = {"short-iso-precise": Path(f"{stem}.log"), "json": Path(f"{stem}.json")}
+    tag = SHAPES[shape]
+    stem = out / f"incident-{lines}-{tag}"
+    files = {"short-iso-precise": Path(f"{stem}.log")}
+    if shape == "mixed":
+        files["json"] = Path(f"{stem}.json")
     if all(p.exists() for p in files.values()):
         return files
     export = Path(f"{stem}.export")
-    write_export(export, lines)
-    jdir = out / f"journal-{lines}-v2"
+    write_export(export, lines, shape=shape)
+    jdir = out / f"journal-{lines}-{tag}"
     for old in jdir.glob("*.journal"):
         old.unlink()
     journals = write_journal(export, jdir / "incident.journal")

@@ -1,11 +1,13 @@
 """The benchmarks: one command, every figure measured in the same run on the same file.
 
-    python3 bench/run.py [--lines 1500000] [--skip-scaling] [--skip-dashboard] [--skip-repro]
+    python3 bench/run.py [--lines 1500000] [--decode-lines 5000000] [--skip-scaling]
+                         [--skip-dashboard] [--skip-repro]
 
 Generates (once, cached in bench/out/) an incident journal through the real systemd tools,
 then times on it: `forensics ingest` (short-iso-precise and json renderings), the read
 floor (`grep -c`), a hand-written DuckDB query, and lnav; then ingest at 1/4, 1/2 and the
-whole file to show time is linear and memory flat. Prints a Markdown table; ratios are
+whole file to show time is linear and memory flat; then lnav and ingest on a
+record-heavy decode journal (94 % records, about 740 MB). Prints Markdown tables; ratios are
 against lnav and grep measured here and now, never against remembered numbers. Then the
 dashboard benchmark (bench/dashboard.py): HTML size, build and render time at 10 k, 100 k
 and 1 M canary rows; then the reproducer's (bench/repro.py): requests/s of `forensics repro`
@@ -91,8 +93,14 @@ def main() -> None:
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--skip-dashboard", action="store_true")
     ap.add_argument("--skip-repro", action="store_true")
+    ap.add_argument(
+        "--decode-lines", type=int, default=5_000_000,
+        help="entries of the record-heavy decode journal (0: skip it)",
+    )  # fmt: skip
     args = ap.parse_args()
     ingest_benchmark(args)
+    if args.decode_lines:
+        record_heavy(args.decode_lines)
     if not args.skip_dashboard:
         import dashboard  # bench/dashboard.py
 
@@ -157,6 +165,28 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
             size = part.stat().st_size / 2**20
             w, rss, _ = timed(ingest_cmd(part, tmpd / f"s{frac}.duckdb"))
             print(f"| {int(frac * 4)}× | {size:,.0f} | {w:.2f} | {w / size * 100:.2f} | {rss:,} |")
+
+
+def record_heavy(lines: int) -> None:
+    """The shape of a canary-instrumented decode host: 94 % of the lines are records."""
+    log = generate.build(HERE / "out", lines, "decode")["short-iso-precise"]
+    mb = log.stat().st_size / 2**20
+    n_lines = count_lines(log)
+    print(f"\nrecord-heavy decode journal: {log.name}: {n_lines:,} lines, {mb:,.0f} MB\n")
+    rows: list[tuple[str, float, int]] = []
+    with tempfile.TemporaryDirectory(prefix="forensics-bench-") as tmp:
+        if shutil.which("lnav"):
+            sql = ";SELECT count(*) AS n FROM all_logs WHERE log_body LIKE '%forensics:checksum%'"
+            w, rss, _ = timed(["lnav", "-n", "-c", sql, str(log)], env={**os.environ, "HOME": tmp})
+            rows.append(("lnav: load + count checksum lines (SQL)", w, rss))
+        w, rss, _ = timed(ingest_cmd(log, Path(tmp) / "d.duckdb"))
+        rows.append(("forensics ingest (every entry, every record)", w, rss))
+    lnav = next((r[1] for r in rows if r[0].startswith("lnav")), None)
+    print("| what | s | lines/s | MB/s | peak RSS MB | × lnav |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, w, rss in rows:
+        vs = f"{lnav / w:.1f}" if lnav else "-"
+        print(f"| {name} | {w:.2f} | {n_lines / w:,.0f} | {mb / w:,.0f} | {rss:,} | {vs} |")
 
 
 ANSWERS = (

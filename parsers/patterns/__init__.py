@@ -233,12 +233,17 @@ def record_rows(patterns: list[Pattern], messages: pl.Series) -> pl.DataFrame | 
 def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFrame]:
     """Rows per table: `row` (index into messages), `pattern`, and the table's columns."""
     out: dict[str, list[pl.DataFrame]] = {}
+    if not patterns:
+        return {}
+    # One pass for every needle (Aho-Corasick), then each pattern on those lines only.
+    near = messages.str.contains_any([p.needle for p in patterns]).fill_null(False).arg_true()
+    lines = messages.gather(near)
     for pat in patterns:
-        hit = messages.str.contains(pat.needle, literal=True).fill_null(False)
+        hit = lines.str.contains(pat.needle, literal=True).fill_null(False)
         if not hit.any():
             continue
-        idx = hit.arg_true()
-        f = pat.fields_of(messages.gather(idx)).with_columns(
+        idx = near.gather(hit.arg_true())
+        f = pat.fields_of(lines.filter(hit)).with_columns(
             row=idx.cast(pl.Int64), pattern=pl.lit(pat.name)
         )
         f = f.filter("_matched").drop("_matched")

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import orjson
 import polars as pl
 
+from . import canonical as canonical_form
+
 TOKEN = r"forensics:([A-Za-z_][A-Za-z0-9_]*)"
 _PAIR = r'[A-Za-z_][A-Za-z0-9_]*=(?:"(?:[^"\\]|\\.)*"|[^\s"]\S*|)'
 ROOM_MAX = (1 << 63) - 1
@@ -108,11 +110,14 @@ def _long_kv(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return long, pl.concat([leftover, stray])
 
 
-def parse_records(entries: pl.DataFrame, matched: pl.DataFrame | None = None) -> Records:
+def parse_records(
+    entries: pl.DataFrame, matched: pl.DataFrame | None = None, *, canonical: bool = True
+) -> Records:
     """Records of entries (columns `message`, `fields`); `row` in the output indexes them.
 
     `matched` adds records found by user patterns: (row, kind, key, value) rows for
-    entries whose own text carries no `forensics:` token.
+    entries whose own text carries no `forensics:` token. `canonical`: bodies in the
+    probes' form skip the pair split (canonical.py); False only to test that both agree.
     """
     msg = pl.col("message").cast(pl.String)
     kind = msg.str.extract(TOKEN, 1)
@@ -153,6 +158,9 @@ def parse_records(entries: pl.DataFrame, matched: pl.DataFrame | None = None) ->
         if not any(k != "FORENSICS_KIND" and k.startswith("FORENSICS_") for k in obj):
             rows_py.append((row, kind, "_", ""))  # a record with no keys still is one
     plain = kv.filter(~is_json)
+    fast: dict[str, pl.DataFrame] = {}
+    if canonical:
+        plain, fast = _canonical(plain)
     long, leftover = _long_kv(plain)
     long = long.join(plain.select("row", "kind"), on="row")
     parts.append(long.select("row", "kind", "key", "value"))
@@ -199,10 +207,28 @@ def parse_records(entries: pl.DataFrame, matched: pl.DataFrame | None = None) ->
         for k in KNOWN[kind]:
             if k not in wide.columns:
                 wide = wide.with_columns(pl.lit(None, pl.String).alias(k))
+        if kind in fast:
+            wide = pl.concat([wide, fast[kind]], how="diagonal").sort("row")
         extra = _extra(wide, KNOWN[kind], leftovers)
         out[kind], bad = _VALIDATE[kind](wide.with_columns(extra=extra))
         rejects += bad
     return Records(out["checksum"], out["canary"], out["step"], sorted(rejects))
+
+
+def _canonical(plain: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+    """The key=value bodies in the probes' form, as rows of values per kind, and the rest."""
+    quoted = plain["body"].str.contains('"', literal=True).fill_null(True)
+    fast: dict[str, pl.DataFrame] = {}
+    for kind in KINDS:
+        sub = plain.filter(~quoted & (pl.col("kind") == kind))
+        if not sub.is_empty():
+            wide, _ = canonical_form.split(kind, sub.select("row", "body"))
+            if not wide.is_empty():
+                fast[kind] = wide
+    if not fast:
+        return plain, fast
+    taken = pl.concat([f.select("row") for f in fast.values()])["row"]
+    return plain.filter(~pl.col("row").is_in(taken.implode())), fast
 
 
 def _extra(wide: pl.DataFrame, known: set[str], leftovers: dict[int, str]) -> pl.Series:
@@ -295,13 +321,11 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
         .when(pl.lit(as_list & ~general))
         .then(pl.lit(lst))
     ).to_series()
-    err = pl.Series([False] * n, dtype=pl.Boolean)
+    err = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     if general.any():
         idx = general.arg_true()
         slow, bad_rows = _page_ranges(body.gather(idx))
-        at = pl.DataFrame({"i": idx.cast(pl.Int64), "p": slow})
-        full = pl.DataFrame({"i": pl.int_range(n, eager=True)}).join(at, on="i", how="left")
-        lst = pl.select(pl.when(pl.lit(general)).then(full["p"]).otherwise(lst)).to_series()
+        lst = slow if len(idx) == n else _place(general, slow, lst)
         if len(bad_rows):
             err = err.scatter(idx.gather(bad_rows), True)
     count = pl.select(
@@ -312,9 +336,47 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     return lst, count, err
 
 
+def _place(mask: pl.Series, values: pl.Series, other: pl.Series | None = None) -> pl.Series:
+    """values[k] at the k-th row where mask holds, `other` (or null) elsewhere (a scatter,
+    which polars lacks for lists)."""
+    at = (mask.cast(pl.Int64).cum_sum() - 1).clip(0)
+    picked = pl.when(pl.lit(mask)).then(values.gather(at))
+    return pl.select(picked.otherwise(pl.lit(other)) if other is not None else picked).to_series()
+
+
 def _page_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
     """Lists with ranges ("3-5, 9"): (pages per value, indexes of values that are not
     page lists)."""
+    # One range alone ("14-15": what the probes write for a step's pages) is expanded in
+    # place; lists of several take the token split below.
+    one = body.str.contains(r"^\d+-\d+$").fill_null(False)
+    if not one.any():
+        return _token_ranges(body)
+    n = len(body)
+    ends = body.str.split_exact("-", 1).struct.unnest()
+    lo = ends["field_0"].cast(pl.Int64, strict=False)
+    hi = ends["field_1"].cast(pl.Int64, strict=False)
+    ok = one & lo.is_not_null() & hi.is_not_null() & (hi >= lo) & (hi - lo + 1 <= MAX_PAGES)
+    ok = ok.fill_null(False)
+    # Expanded only where the range is sound: "1-99999999999" is never materialised.
+    pages = pl.repeat(None, n, dtype=pl.List(pl.Int64), eager=True)
+    if ok.any():
+        at = ok.arg_true()
+        lists = pl.select(pl.int_ranges(lo.gather(at), hi.gather(at) + 1)).to_series()
+        pages = _place(ok, lists)
+    bad = (one & ~ok).arg_true()
+    if one.all():
+        return pages, bad
+    rest = (~one).arg_true()
+    more, more_bad = _token_ranges(body.gather(rest))
+    frame = pl.DataFrame({"i": rest.cast(pl.Int64), "p": more})
+    full = pl.DataFrame({"i": pl.int_range(n, eager=True)}).join(frame, on="i", how="left")
+    pages = pl.select(pl.when(pl.lit(one)).then(pages).otherwise(full["p"])).to_series()
+    return pages, pl.concat([bad, rest.gather(more_bad)]).sort()
+
+
+def _token_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """_page_ranges for lists of several tokens."""
     n = len(body)
     toks = (
         pl.DataFrame({"i": pl.int_range(n, eager=True), "b": body})
