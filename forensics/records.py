@@ -101,8 +101,14 @@ def _records_of(
         df = getattr(recs, kind)
         if not df.is_empty():
             out[kind] = origin.join(df, on="row")
-    nos, lines, msgs = (cand[c].to_list() for c in ("entry_no", "line_first", "message"))
-    rejects = [(nos[r], lines[r], reason, msgs[r] or "") for r, reason in recs.rejects]
+    if not recs.rejects:
+        return out, []
+    # Only the rejected rows become Python objects (a message each: costly for all).
+    bad = cand.select("entry_no", "line_first", "message")[[r for r, _ in recs.rejects]]
+    rejects = [
+        (no, line, reason, msg or "")
+        for (no, line, msg), (_, reason) in zip(bad.iter_rows(), recs.rejects, strict=True)
+    ]
     return out, rejects
 
 
