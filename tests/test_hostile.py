@@ -136,6 +136,22 @@ def test_crlf_text_keeps_markers_and_clean_messages(renderings, tmp_path: Path, 
     assert "CRLF line ends read as LF" in res.sources[0].notes
 
 
+def test_iso_times_with_z_read_as_utc(renderings, tmp_path: Path, db: Path) -> None:
+    """journalctl writes +0000; a copy that rewrote the zone as Z reads the same times
+    (named: sniffed, Z reads as a collector's prefix)."""
+    real = renderings["short-iso-precise"].read_bytes()
+    path = tmp_path / "z.log"
+    path.write_bytes(real.replace(b"+0000 ", b"Z "))
+    assert b"Z " in path.read_bytes()
+    other = tmp_path / "plus.duckdb"
+    forensics.ingest([str(renderings["short-iso-precise"])], other)
+    forensics.ingest([str(path)], db, fmt="short-iso-precise")
+    q = "SELECT list(ts_us ORDER BY entry_no) FROM entries"
+    _, plus = forensics.query(q, other)
+    _, z = forensics.query(q, db)
+    assert plus == z and None not in plus[0][0]
+
+
 def test_glob_over_a_symlink_loop_ends(tmp_path: Path, db: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.log").write_text("[2026-09-20 14:03:12] hello\n")

@@ -184,7 +184,10 @@ def _timestamps(fmt: TextFormat, df: pl.DataFrame, notes: list[str]):
     none = pl.repeat(None, len(df), dtype=pl.Int64, eager=True)
     ts = df["ts"] if "ts" in df.columns else none
     if fmt.clock == "realtime":
-        parsed = ts.str.replace(r"Z$", "+0000").str.to_datetime(fmt.strptime, strict=False)
+        # journalctl writes +0000, never Z: the rewrite is for copies from elsewhere.
+        if ts.str.ends_with("Z").any():
+            ts = ts.str.replace(r"Z$", "+0000")
+        parsed = ts.str.to_datetime(fmt.strptime, strict=False)
         return parsed.dt.epoch("us"), none
     if fmt.clock == "realtime-zone":
         tz = df["tz"]
