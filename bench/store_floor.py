@@ -1,10 +1,11 @@
-"""The store's floor: what DuckDB alone costs to keep every entry and record of a file.
+"""What DuckDB alone costs to keep every entry and record of a file, stored the way ingest
+stores them (the cost of this storage design, not a floor for every design).
 
     python3 bench/store_floor.py FILE
 
 Parses FILE first (not timed), then times, on one connection in one transaction as
-`forensics ingest` must: appending the entry batches, appending the record frames, and
-the commit. Prints one line of JSON. No ingest can be faster than this sum.
+`forensics ingest` does: appending the entry batches, appending the record frames, and
+the commit. Prints one line of JSON. No ingest of this design can be faster than this sum.
 """
 
 from __future__ import annotations

@@ -33,7 +33,15 @@ from .parsers.patterns import load_file as load_patterns
 from .parsers.results import RESULT_FORMATS, NotResults, read_results
 from .records import TABLES as RECORD_TABLES
 from .records import RecordSink
-from .store import ENTRY_COLUMNS, connect, db_path, first_row, scalar, transaction
+from .store import (
+    ENTRY_COLUMNS,
+    INGEST_MEMORY_LIMIT,
+    connect,
+    db_path,
+    first_row,
+    scalar,
+    transaction,
+)
 
 YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
@@ -108,6 +116,7 @@ def ingest(
     # One DuckDB thread: a second one gained no wall time on an append (it spent twice the
     # CPU for it), and the parsing threads need that core.
     con.execute("SET threads = 1")
+    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
     try:
         with transaction(con):
             _ensure_run(con, run, tags or {})
