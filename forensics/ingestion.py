@@ -36,6 +36,7 @@ from .records import RecordSink
 from .store import (
     ENTRY_COLUMNS,
     INGEST_MEMORY_LIMIT,
+    MEMORY_LIMIT,
     connect,
     db_path,
     first_row,
@@ -116,7 +117,6 @@ def ingest(
     # One DuckDB thread: a second one gained no wall time on an append (it spent twice the
     # CPU for it), and the parsing threads need that core.
     con.execute("SET threads = 1")
-    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
     try:
         with transaction(con):
             _ensure_run(con, run, tags or {})
@@ -192,6 +192,8 @@ def _ingest_one(
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     records = RecordSink(con, source_id, run, user)
     columns = _insert_columns(source_id)
+    # While batches stream, the parsers hold a few hundred MB beside DuckDB: it gets less.
+    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
     try:
         for batch in _prefetch(_batches(opened, inp, chosen, ctx)):
             # A relation, not register(): DuckDB keeps registered tables alive until the
@@ -203,6 +205,9 @@ def _ingest_one(
         raise ForensicsError(str(exc)) from None
     finally:
         records.close()
+        # Rejoin and dedupe join the whole source (a 3 GB overlap ran out at 320 MB);
+        # the batches are gone by then.
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     sha, seen = _digest(con, opened)
     res = SourceResult(
         inp.name,

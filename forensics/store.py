@@ -28,9 +28,10 @@ MIGRATIONS = {
 DEFAULT_DB = "forensics.duckdb"
 # Bounded so that ingest stays well under 2 GB whatever the input size (DuckDB spills).
 MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "1GB")
-# Ingest's own share: the parsers hold a few hundred MB of batches beside DuckDB, and the
-# whole process stays under 1 GB at any input size with this (3 GB: 923 MB peak RSS; with
-# 1 GB for DuckDB, 1,236 MB), at no measured cost in time (DuckDB spills what it must).
+# DuckDB's share while ingest streams batches: the parsers hold a few hundred MB beside
+# it, and the whole process stays under 1 GB at any input size with this (3 GB: 923 MB
+# peak RSS; with 1 GB for DuckDB, 1,236 MB), at no measured cost in time. The whole-source
+# steps after (rejoin, dedupe) get MEMORY_LIMIT again.
 INGEST_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "320MB")
 
 DDL = """
