@@ -93,6 +93,8 @@ VARIANTS = [
     "step=5 layer=30 changed=9-3",  # a range backwards
     "step=5 layer=30 changed=1-100000000",  # too many pages
     "step=5 layer=30 changed=[0-999999999999999999]",  # never expanded (no memory for it)
+    "step=5 layer=30 changed=0-9223372036854775807",  # its span + 1 would wrap to negative
+    "step=5 layer=30 changed=0-9223372036854775806,0-9223372036854775806",  # so would a sum
     "step=5 layer=30 expected=2 changed=32",  # counts
     "step=5 layer=30 expected=- changed=[] unexpected=[9]",
     "step=5 layer=30 expected=[ changed=]",

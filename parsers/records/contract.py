@@ -317,7 +317,7 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
 
 
 def _pages_of(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """_pages_column, value by value."""
+    """_pages_column over every value as given (no text read once)."""
     n = len(values)
     v = values.str.strip_chars()
     is_count = v.str.contains(r"^\d+$").fill_null(False)
@@ -350,8 +350,8 @@ def _pages_of(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
 
 
 def _place(mask: pl.Series, values: pl.Series, other: pl.Series | None = None) -> pl.Series:
-    """values[k] at the k-th row where mask holds, `other` (or null) elsewhere (a scatter,
-    which polars lacks for lists)."""
+    """values[k] at the k-th row where mask holds (somewhere: values is not empty), `other`
+    (or null) elsewhere: a scatter, which polars lacks for lists."""
     at = (mask.cast(pl.Int64).cum_sum() - 1).clip(0)
     picked = pl.when(pl.lit(mask)).then(values.gather(at))
     return pl.select(picked.otherwise(pl.lit(other)) if other is not None else picked).to_series()
@@ -369,7 +369,8 @@ def _page_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
     ends = body.str.split_exact("-", 1).struct.unnest()
     lo = ends["field_0"].cast(pl.Int64, strict=False)
     hi = ends["field_1"].cast(pl.Int64, strict=False)
-    ok = one & lo.is_not_null() & hi.is_not_null() & (hi >= lo) & (hi - lo + 1 <= MAX_PAGES)
+    # hi - lo, not hi - lo + 1: "0-9223372036854775807" must not wrap around to a small span.
+    ok = one & lo.is_not_null() & hi.is_not_null() & (hi >= lo) & (hi - lo < MAX_PAGES)
     ok = ok.fill_null(False)
     # Expanded only where the range is sound: "1-99999999999" is never materialised.
     pages = pl.repeat(None, n, dtype=pl.List(pl.Int64), eager=True)
@@ -382,10 +383,7 @@ def _page_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
         return pages, bad
     rest = (~one).arg_true()
     more, more_bad = _token_ranges(body.gather(rest))
-    frame = pl.DataFrame({"i": rest.cast(pl.Int64), "p": more})
-    full = pl.DataFrame({"i": pl.int_range(n, eager=True)}).join(frame, on="i", how="left")
-    pages = pl.select(pl.when(pl.lit(one)).then(pages).otherwise(full["p"])).to_series()
-    return pages, pl.concat([bad, rest.gather(more_bad)]).sort()
+    return _place(~one, more, pages), pl.concat([bad, rest.gather(more_bad)]).sort()
 
 
 def _token_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -409,6 +407,8 @@ def _token_ranges(body: pl.Series) -> tuple[pl.Series, pl.Series]:
         pl.col("lo").is_null()
         | pl.col("hi").is_null()
         | (pl.col("hi") < pl.col("lo"))
+        # One huge range on its own first: its span + 1, or a sum of such, would wrap.
+        | (pl.col("hi") - pl.col("lo") >= MAX_PAGES)
         | (span > MAX_PAGES)
     )["i"].unique()
     good = toks.filter(~pl.col("i").is_in(bad_rows.implode()))
