@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import polars as pl
 
-# The probes' key order per kind (forensics/probes: record_checksum, PageCanary).
+# Every key the contract knows per kind, in the order the probes write them
+# (forensics/probes: record_checksum, PageCanary); contract.KNOWN is these as sets.
 ORDER = {
     "checksum": ("side", "room", "rid", "buf", "layer", "tp", "dtype", "nbytes",
                  "head", "tail", "full"),

@@ -21,24 +21,9 @@ ROOM_MAX = (1 << 63) - 1
 # A canary record names at most this many pages: a range beyond it ("1-100000000") is
 # quarantined before it is expanded, never materialised.
 MAX_PAGES = 1 << 20
-KINDS = ("checksum", "canary", "step")
-KNOWN = {
-    "checksum": {
-        "side",
-        "room",
-        "rid",
-        "buf",
-        "layer",
-        "tp",
-        "dtype",
-        "nbytes",
-        "head",
-        "tail",
-        "full",
-    },
-    "canary": {"step", "layer", "bs", "mode", "expected", "changed", "unexpected"},
-    "step": {"step", "bs", "rids", "rooms"},
-}
+# The kinds and their keys, as the probes order them (canonical.ORDER): one list for both.
+KINDS = tuple(canonical_form.ORDER)
+KNOWN = {kind: set(keys) for kind, keys in canonical_form.ORDER.items()}
 
 
 @dataclass
