@@ -7,7 +7,7 @@ Generates (once, cached in bench/out/) an incident journal through the real syst
 then times on it: `forensics ingest` (short-iso-precise and json renderings), the read
 floor (`grep -c`), a hand-written DuckDB query, and lnav; then ingest at 1/4, 1/2 and the
 whole file to show time is linear and memory flat; then lnav and ingest on a
-record-heavy decode journal (94 % records, about 740 MB). Prints Markdown tables; ratios are
+record-heavy decode journal (94 % records, about 800 MB). Prints Markdown tables; ratios are
 against lnav and grep measured here and now, never against remembered numbers. Then the
 dashboard benchmark (bench/dashboard.py): HTML size, build and render time at 10 k, 100 k
 and 1 M canary rows; then the reproducer's (bench/repro.py): requests/s of `forensics repro`
@@ -134,10 +134,7 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
         w, rss, out = timed([sys.executable, "-c", DUCKDB_QUERY, str(log)])
         rows.append(("DuckDB read_csv + regexp_extract + src/dst join", w, rss, out.strip()))
         if shutil.which("lnav"):
-            sql = ";SELECT count(*) AS n FROM all_logs WHERE log_body LIKE '%forensics:checksum%'"
-            w, rss, out = timed(
-                ["lnav", "-n", "-c", sql, str(log)], env={**os.environ, "HOME": tmp}
-            )
+            w, rss, out = run_lnav(log, tmp)
             rows.append(("lnav: load + count checksum lines (SQL)", w, rss, " ".join(out.split())))
         else:
             print("lnav not installed (apt-get install lnav): its row is missing\n")
@@ -184,6 +181,12 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
                 part.unlink()
 
 
+def run_lnav(log: Path, home: str) -> tuple[float, int, str]:
+    """lnav loading the file and counting its checksum lines (its own HOME: no state)."""
+    sql = ";SELECT count(*) AS n FROM all_logs WHERE log_body LIKE '%forensics:checksum%'"
+    return timed(["lnav", "-n", "-c", sql, str(log)], env={**os.environ, "HOME": home})
+
+
 def record_heavy(lines: int) -> None:
     """The shape of a canary-instrumented decode host: 94 % of the lines are records."""
     log = generate.build(HERE / "out", lines, "decode")["short-iso-precise"]
@@ -193,8 +196,7 @@ def record_heavy(lines: int) -> None:
     rows: list[tuple[str, float, int]] = []
     with tempfile.TemporaryDirectory(prefix="forensics-bench-") as tmp:
         if shutil.which("lnav"):
-            sql = ";SELECT count(*) AS n FROM all_logs WHERE log_body LIKE '%forensics:checksum%'"
-            w, rss, _ = timed(["lnav", "-n", "-c", sql, str(log)], env={**os.environ, "HOME": tmp})
+            w, rss, _ = run_lnav(log, tmp)
             rows.append(("lnav: load + count checksum lines (SQL)", w, rss))
         w, rss, _ = timed(ingest_cmd(log, Path(tmp) / "d.duckdb"))
         rows.append(("forensics ingest (every entry, every record)", w, rss))
