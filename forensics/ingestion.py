@@ -40,6 +40,7 @@ from .store import (
     connect,
     db_path,
     first_row,
+    refresh_derived,
     scalar,
     transaction,
 )
@@ -123,6 +124,10 @@ def ingest(
             for inp in inputs:
                 cb = progress(inp, _size(inp)) if progress else None
                 results.append(_ingest_one(con, inp, run, tags or {}, fmt, year, host, cb, user))
+            # the answers' views over the new data, stored in the same transaction; the
+            # queries are joins and aggregates that use both cores
+            con.execute("RESET threads")
+            refresh_derived(con)
     except BaseException:
         con.close()
         if created:

@@ -15,17 +15,17 @@
 -- @column dst_host     VARCHAR  decode host (received it)
 -- @column upper_us     BIGINT   offset is below this: min(dst_ts − src_ts); NULL: no room with both sides
 -- @column upper_rooms  BIGINT   rooms with both a src and a dst record
--- @column upper_room   UBIGINT  the room that gives the upper bound
+-- @column upper_room   UBIGINT  the room that gives the upper bound (the lowest if several)
 -- @column lower_us     BIGINT   offset is above this: max(decode Receive − src_ts); NULL: no Receive on decode
 -- @column lower_rooms  BIGINT   rooms with a decode-side Receive line and a src record
--- @column lower_room   UBIGINT  the room that gives the lower bound
+-- @column lower_room   UBIGINT  the room that gives the lower bound (the lowest if several)
 WITH pairs AS (
     SELECT run, room, src_host, dst_host, src_ts_us, dst_ts_us
     FROM rooms
     WHERE src_ts_us IS NOT NULL AND dst_ts_us IS NOT NULL
 ), upper AS (
     SELECT run, src_host, dst_host, min(dst_ts_us - src_ts_us) AS upper_us,
-           count(DISTINCT room) AS upper_rooms, arg_min(room, dst_ts_us - src_ts_us) AS upper_room
+           count(DISTINCT room) AS upper_rooms, arg_min(room, (dst_ts_us - src_ts_us, room)) AS upper_room
     FROM pairs GROUP BY ALL
 ), received AS (
     SELECT run, host, room, min(ts_us) AS ts_us
@@ -33,7 +33,7 @@ WITH pairs AS (
     GROUP BY ALL
 ), lower AS (
     SELECT p.run, p.src_host, p.dst_host, max(r.ts_us - p.src_ts_us) AS lower_us,
-           count(DISTINCT p.room) AS lower_rooms, arg_max(p.room, r.ts_us - p.src_ts_us) AS lower_room
+           count(DISTINCT p.room) AS lower_rooms, arg_max(p.room, (r.ts_us - p.src_ts_us, -p.room::HUGEINT)) AS lower_room
     FROM pairs p
     JOIN received r ON r.run = p.run AND r.room = p.room AND r.host = p.dst_host
     GROUP BY ALL

@@ -1,0 +1,166 @@
+"""Stored answers (store.refresh_derived): ingest keeps each named view's rows as
+`derived_<name>`; readers use them only while they are what the view's SQL gives now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from forensics.queries import all_queries
+
+import forensics
+from forensics.analyses.rooms import rooms
+from forensics.store import connect, connect_read_only, refresh_derived, transaction
+from forensics.synthetic import incident
+
+
+def checksum(i: int, side: str, room: int, head: str) -> str:
+    host = "prefill-0" if side == "src" else "decode-0"
+    return (f"2026-11-29T07:00:{i:02d}.000000+0000 {host} python3[1]: "
+            f"forensics:checksum side={side} room={room} head={head}\n")  # fmt: skip
+
+
+def ingest_lines(tmp: Path, db: Path, lines: list[str], name: str = "a.log") -> None:
+    f = tmp / name
+    f.write_text("".join(lines))
+    forensics.ingest([str(f)], db)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Logs and harness results of two runs, each ingested by its own call (results last),
+    with bad rooms and unexpected page writes planted."""
+    tmp = tmp_path_factory.mktemp("derived")
+    db = tmp / "db.duckdb"
+    for run, seed in (("a", 5), ("b", 6)):
+        inc = incident.generate(sessions=6, rounds=5, steps_per_request=2, seed=seed,
+                                corruption="effect", bad_share=0.3)  # fmt: skip
+        logs = [incident.write_export(inc.prefill, tmp / f"{run}-prefill.export"),
+                incident.write_export(inc.decode, tmp / f"{run}-decode.export")]  # fmt: skip
+        forensics.ingest([str(p) for p in logs], db, run=run)
+        forensics.ingest([str(incident.write_results(inc.results, tmp / f"{run}.jsonl"))], db,
+                         run=run)  # fmt: skip
+    return db
+
+
+def _same_rows(con: duckdb.DuckDBPyConnection, a: str, b: str) -> tuple[int, int, int]:
+    """(rows of a, rows in a not in b, rows in b not in a), duplicates counted."""
+    n = con.execute(f"SELECT count(*) FROM ({a})").fetchall()[0][0]
+    ab = con.execute(f"SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))").fetchall()[0][0]
+    ba = con.execute(f"SELECT count(*) FROM (({b}) EXCEPT ALL ({a}))").fetchall()[0][0]
+    return n, ab, ba
+
+
+def _view_body(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    return con.execute(
+        "SELECT sql FROM duckdb_views() WHERE view_name = ? AND temporary", [name]
+    ).fetchall()[0][0]
+
+
+def test_stored_rows_are_the_views_rows(two_runs: Path) -> None:
+    # The file's own views are the SQL (a plain DuckDB connection reads them).
+    con = duckdb.connect(str(two_runs), read_only=True)
+    try:
+        for q in all_queries():
+            _, extra, missing = _same_rows(con, f"SELECT * FROM derived_{q.name}", q.sql)
+            assert (extra, missing) == (0, 0), q.name
+            described = con.execute(f"DESCRIBE derived_{q.name}").fetchall()
+            assert [(r[0], r[1]) for r in described] == [(c[0], c[1]) for c in q.columns]
+        # the planted incident gives every view rows to compare
+        for name in ("rooms", "requests", "canary_writes", "result_links", "skew"):
+            assert con.execute(f"SELECT count(*) FROM derived_{name}").fetchall()[0][0] > 0
+    finally:
+        con.close()
+    con = connect_read_only(two_runs)
+    try:
+        for q in all_queries():
+            assert f"derived_{q.name}" in _view_body(con, q.name)
+    finally:
+        con.close()
+
+
+def test_refresh_skips_what_is_fresh(two_runs: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(two_runs.read_bytes())
+    con = connect(copy)
+    try:
+        with transaction(con):
+            assert refresh_derived(con) == []
+    finally:
+        con.close()
+
+
+def test_data_written_without_a_refresh_is_answered_from_the_sql(tmp_path: Path) -> None:
+    """What an older pd-forensics does: ingest without storing answers. Its new source
+    makes the stored rows stale; readers must not use them."""
+    db = tmp_path / "t.duckdb"
+    ingest_lines(tmp_path, db, [checksum(1, "src", 1, "a"), checksum(2, "dst", 1, "a")])
+    assert rooms(db).counts == {"default": {"match": 1}}
+    con = connect(db)
+    try:
+        with transaction(con):
+            con.execute(
+                """INSERT INTO sources (source_id, run, path, sha256)
+                   VALUES (99, 'default', 'older-writer.log', 'f00d')"""
+            )
+            con.execute(  # room 1's src record again, as room 2's, with other bytes
+                """INSERT INTO checksums SELECT run, host, ts_us, 99, entry_no, side, 2, rid,
+                          buf, layer, tp, dtype, nbytes, 'b', tail, "full", extra
+                   FROM checksums WHERE side = 'src' AND room = 1"""
+            )
+    finally:
+        con.close()
+    assert rooms(db).counts == {"default": {"missing_dst": 1, "match": 1}}
+    con = connect_read_only(db)
+    try:
+        assert "derived_" not in _view_body(con, "rooms")
+        assert "derived_" not in _view_body(con, "requests")  # reads rooms
+    finally:
+        con.close()
+    # the next ingest stores them again
+    ingest_lines(tmp_path, db, [checksum(3, "dst", 2, "b")], name="next.log")
+    assert rooms(db).counts == {"default": {"match": 2}}
+    con = connect_read_only(db)
+    try:
+        assert "derived_rooms" in _view_body(con, "rooms")
+    finally:
+        con.close()
+
+
+def test_rows_stored_by_other_sql_are_not_used(tmp_path: Path) -> None:
+    """A view whose SQL changed (another version of pd-forensics stored it): the stored
+    rows are ignored, and so are those of the views that read it."""
+    db = tmp_path / "t.duckdb"
+    ingest_lines(tmp_path, db, [checksum(1, "src", 1, "a"), checksum(2, "dst", 1, "b")])
+    con = connect(db)
+    try:
+        con.execute("UPDATE meta SET value = 'other' || value WHERE key = 'derived:rooms'")
+        con.execute("UPDATE derived_rooms SET verdict = 'match'")  # what other SQL said
+    finally:
+        con.close()
+    assert rooms(db).counts == {"default": {"mismatch": 1}}
+    con = connect_read_only(db)
+    try:
+        assert "derived_" not in _view_body(con, "rooms")
+        assert "derived_" not in _view_body(con, "skew")
+        assert "derived_result_links" in _view_body(con, "result_links")
+    finally:
+        con.close()
+
+
+def test_a_failed_ingest_keeps_the_stored_rows(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    ingest_lines(tmp_path, db, [checksum(1, "src", 1, "a"), checksum(2, "dst", 1, "a")])
+    more = tmp_path / "more.log"
+    more.write_text(checksum(3, "src", 2, "b"))
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"\x00\x01\x02 not any format" * 100)
+    with pytest.raises(forensics.ForensicsError, match="unknown format"):
+        forensics.ingest([str(more), str(bad)], db)
+    con = connect_read_only(db)
+    try:
+        assert "derived_rooms" in _view_body(con, "rooms")
+    finally:
+        con.close()
+    assert rooms(db).counts == {"default": {"match": 1}}
