@@ -624,10 +624,9 @@ def run() -> None:
         print(code, file=sys.stderr)
         code = 1
     for stream in (sys.stdout, sys.stderr):
-        try:
+        # the reader may be gone (a closed pipe) or the stream closed
+        with contextlib.suppress(BrokenPipeError, ValueError):
             stream.flush()
-        except (BrokenPipeError, ValueError):
-            pass  # the reader is gone, or the stream was closed
     os._exit(code or 0)
 
 

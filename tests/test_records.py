@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import orjson
 import polars as pl
 import pytest
@@ -202,3 +203,60 @@ def test_structured_fields_through_a_real_journal(tmp_path: Path, db: Path) -> N
         forensics.ingest([str(path)], one)
         _, rows = forensics.query('SELECT side, room, "full", extra FROM checksums', one)
         assert rows == [("dst", 7301934425522180813, "ab12", '{"note":"retry"}')], fmt
+
+
+def _stored_records(db: Path) -> dict[str, list[tuple]]:
+    from forensics.store import connect_read_only
+
+    con = connect_read_only(db)
+    try:
+        out = {
+            t: con.execute(f"SELECT * EXCLUDE (source_id) FROM {t} ORDER BY entry_no").fetchall()
+            for t in ("checksums", "canary", "steps", "transfers", "batches", "rid_rooms")
+        }
+        out["quarantine"] = con.execute(
+            "SELECT line, reason FROM quarantine ORDER BY line"
+        ).fetchall()
+        return out
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("group_rows", [1, 50, 10_000_000])
+def test_records_are_the_same_however_batches_are_grouped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_rows: int
+) -> None:
+    """Batches go to the record parser in groups (records.GROUP_ROWS): many small batches,
+    one at a time, about 50 rows at once or all at once, give the same rows as one batch does."""
+    from forensics.parsers.journald import blocks
+
+    from forensics import records
+    from forensics.synthetic.incident import write_short_iso_precise
+
+    inc = generate(sessions=4, rounds=3, steps_per_request=2, seed=3, corruption="effect")
+    log = write_short_iso_precise(sorted(inc.prefill + inc.decode, key=lambda e: e.ts_us),
+                                  tmp_path / "both.log")  # fmt: skip
+    with log.open("a") as fh:  # a record that breaks the contract, in the last batch
+        fh.write("2026-11-29T08:00:00.000000+0000 decode-0 python3[1]: forensics:canary layer=x\n")
+    forensics.ingest([str(log)], tmp_path / "whole.duckdb")
+    whole = _stored_records(tmp_path / "whole.duckdb")
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", 4096)  # a few dozen lines a batch
+    monkeypatch.setattr(records, "GROUP_ROWS", group_rows)
+    submitted: list[int] = []
+    real = records._batch_records
+    monkeypatch.setattr(
+        records, "_batch_records", lambda b, u: (submitted.append(b.num_rows), real(b, u))[1]
+    )
+    forensics.ingest([str(log)], tmp_path / "parts.duckdb")
+    assert _stored_records(tmp_path / "parts.duckdb") == whole
+    assert whole["canary"] and whole["checksums"] and whole["steps"] and whole["quarantine"]
+    con = duckdb.connect(str(tmp_path / "whole.duckdb"), read_only=True)
+    entries = con.execute("SELECT count(*) FROM entries").fetchall()[0][0]
+    con.close()
+    assert sum(submitted) == entries  # every entry parsed once
+    if group_rows == 1:
+        assert len(submitted) >= 8  # each batch on its own
+    elif group_rows == 50:  # two or three batches a group
+        assert all(n >= 50 for n in submitted[:-1]) and 3 <= len(submitted) <= 5
+    else:
+        assert len(submitted) == 1
