@@ -10,7 +10,6 @@ the commit. Prints one line of JSON. No ingest of this design can be faster than
 
 from __future__ import annotations
 
-import importlib
 import sys
 import tempfile
 import time
@@ -19,9 +18,8 @@ from pathlib import Path
 import orjson
 from forensics.parsers.journald import ReadContext, read_entries, sniff
 
-from forensics import records, store
-
-ingest = importlib.import_module("forensics.ingestion")
+from forensics import store
+from forensics.store import ingest, records
 
 
 def main(path: str) -> None:

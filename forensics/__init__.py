@@ -19,8 +19,8 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "ForensicsError": ".errors",
-    "IngestResult": ".ingestion",
-    "SourceResult": ".ingestion",
+    "IngestResult": ".store.ingest",
+    "SourceResult": ".store.ingest",
     "canary": ".analyses.canary",
     "compare": ".analyses.compare",
     "connect": ".store",
@@ -29,15 +29,15 @@ _WHERE = {
     "dashboard": ".dashboards.write",
     "demo": ".synthetic.demo",
     "export": ".sql",
-    "ingest": ".ingestion",
+    "ingest": ".store.ingest",
     "list_queries": ".named",
-    "list_sources": ".sources",
+    "list_sources": ".store.sources",
     "query": ".sql",
     "report": ".analyses.report",
     "rooms": ".analyses.rooms",
     "run_named": ".named",
     "skew": ".analyses.skew",
-    "summarize": ".summary",
+    "summarize": ".store.summary",
 }
 __all__ = [
     "ForensicsError",
@@ -82,10 +82,10 @@ if TYPE_CHECKING:
     from .analyses.skew import skew
     from .dashboards.write import dashboard
     from .errors import ForensicsError
-    from .ingestion import IngestResult, SourceResult, ingest
     from .named import list_queries, run_named
-    from .sources import list_sources
     from .sql import export, query
     from .store import connect, connect_read_only
-    from .summary import summarize
+    from .store.ingest import IngestResult, SourceResult, ingest
+    from .store.sources import list_sources
+    from .store.summary import summarize
     from .synthetic.demo import demo

@@ -29,15 +29,15 @@ from .analyses.skew import skew as run_skew
 from .dashboards.write import DEFAULT_NAME
 from .errors import ForensicsError
 from .named import list_queries, view_sql
-from .sources import list_sources
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .store import connect_read_only, db_path
 from .store import upgrade as upgrade_db
-from .summary import summarize
+from .store.sources import list_sources
+from .store.summary import summarize
 from .timefmt import iso_us, span
 
 if TYPE_CHECKING:
-    from .ingestion import IngestResult
+    from .store.ingest import IngestResult
 
 # The readers (pyarrow, polars), the dashboard's figures (plotly), the demo and the
 # reproducer load inside the commands that use them: imported here, every command paid
@@ -110,7 +110,7 @@ def ingest(
 
     Example: forensics ingest prefill/ decode.log.zst --run flag-on --tag overlap=1
     """
-    from .ingestion import ingest as run_ingest
+    from .store.ingest import ingest as run_ingest
 
     # No Progress at all off a terminal: some rich versions print a blank line on exit.
     progress = (

@@ -230,7 +230,7 @@ def test_records_are_the_same_however_batches_are_grouped(
     one at a time, about 50 rows at once or all at once, give the same rows as one batch does."""
     from forensics.parsers.journald import blocks
 
-    from forensics import records
+    from forensics.store import records
     from forensics.synthetic.incident import write_short_iso_precise
 
     inc = generate(sessions=4, rounds=3, steps_per_request=2, seed=3, corruption="effect")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..dashboards.write import DashboardResult, dashboard
-from ..ingestion import IngestResult, ingest
+from ..store.ingest import IngestResult, ingest
 from . import incident
 from .journal_writer import journal_remote_available, render, write_journal
 

@@ -1,4 +1,4 @@
-"""Stored answers (store.refresh_derived): ingest keeps each named view's rows as
+"""Stored answers (store/derived.py): ingest keeps each named view's rows as
 `derived_<name>`; readers use them only while they are what the view's SQL gives now."""
 
 from __future__ import annotations

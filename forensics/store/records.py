@@ -15,8 +15,8 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from .parsers.patterns import BATCH_STATS, Pattern, apply, builtin, record_rows
-from .parsers.records import parse_records
+from ..parsers.patterns import BATCH_STATS, Pattern, apply, builtin, record_rows
+from ..parsers.records import parse_records
 
 TABLES = {
     "checksum": "checksums", "canary": "canary", "step": "steps",

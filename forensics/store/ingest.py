@@ -17,33 +17,33 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from .errors import ForensicsError
-from .inputs import Input, Opened, expand, open_input
-from .parsers.formats import FORMATS, read_stream, sniff_input
-from .parsers.journald import (
+from ..errors import ForensicsError
+from ..parsers.formats import FORMATS, read_stream, sniff_input
+from ..parsers.journald import (
     JournalctlFailed,
     JournalctlMissing,
     ReadContext,
     UnknownFormat,
     read_journal_file,
 )
-from .parsers.journald.text import TEXT_FORMATS
-from .parsers.patterns import Pattern, PatternError
-from .parsers.patterns import load_file as load_patterns
-from .parsers.results import RESULT_FORMATS, NotResults, read_results
-from .records import TABLES as RECORD_TABLES
-from .records import RecordSink
-from .store import (
+from ..parsers.journald.text import TEXT_FORMATS
+from ..parsers.patterns import Pattern, PatternError
+from ..parsers.patterns import load_file as load_patterns
+from ..parsers.results import RESULT_FORMATS, NotResults, read_results
+from .database import (
     ENTRY_COLUMNS,
     INGEST_MEMORY_LIMIT,
     MEMORY_LIMIT,
     connect,
     db_path,
     first_row,
-    refresh_derived,
     scalar,
     transaction,
 )
+from .derived import refresh_derived
+from .inputs import Input, Opened, expand, open_input
+from .records import TABLES as RECORD_TABLES
+from .records import RecordSink
 
 YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from .store import scalar
+from .database import scalar
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .store import connect_read_only
+from .database import connect_read_only
 
 
 def list_sources(db: str | os.PathLike | None = None) -> list[dict]:

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import zstandard
 
-from .errors import ForensicsError
+from ..errors import ForensicsError
 
 _GLOB_CHARS = set("*?[")
 COMPRESSIONS = {b"\x1f\x8b": "gz", b"\x28\xb5\x2f\xfd": "zst", b"\xfd7zXZ\x00": "xz"}
