@@ -286,3 +286,39 @@ def test_runs_and_tags(renderings, db: Path) -> None:
     con.close()
     assert tags == [("flag-on", {"overlap": "1", "tp": "8"})]
     assert runs == [("flag-on",)]
+
+
+@pytest.mark.parametrize(
+    ("stored", "incoming", "kept"),
+    [
+        # "b" shares the key of "a" (a hash collision) and no other source holds it
+        (["a"], ["b", "a", "a"], ["b", "a"]),
+        # both held once: the copies of a shared key count each other, so fewer drop —
+        # never an entry that no other source holds
+        (["a", "b"], ["b", "a", "a"], ["a", "a"]),
+        (["a", "a"], ["a", "a", "a"], ["a"]),
+    ],
+)
+def test_dedupe_on_colliding_keys_drops_only_what_another_source_holds(
+    db: Path, stored: list[str], incoming: list[str], kept: list[str]
+) -> None:
+    from forensics.store import connect
+    from forensics.store.ingest import _drop_duplicates
+
+    con = connect(db)
+    try:
+        for sid, messages in ((1, stored), (2, incoming)):
+            for no, m in enumerate(messages, 1):
+                con.execute(
+                    "INSERT INTO entries (source_id, entry_no, ts_us, host, message, key) "
+                    "VALUES (?, ?, 0, 'h', ?, 7)",
+                    [sid, no, m],
+                )
+        dropped = _drop_duplicates(con, 2)
+        left = con.execute(
+            "SELECT message FROM entries WHERE source_id = 2 ORDER BY entry_no"
+        ).fetchall()
+    finally:
+        con.close()
+    assert [m for (m,) in left] == kept
+    assert dropped == len(incoming) - len(kept)

@@ -486,9 +486,13 @@ def _drop_duplicates(con: duckdb.DuckDBPyConnection, source_id: int) -> int:
                 GROUP BY ALL
             ) GROUP BY entry_no
         ), ranked AS (
+            -- The k-th copy in this source goes when another source holds k or more.
+            -- Copies are counted per key, not per whole identity: a window over the
+            -- messages themselves ran out of memory on a 3 GB overlap. Two identities
+            -- that share a key only count each other's copies (fewer drop); `held` is
+            -- exact, so no entry that no other source holds is ever dropped.
             SELECT c.entry_no, h.held,
-                   row_number() OVER (PARTITION BY {", ".join(f"c.{x}" for x in cols)}
-                                      ORDER BY c.entry_no) AS occ
+                   row_number() OVER (PARTITION BY c.key ORDER BY c.entry_no) AS occ
             FROM _cand c JOIN held h USING (entry_no)
         )
         SELECT entry_no FROM ranked WHERE occ <= held
