@@ -30,10 +30,14 @@ def test_same_file_twice_is_skipped(renderings, db: Path) -> None:
     assert counts(db) == (1, N, 0)
 
 
+@pytest.mark.parametrize("pass_bytes", [64 << 20, 64])  # one dedupe pass; many
 @pytest.mark.parametrize("fmt", ["json", "short-iso-precise", "short-monotonic"])
 def test_overlapping_exports_add_no_duplicates(
-    renderings, tmp_path: Path, db: Path, fmt: str
+    renderings, tmp_path: Path, db: Path, fmt: str, pass_bytes: int, monkeypatch
 ) -> None:
+    from forensics.store import ingest as ingest_module
+
+    monkeypatch.setattr(ingest_module, "DEDUPE_PASS_BYTES", pass_bytes)
     lines = renderings[fmt].read_bytes().splitlines(keepends=True)
     # Cut at entry starts (never inside a multi-line entry or the LineMax pair 9-10).
     starts = [i for i, ln in enumerate(lines) if not ln.startswith(b" ")]
@@ -49,11 +53,16 @@ def test_overlapping_exports_add_no_duplicates(
     )
 
 
-def test_identical_lines_in_one_source_are_both_kept(tmp_path: Path, db: Path) -> None:
+def test_identical_lines_in_one_source_are_both_kept(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forensics.store import ingest as ingest_module
+
     line = b"Nov 29 07:00:01 decode-0 python3[1]: tick\n"
     (tmp_path / "a.log").write_bytes(line * 3)
     (tmp_path / "b.log").write_bytes(line * 2 + b"Nov 29 07:00:02 decode-0 python3[1]: tock\n")
     forensics.ingest([str(tmp_path / "a.log")], db, year=2026)
+    monkeypatch.setattr(ingest_module, "DEDUPE_PASS_BYTES", 1)  # a pass per byte of "tick"s
     res = forensics.ingest([str(tmp_path / "b.log")], db, year=2026)
     # a.log already holds three "tick"s: b.log's two are the same entries, "tock" is new.
     assert res.sources[0].duplicates == 2

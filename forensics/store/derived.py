@@ -9,6 +9,15 @@ import duckdb
 
 from ..queries import all_queries
 
+# Every answer reads the named views, and a view computed on each use cost seconds on a
+# large database (report read `rooms` three times: 1.9 s in-process on 742 MB). Ingest
+# stores each view's rows as `derived_<name>` in its own transaction. A stored copy is
+# used only while it is what this code's SQL gives on this data: meta keeps, per view,
+# a hash of its SQL (and of what it depends on) and a fingerprint of the data (every
+# source and run's tags), so a database written by another version, or by code whose
+# SQL differs, is answered from the SQL as before.
+DERIVED = "derived_"
+
 
 def install_views(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
     """The named queries as views: in the file, their SQL; for this process (temp), their
@@ -18,16 +27,6 @@ def install_views(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
     for q in all_queries():
         body = f"SELECT * FROM main.{DERIVED}{q.name}" if q.name in fresh else q.sql
         con.execute(f"CREATE OR REPLACE {kind} {q.name} AS {body}")
-
-
-# Every answer reads the named views, and a view computed on each use cost seconds on a
-# large database (report read `rooms` three times: 1.9 s in-process on 742 MB). Ingest
-# stores each view's rows as `derived_<name>` in its own transaction. A stored copy is
-# used only while it is what this code's SQL gives on this data: meta keeps, per view,
-# a hash of its SQL (and of what it depends on) and a fingerprint of the data (every
-# source and run's tags), so a database written by another version, or by code whose
-# SQL differs, is answered from the SQL as before.
-DERIVED = "derived_"
 
 
 def _query_hashes() -> dict[str, str]:
