@@ -52,7 +52,16 @@ def _fingerprint(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def _fresh_derived(con: duckdb.DuckDBPyConnection) -> set[str]:
-    stored = dict(con.execute("SELECT key, value FROM meta WHERE key LIKE 'derived:%'").fetchall())
+    # a stored row set counts only with its table (one dropped by hand is not an error)
+    stored = dict(
+        con.execute(
+            f"""SELECT m.key, m.value FROM meta m
+                JOIN duckdb_tables() t
+                  ON t.schema_name = 'main' AND NOT t.temporary
+                 AND t.table_name = '{DERIVED}' || substr(m.key, {len("derived:") + 1})
+                WHERE m.key LIKE 'derived:%'"""
+        ).fetchall()
+    )
     if not stored:
         return set()
     fp = _fingerprint(con)

@@ -164,3 +164,19 @@ def test_a_failed_ingest_keeps_the_stored_rows(tmp_path: Path) -> None:
     finally:
         con.close()
     assert rooms(db).counts == {"default": {"match": 1}}
+
+
+def test_a_stored_table_dropped_by_hand_is_answered_from_the_sql(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    ingest_lines(tmp_path, db, [checksum(1, "src", 1, "a"), checksum(2, "dst", 1, "b")])
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE derived_rooms")
+    con.close()
+    assert rooms(db).counts == {"default": {"mismatch": 1}}
+    con = connect_read_only(db)
+    try:
+        assert "derived_" not in _view_body(con, "rooms")
+        assert "derived_" not in _view_body(con, "requests")
+        assert "derived_canary_writes" in _view_body(con, "canary_writes")
+    finally:
+        con.close()
