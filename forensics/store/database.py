@@ -26,7 +26,7 @@ MIGRATIONS = {
     ],
 }
 DEFAULT_DB = "forensics.duckdb"
-# Bounded so that ingest stays well under 2 GB whatever the input size (DuckDB spills).
+# Every command but ingest (which sets its own, below): DuckDB spills beyond it.
 MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "1GB")
 # DuckDB's share while ingest streams batches: the parsers hold a few hundred MB beside
 # it, and the whole process stays under 1 GB at any input size with this (3 GB: 923 MB

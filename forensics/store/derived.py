@@ -22,7 +22,7 @@ DERIVED = "derived_"
 def install_views(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
     """The named queries as views: in the file, their SQL; for this process (temp), their
     stored rows where those are fresh (see refresh_derived), else their SQL."""
-    fresh = _fresh_derived(con) if temp else set()
+    fresh = _fresh_derived(con, _query_hashes(), _fingerprint(con)) if temp else set()
     kind = "TEMP VIEW" if temp else "VIEW"
     for q in all_queries():
         body = f"SELECT * FROM main.{DERIVED}{q.name}" if q.name in fresh else q.sql
@@ -51,7 +51,8 @@ def _fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     ).fetchall()[0][0]
 
 
-def _fresh_derived(con: duckdb.DuckDBPyConnection) -> set[str]:
+def _fresh_derived(con: duckdb.DuckDBPyConnection, hashes: dict[str, str], fp: str) -> set[str]:
+    """The views whose stored rows are this SQL's (`hashes`) on this data (`fp`)."""
     # a stored row set counts only with its table (one dropped by hand is not an error)
     stored = dict(
         con.execute(
@@ -62,10 +63,6 @@ def _fresh_derived(con: duckdb.DuckDBPyConnection) -> set[str]:
                 WHERE m.key LIKE 'derived:%'"""
         ).fetchall()
     )
-    if not stored:
-        return set()
-    fp = _fingerprint(con)
-    hashes = _query_hashes()
     fresh: set[str] = set()
     for q in all_queries():  # dependencies first: rows computed from stale rows are stale
         stored_ok = stored.get(f"derived:{q.name}") == f"{hashes[q.name]}:{fp}"
@@ -77,10 +74,9 @@ def _fresh_derived(con: duckdb.DuckDBPyConnection) -> set[str]:
 def refresh_derived(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Store every named view's rows (those not already fresh) for this data; the names
     recomputed. Run inside the writer's transaction, after its last change."""
-    fresh = _fresh_derived(con)
-    fp = _fingerprint(con)
+    hashes, fp = _query_hashes(), _fingerprint(con)
+    fresh = _fresh_derived(con, hashes, fp)
     done = []
-    hashes = _query_hashes()
     for q in all_queries():
         if q.name not in fresh:
             con.execute(f"CREATE OR REPLACE TABLE {DERIVED}{q.name} AS {q.sql}")
