@@ -55,6 +55,22 @@ def test_checksum_defaults_and_json_form() -> None:
     assert orjson.loads(row["extra"]) == {"attempt": "2"}
 
 
+def test_extra_is_given_to_the_odd_records_of_a_group_only() -> None:
+    canary = "forensics:canary step={} layer=0 bs=2 mode=replay expected=[0-1] changed=[0-1]"
+    msgs = [canary.format(i) for i in range(200)]
+    msgs[7] += " stray"
+    msgs[50] += " attempt=3"
+    msgs.append("forensics:step step=1 bs=1 rids=a rooms=5 retry=yes")
+    r = _parse(*msgs)
+    extra = dict(zip(r.canary["step"].to_list(), r.canary["extra"].to_list(), strict=True))
+    assert len(extra) == 200
+    assert orjson.loads(extra.pop(7)) == {"_unparsed": "stray"}
+    assert orjson.loads(extra.pop(50)) == {"attempt": "3"}
+    assert set(extra.values()) == {None}
+    assert [orjson.loads(x) for x in r.step["extra"]] == [{"retry": "yes"}]
+    assert r.rejects == []
+
+
 NOT_ROOM = "checksum: room is not an unsigned 63-bit number"
 
 
