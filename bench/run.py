@@ -4,7 +4,8 @@
                          [--skip-dashboard] [--skip-repro]
 
 Generates (once, cached in bench/out/) an incident journal through the real systemd tools,
-then times on it: `forensics ingest` (short-iso-precise and json renderings), the read
+then times on it: `forensics ingest` (short-iso-precise and json renderings; and with record
+parsing switched off, bench/entries_alone.py), the read
 floor (`grep -c`), a hand-written DuckDB query, and lnav; then ingest at 1/4, 1/2 and the
 whole file to show time is linear and memory flat; then lnav and ingest on a
 record-heavy decode journal (94 % records, about 800 MB). Prints Markdown tables; ratios are
@@ -75,6 +76,13 @@ def ingest_cmd(path: Path, db: Path) -> list[str]:
     return [sys.executable, "-m", "forensics", "ingest", str(path), "--db", str(db), "--json"]
 
 
+ENTRIES_ALONE = "forensics ingest, entries alone (record parsing switched off)"
+
+
+def entries_alone_cmd(path: Path, db: Path) -> list[str]:
+    return [sys.executable, str(HERE / "entries_alone.py"), str(path), str(db)]
+
+
 def prefix(src: Path, fraction: float, out: Path) -> Path:
     """The first part of a rendering, cut where an entry starts."""
     size = int(src.stat().st_size * fraction)
@@ -140,6 +148,8 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
             print("lnav not installed (apt-get install lnav): its row is missing\n")
         w, rss, _ = timed(ingest_cmd(log, tmpd / "a.duckdb"))
         rows.append(("forensics ingest (short-iso-precise, every entry)", w, rss, ""))
+        w, rss, out = timed(entries_alone_cmd(log, tmpd / "e.duckdb"))
+        rows.append((ENTRIES_ALONE, w, rss, f"{int(out):,} entries"))
         w, rss, _ = timed(ingest_cmd(js, tmpd / "b.duckdb"))
         rows.append((f"forensics ingest (json, {js.stat().st_size / 2**20:,.0f} MB)", w, rss, ""))
         floor = orjson.loads(timed([sys.executable, str(HERE / "store_floor.py"), str(log)])[2])
@@ -200,6 +210,8 @@ def record_heavy(lines: int) -> None:
             rows.append(("lnav: load + count checksum lines (SQL)", w, rss))
         w, rss, _ = timed(ingest_cmd(log, Path(tmp) / "d.duckdb"))
         rows.append(("forensics ingest (every entry, every record)", w, rss))
+        w, rss, _ = timed(entries_alone_cmd(log, Path(tmp) / "e.duckdb"))
+        rows.append((ENTRIES_ALONE, w, rss))
     lnav = next((r[1] for r in rows if r[0].startswith("lnav")), None)
     print("| what | s | lines/s | MB/s | peak RSS MB | × lnav |")
     print("|---|---:|---:|---:|---:|---:|")
