@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from forensics.parsers.records import parse_records
+from forensics.parsers.records import canonical, parse_records
 from forensics.parsers.records.canonical import ORDER, split
 
 from forensics.probes.lines import pages, record
@@ -65,6 +65,28 @@ def test_probe_written_records_agree_and_take_the_fast_path() -> None:
     rows = pl.DataFrame({"row": range(len(body)), "body": body})
     fast, rest = split("canary", rows)
     assert len(fast) == len(body) and rest.is_empty()  # none left to the general reader
+
+
+def test_trailing_keys_left_out_take_one_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Older probes and forks leave trailing keys out (a canary without `unexpected`):
+    still one match per record, with the left-out keys empty, and the same rows as the
+    general reader."""
+    bodies = [
+        "step=1 layer=2 bs=48 mode=replay expected=3,4 changed=3,4",
+        "step=1 layer=3 bs=48",
+        "step=1",
+    ]
+    _agree([f"forensics:canary {b}" for b in bodies])
+
+    def no_second_path(kind: str, rows: pl.DataFrame):
+        raise AssertionError(f"left to the field-by-field path: {rows['body'].to_list()}")
+
+    monkeypatch.setattr(canonical, "_fields", no_second_path)
+    fast, rest = split("canary", pl.DataFrame({"row": range(3), "body": bodies}))
+    assert rest.is_empty()
+    assert fast["expected"].to_list() == ["3,4", None, None]
+    assert fast["unexpected"].to_list() == [None, None, None]
+    assert fast["bs"].to_list() == ["48", "48", None]
 
 
 def test_contract_examples_agree() -> None:
