@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -171,7 +172,7 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
         if args.skip_scaling:
             return
         print("\nscaling (forensics ingest, short-iso-precise):\n")
-        print("| size | MB | s | s per 100 MB | peak RSS MB |")
+        print("| size (× the file) | MB | s | s per 100 MB | peak RSS MB |")
         print("|---|---:|---:|---:|---:|")
         for frac in (0.25, 0.5, 1.0, 4.0):
             if frac == 4.0:
@@ -186,7 +187,7 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
                 part = log if frac == 1.0 else prefix(log, frac, tmpd / f"part-{frac}.log")
             size = part.stat().st_size / 2**20
             w, rss, _ = timed(ingest_cmd(part, tmpd / f"s{frac}.duckdb"))
-            print(f"| {frac * 4:g}× | {size:,.0f} | {w:.2f} | {w / size * 100:.2f} | {rss:,} |")
+            print(f"| {Fraction(frac)} | {size:,.0f} | {w:.2f} | {w / size * 100:.2f} | {rss:,} |")
             if part != log:
                 part.unlink()
 
