@@ -17,6 +17,7 @@ from ..queries import all_queries
 # source and run's tags), so a database written by another version, or by code whose
 # SQL differs, is answered from the SQL as before.
 DERIVED = "derived_"
+STAMP = "derived:"  # meta key prefix: derived:<view> = <SQL hash>:<data fingerprint>
 
 
 def install_views(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
@@ -51,6 +52,10 @@ def _fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     ).fetchall()[0][0]
 
 
+def _stamp(sql_hash: str, fp: str) -> str:
+    return f"{sql_hash}:{fp}"
+
+
 def _fresh_derived(con: duckdb.DuckDBPyConnection, hashes: dict[str, str], fp: str) -> set[str]:
     """The views whose stored rows are this SQL's (`hashes`) on this data (`fp`)."""
     # a stored row set counts only with its table (one dropped by hand is not an error)
@@ -59,13 +64,13 @@ def _fresh_derived(con: duckdb.DuckDBPyConnection, hashes: dict[str, str], fp: s
             f"""SELECT m.key, m.value FROM meta m
                 JOIN duckdb_tables() t
                   ON t.schema_name = 'main' AND NOT t.temporary
-                 AND t.table_name = '{DERIVED}' || substr(m.key, {len("derived:") + 1})
-                WHERE m.key LIKE 'derived:%'"""
+                 AND t.table_name = '{DERIVED}' || substr(m.key, {len(STAMP) + 1})
+                WHERE m.key LIKE '{STAMP}%'"""
         ).fetchall()
     )
     fresh: set[str] = set()
     for q in all_queries():  # dependencies first: rows computed from stale rows are stale
-        stored_ok = stored.get(f"derived:{q.name}") == f"{hashes[q.name]}:{fp}"
+        stored_ok = stored.get(f"{STAMP}{q.name}") == _stamp(hashes[q.name], fp)
         if stored_ok and fresh.issuperset(q.depends):
             fresh.add(q.name)
     return fresh
@@ -82,7 +87,7 @@ def refresh_derived(con: duckdb.DuckDBPyConnection) -> list[str]:
             con.execute(f"CREATE OR REPLACE TABLE {DERIVED}{q.name} AS {q.sql}")
             con.execute(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                [f"derived:{q.name}", f"{hashes[q.name]}:{fp}"],
+                [f"{STAMP}{q.name}", _stamp(hashes[q.name], fp)],
             )
             done.append(q.name)
         # what depends on this view reads the stored rows, not its SQL again
