@@ -169,14 +169,15 @@ def write_export(
     return n
 
 
-def build(out: Path, lines: int, shape: str = "mixed") -> dict[str, Path]:
+def build(out: Path, lines: int, shape: str = "mixed", json: bool = True) -> dict[str, Path]:
     """Cached renderings of an incident of `lines` entries: short-iso-precise, and json
-    for the mixed shape (`decode`: a record-heavy decode host, short-iso-precise only)."""
+    for the mixed shape unless `json` is false (`decode`: a record-heavy decode host,
+    short-iso-precise only)."""
     out.mkdir(parents=True, exist_ok=True)
     tag = SHAPES[shape]
     stem = out / f"incident-{lines}-{tag}"
     files = {"short-iso-precise": Path(f"{stem}.log")}
-    if shape == "mixed":
+    if shape == "mixed" and json:
         files["json"] = Path(f"{stem}.json")
     if all(p.exists() for p in files.values()):
         return files
