@@ -118,6 +118,23 @@ def test_canary_lists_counts_ranges_and_derived_unexpected() -> None:
     assert (rows[2]["expected"], rows[2]["changed"], rows[2]["unexpected"]) == ([], [], [9])
 
 
+def test_derived_unexpected_where_the_lists_read_the_same_and_where_they_differ() -> None:
+    # Same text on both sides takes a shortcut to "nothing outside"; it must agree with
+    # the set difference that the other rows (same pages written differently among them)
+    # still take, in one group.
+    r = _parse(
+        "forensics:canary step=1 layer=0 expected=14-15 changed=14-15",
+        "forensics:canary step=2 layer=0 expected=14-15 changed=14-16",
+        "forensics:canary step=3 layer=0 expected=[14,15] changed=14-15",
+        "forensics:canary step=4 layer=0 expected=[] changed=[]",
+        "forensics:canary step=5 layer=0 expected=3,1 changed=9,1,3,2",
+        "forensics:canary step=6 layer=0 expected=1-2 changed=1-2 unexpected=[7]",
+    )
+    got = [(row["unexpected"], row["n_unexpected"]) for row in r.canary.sort("step").to_dicts()]
+    assert got == [([], 0), ([16], 1), ([], 0), ([], 0), ([2, 9], 2), ([7], 1)]
+    assert r.rejects == []
+
+
 def test_pages_rule() -> None:
     r = _parse(*(f"forensics:canary step={i} layer=0 changed={v}" for i, v in
                  enumerate(["32", "[32]", "1,3-5", "-", "4,x", '"7, 8"'])))  # fmt: skip

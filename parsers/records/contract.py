@@ -438,9 +438,18 @@ def _canary(wide: pl.DataFrame):
     # those rows only: the probes give it, and a set operation per row is not free).
     derive = (ok["unexpected"].is_null() & el.is_not_null() & cl.is_not_null()).fill_null(False)
     if derive.any():
-        at = derive.arg_true()
-        outside = cl.gather(at).list.set_difference(el.gather(at)).list.sort()
-        ul = _place(derive, outside, ul)
+        # The same text on both sides (a step that wrote just what it should: nearly
+        # every record) has nothing outside; the set operation is for the others
+        # (160 k canaries: 0.11 CPU-s for all of them).
+        same = derive & (ok["changed"] == ok["expected"]).fill_null(False)
+        other = derive & ~same
+        if other.any():
+            at = other.arg_true()
+            outside = cl.gather(at).list.set_difference(el.gather(at)).list.sort()
+            ul = _place(other, outside, ul)
+        if same.any():
+            none = pl.when(pl.lit(same)).then(pl.lit([], pl.List(pl.Int64)))
+            ul = pl.select(none.otherwise(pl.lit(ul))).to_series()
         un = pl.select(pl.when(pl.lit(derive)).then(ul.list.len().cast(pl.Int64)).otherwise(un))
         un = un.to_series()
     out = ok.select(
