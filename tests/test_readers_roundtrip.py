@@ -110,3 +110,36 @@ def test_text_without_all_flags_blob_placeholders(renderings: dict[str, Path], d
     rows = _rows(db)
     blob = [r for r in rows if r["truncated"]]
     assert len(blob) == 1 and blob[0]["message"].endswith("blob data]")
+
+
+@pytest.mark.parametrize("fmt", corpus.TEXT_RENDERINGS)
+def test_text_line_numbers_do_not_depend_on_where_blocks_are_cut(
+    renderings: dict[str, Path], monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """Blocks number their lines from 1 and the reader adds the lines before, in order:
+    cut into blocks of a line or two, a rendering (journalctl's, with a boot marker, a
+    continued message, invalid UTF-8 and a LineMax split) plus a stray line and a CRLF
+    line yields the same entries, line numbers, quarantine and line count as in one block."""
+    import io
+
+    import pyarrow as pa
+    from forensics.parsers.formats import read_stream
+    from forensics.parsers.journald import ReadContext, blocks
+
+    data = renderings[fmt].read_bytes()
+    data += b"a stray line that is no entry\n" + data.splitlines(keepends=True)[0][:-1] + b"\r\n"
+
+    def read() -> tuple[list[dict], list[tuple[int, str]], int, int]:
+        ctx = ReadContext(name=fmt, year=2026)
+        rows = pa.concat_tables(read_stream(io.BytesIO(data), fmt, ctx)).to_pylist()
+        return rows, [(q.line, q.reason) for q in ctx.quarantine], ctx.lines, ctx.markers
+
+    whole = read()
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", 64)
+    cut = read()
+    assert cut == whole
+    rows, quarantine, lines, _ = whole
+    assert lines == data.count(b"\n")
+    assert rows[-1]["line_first"] == rows[-1]["line_last"] == lines  # the CRLF line, last
+    if fmt != "cat":  # cat takes any line as a message
+        assert quarantine == [(lines - 1, f"not a {fmt} line")]

@@ -237,6 +237,7 @@ class _Parsed:
     markers: int
     last_boot: str | None
     notes: list[str]
+    lines: int = 0  # the block's lines: line numbers above are the block's own, from 1
 
 
 class TextReader:
@@ -251,16 +252,16 @@ class TextReader:
         self.years = _YearTracker(ctx)
         self.boot: str | None = None  # from journalctl's "-- Boot ID --" lines
         self.entry_no = 0
+        self.line_no = 0  # lines of the blocks finished so far
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
         # journalctl indents continuation lines: a line not starting with a space starts
         # an entry (cat has no continuations: any line does).
-        counter = [0]
         cut = line_start_cut(continuation_indent=self.regex is not None)
-        yield from ordered_parallel(blocks(stream, cut, counter), self._parse, self._finish)
-        self.ctx.lines = counter[0]
+        yield from ordered_parallel(blocks(stream, cut), self._parse, self._finish)
+        self.ctx.lines = self.line_no
 
-    def _parse(self, block: bytes, first_line: int) -> _Parsed:
+    def _parse(self, block: bytes) -> _Parsed:
         notes: list[str] = []
         if b"\r\n" in block:
             # Logs copied through Windows or some collectors: the CR is transport, not text
@@ -270,7 +271,7 @@ class TextReader:
         binary, _ = _split_lines(block)
         lines, raw = _to_text(binary)
         n = len(lines)
-        line_no = pl.int_range(first_line, first_line + n, eager=True)
+        line_no = pl.int_range(1, n + 1, eager=True)
         if self.regex is None:  # cat: every line is a message
             df = pl.DataFrame({"msg": lines.str.strip_suffix("\n"), "line_no": line_no})
             df = df.with_columns(
@@ -301,6 +302,7 @@ class TextReader:
             parsed = self._fold(df, notes)
         ts_us, mono_us = _timestamps(self.fmt, parsed.df, notes)
         parsed.df = self._columns(parsed.df, ts_us, mono_us)
+        parsed.lines = n
         return parsed
 
     def _headers(self, lines: pl.Series) -> pl.DataFrame:
@@ -410,14 +412,19 @@ class TextReader:
     def _finish(self, parsed: _Parsed) -> pa.Table:
         """What depends on the blocks before: numbering, boot ids, years; then Arrow."""
         ctx = self.ctx
+        before = self.line_no
         for line, reason, raw in parsed.quarantine:
-            ctx.reject(line, reason, raw)
+            ctx.reject(before + line, reason, raw)
         for note in parsed.notes:
             ctx.note(note)
         ctx.markers += parsed.markers
         df = parsed.df
         n = len(df)
-        exprs = [pl.col("entry_no") + self.entry_no]
+        exprs = [
+            pl.col("entry_no") + self.entry_no,
+            pl.col("line_first") + before,
+            pl.col("line_last") + before,
+        ]
         if self.boot is not None:
             exprs.append(pl.col("boot_id").fill_null(self.boot))
         if self.fmt.clock == "realtime-noyear" and n:
@@ -429,6 +436,7 @@ class TextReader:
         if parsed.last_boot is not None:
             self.boot = parsed.last_boot
         self.entry_no += n
+        self.line_no += parsed.lines
         return df.to_arrow(compat_level=_COMPAT)
 
 
