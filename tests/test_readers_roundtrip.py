@@ -143,3 +143,30 @@ def test_text_line_numbers_do_not_depend_on_where_blocks_are_cut(
     assert rows[-1]["line_first"] == rows[-1]["line_last"] == lines  # the CRLF line, last
     if fmt != "cat":  # cat takes any line as a message
         assert quarantine == [(lines - 1, f"not a {fmt} line")]
+
+
+@pytest.mark.parametrize("tail", [b"last line\n", b"last line without its newline"])
+def test_blocks_hold_every_byte_once_and_cut_before_an_entry(
+    monkeypatch: pytest.MonkeyPatch, tail: bytes
+) -> None:
+    """Blocks read into their own buffers after the carried bytes: together they are the
+    input (plus a newline after a last line without one), each ends in a newline and
+    starts an entry, except where a record outgrew MAX_CARRY_BYTES and was cut at a line."""
+    import io
+
+    from forensics.parsers.journald import blocks
+
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", 8)
+    monkeypatch.setattr(blocks, "MAX_CARRY_BYTES", 40)
+    data = (
+        b"entry one\n  continued\n  more\n"
+        + b"entry two " + b"x" * 30 + b"\n"  # longer than a block: read on
+        + b"entry three\n" + b"  indented line\n" * 4  # one record over MAX_CARRY_BYTES
+        + tail
+    )  # fmt: skip
+    got = list(blocks.blocks(io.BytesIO(data), blocks.line_start_cut(True)))
+    assert b"".join(got) == (data if data.endswith(b"\n") else data + b"\n")
+    assert all(b.endswith(b"\n") for b in got)
+    starts = [b[:1] for b in got]
+    assert starts[:3] == [b"e", b"e", b"e"]  # entry one, two, three: whole
+    assert b" " in starts  # the record over MAX_CARRY_BYTES, cut at a line inside it

@@ -40,20 +40,25 @@ def line_start_cut(continuation_indent: bool) -> Callable[[bytes], int]:
     return cut
 
 
-def blocks(stream: BinaryIO, cut: Callable[[bytes], int]) -> Iterator[bytes]:
+def blocks(stream: BinaryIO, cut: Callable[[bytes], int]) -> Iterator[bytearray]:
     """Blocks of whole records; every block ends in a newline. Lines are numbered by the
     caller from each block's parsed line count: counting newlines here (bytes.count, under
-    the GIL, in the one thread that feeds the workers) took 13 ms a 16 MB block."""
-    carry = b""
+    the GIL, in the one thread that feeds the workers) took 13 ms a 16 MB block.
+
+    Each block is read straight into its own buffer after the carried part of the last
+    one, and handed on as it is: joining the carry to a fresh read and slicing the block
+    off copied every byte twice under the GIL (742 MB: 1.7 -> 1.2 s for this loop)."""
+    carry: bytes | bytearray = b""
     while True:
-        data = stream.read(BLOCK_BYTES)
-        if not data:
+        buf = bytearray(len(carry) + BLOCK_BYTES)
+        buf[: len(carry)] = carry
+        got = len(carry) + _fill(stream, buf, len(carry))
+        if got == len(carry):  # the stream is done
             if carry:
-                if not carry.endswith(b"\n"):
-                    carry += b"\n"  # a last line without its newline is still a line
-                yield carry
+                # a last line without its newline is still a line
+                yield carry if carry.endswith(b"\n") else bytearray(carry) + b"\n"
             return
-        buf = carry + data
+        del buf[got:]
         at = cut(buf)
         if at <= 0:
             carry = buf  # one record longer than a block: read on
@@ -62,8 +67,21 @@ def blocks(stream: BinaryIO, cut: Callable[[bytes], int]) -> Iterator[bytes]:
             at = buf.rfind(b"\n") + 1
             if at == 0:
                 continue
-        block, carry = buf[:at], buf[at:]
-        yield block
+        carry = bytes(memoryview(buf)[at:])
+        del buf[at:]
+        yield buf
+
+
+def _fill(stream: BinaryIO, buf: bytearray, start: int) -> int:
+    """Read into buf[start:] until it is full or the stream ends; the count read."""
+    got = 0
+    with memoryview(buf) as view:
+        while start + got < len(buf):
+            n = stream.readinto(view[start + got :])  # type: ignore[attr-defined]
+            if not n:
+                break
+            got += n
+    return got
 
 
 def ordered_parallel(items: Iterator[T], parse: Callable[[T], R], finish: Callable[[R], object]):

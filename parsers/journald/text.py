@@ -261,7 +261,7 @@ class TextReader:
         yield from ordered_parallel(blocks(stream, cut), self._parse, self._finish)
         self.ctx.lines = self.line_no
 
-    def _parse(self, block: bytes) -> _Parsed:
+    def _parse(self, block: bytes | bytearray) -> _Parsed:
         notes: list[str] = []
         # A two-byte search holds the GIL for 18 ms a 16 MB block; "\r" alone is a memchr
         # (1 ms), and only a block that has one is searched for "\r\n".
