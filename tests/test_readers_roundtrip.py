@@ -170,3 +170,30 @@ def test_blocks_hold_every_byte_once_and_cut_before_an_entry(
     starts = [b[:1] for b in got]
     assert starts[:3] == [b"e", b"e", b"e"]  # entry one, two, three: whole
     assert b" " in starts  # the record over MAX_CARRY_BYTES, cut at a line inside it
+
+
+def test_utc_times_by_their_digits_equal_the_format_or_step_aside() -> None:
+    """short-iso-precise times as journalctl prints them (TZ=UTC) are read by their digits;
+    every one equals what the format gives, and a column with any other form or an
+    impossible time is left to the format (None)."""
+    import datetime as dt
+
+    import polars as pl
+    from forensics.parsers.journald.text import _utc_microseconds
+
+    fmt = "%Y-%m-%dT%H:%M:%S%.f%z"
+    base = dt.datetime(2024, 2, 28, 23, 59, 59, 999_999, tzinfo=dt.UTC)
+    times = [base + dt.timedelta(microseconds=k * 7_919_113) for k in range(2_000)]
+    times += [dt.datetime(1970, 1, 1, tzinfo=dt.UTC), dt.datetime(9999, 12, 31, 23, 59, 59,
+                                                                   999_999, tzinfo=dt.UTC)]  # fmt: skip
+    ts = pl.Series("ts", [t.strftime("%Y-%m-%dT%H:%M:%S.%f+0000") for t in times] + [None])
+    want = ts.str.to_datetime(fmt, strict=False).dt.epoch("us")
+    got = _utc_microseconds(ts)
+    assert got is not None and got.to_list() == want.to_list()
+    assert got[-2] == 253_402_300_799_999_999 and got[-1] is None
+    # not journalctl's form, or no time: the format decides (null for February 30th)
+    assert _utc_microseconds(pl.Series(["2026-02-30T07:00:00.000000+0000"])).to_list() == [None]
+    for odd in ("2026-11-29T07:00:00.000000+0100", "2026-11-29T07:00:00.000000Z",
+                "2026-11-29T07:00:00.000000+00:00", "2026-11-29T24:00:00.000000+0000",
+                "2026-11-29T07:00:60.000000+0000", "2026-11-29T07:00:00.0000001+000"):  # fmt: skip
+        assert _utc_microseconds(pl.Series([odd, "2026-11-29T07:00:00.000000+0000"])) is None

@@ -184,6 +184,9 @@ def _timestamps(fmt: TextFormat, df: pl.DataFrame, notes: list[str]):
     none = pl.repeat(None, len(df), dtype=pl.Int64, eager=True)
     ts = df["ts"] if "ts" in df.columns else none
     if fmt.clock == "realtime":
+        fixed = _utc_microseconds(ts) if fmt.name == "short-iso-precise" else None
+        if fixed is not None:
+            return fixed, none
         # journalctl writes +0000, never Z: the rewrite is for copies from elsewhere.
         if ts.str.ends_with("Z").any():
             ts = ts.str.replace(r"Z$", "+0000")
@@ -215,6 +218,40 @@ def _timestamps(fmt: TextFormat, df: pl.DataFrame, notes: list[str]):
         parsed = prefix.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_zone="UTC")
         return parsed.dt.epoch("us"), none
     return none, none  # year-less: finished in order, once the year is known
+
+
+def _utc_microseconds(ts: pl.Series) -> pl.Series | None:
+    """Epoch µs of times as journalctl prints them with TZ=UTC ("2026-11-29T07:00:00.000104
+    +0000", one width), by their digits: parsing each one with a format cost 0.6 µs a line,
+    a third of reading a record-heavy journal's headers. None where any time is in another
+    form or out of range: those take the format (which gives null for what is no time)."""
+    if not ((ts.str.len_bytes() == 31) & ts.str.ends_with("+0000")).fill_null(True).all():
+        return None
+
+    def num(at: int, n: int) -> pl.Expr:
+        return pl.col("ts").str.slice(at, n).cast(pl.Int64, strict=False)
+
+    parts = ts.to_frame("ts").select(
+        day=pl.col("ts").str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False),
+        h=num(11, 2), m=num(14, 2), s=num(17, 2), us=num(20, 6),
+    )  # fmt: skip
+    clock = parts.select(
+        ok=ts.is_null()
+        | (
+            (pl.col("h") < 24)
+            & (pl.col("m") < 60)
+            & (pl.col("s") < 60)
+            & pl.col("us").is_not_null()
+        )
+    )["ok"]
+    if not clock.all():
+        return None
+    day_us = parts["day"].cast(pl.Datetime("us")).dt.epoch("us")
+    return parts.select(
+        ts_us=pl.lit(day_us)
+        + ((pl.col("h") * 60 + pl.col("m")) * 60 + pl.col("s")) * 1_000_000
+        + pl.col("us")
+    )["ts_us"]
 
 
 def _noyear_timestamps(fmt: TextFormat, df: pl.DataFrame, years: _YearTracker) -> pl.Series:

@@ -237,7 +237,8 @@ def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFram
         return {}
     # One pass for every needle (Aho-Corasick), then each pattern on those lines only.
     near = messages.str.contains_any([p.needle for p in patterns]).fill_null(False).arg_true()
-    lines = messages.gather(near)
+    # Through a frame: Series.gather holds the GIL (60 against 37 ms for 120 MB of lines).
+    lines = messages.to_frame("m").select(pl.col("m").gather(near)).to_series()
     for pat in patterns:
         hit = lines.str.contains(pat.needle, literal=True).fill_null(False)
         if not hit.any():
