@@ -112,6 +112,15 @@ def test_text_without_all_flags_blob_placeholders(renderings: dict[str, Path], d
     assert len(blob) == 1 and blob[0]["message"].endswith("blob data]")
 
 
+def test_only_a_whole_placeholder_is_a_blob() -> None:
+    import polars as pl
+    from forensics.parsers.journald.text import _blob_placeholders
+
+    msg = pl.Series(["[12B blob data]", "a [12B blob data]", "[1.5MB blob data]", "plain", None])
+    assert _blob_placeholders(msg).to_list() == [True, False, True, False, False]
+    assert _blob_placeholders(pl.Series(["plain", None])).to_list() == [False, False]
+
+
 @pytest.mark.parametrize("fmt", corpus.TEXT_RENDERINGS)
 def test_text_line_numbers_do_not_depend_on_where_blocks_are_cut(
     renderings: dict[str, Path], monkeypatch: pytest.MonkeyPatch, fmt: str

@@ -438,10 +438,7 @@ class TextReader:
             cursor=pl.lit(None, pl.String),
             line_first=pl.col("line_no"),
             line_last=col("line_last", pl.Int64).fill_null(pl.col("line_no")),
-            # Without --all journalctl prints "[N blob data]" instead of a non-text message.
-            truncated=pl.col("msg")
-            .str.contains(r"^\[[0-9.]+[KMGT]?B blob data\]$")
-            .fill_null(False),
+            truncated=pl.lit(_blob_placeholders(df["msg"])),
             invalid_utf8=pl.lit(invalid),
             line_break=pl.lit(None, pl.String),
             fields=pl.lit(None, pl.String),
@@ -477,6 +474,17 @@ class TextReader:
         self.entry_no += n
         self.line_no += parsed.lines
         return df.to_arrow(compat_level=_COMPAT)
+
+
+def _blob_placeholders(msg: pl.Series) -> pl.Series:
+    """Messages that are journalctl's "[N blob data]" for a value it did not print (no
+    --all). The regex runs only where a message ends so: on every one it cost 6 ms a
+    100 k lines."""
+    near = msg.str.ends_with(" blob data]").fill_null(False)
+    if not near.any():
+        return near
+    exact = msg.filter(near).str.contains(r"^\[[0-9.]+[KMGT]?B blob data\]$").fill_null(False)
+    return near.scatter(near.arg_true(), exact)
 
 
 def _raw_messages(df: pl.DataFrame, invalid: pl.Series) -> pl.Series:
