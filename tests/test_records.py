@@ -293,3 +293,30 @@ def test_records_are_the_same_however_batches_are_grouped(
         assert all(n >= 50 for n in submitted[:-1]) and 3 <= len(submitted) <= 5
     else:
         assert len(submitted) == 1
+
+
+def test_page_lists_read_once_per_text_or_taken_from_expected_agree_with_reading_each() -> None:
+    """The shortcuts of the canary's page lists — each distinct text read once (joined back
+    in order, or repeated when there is one text), `changed` taken from `expected` where it
+    reads the same — give what reading every value on its own gives."""
+    from forensics.parsers.records.contract import _pages_column, _pages_like, _pages_of
+
+    texts = ["[0-1]", "3,4,9", "[]", "-", "32", "4,x", "1-99999999999", "[7, 8]", None, "5-6"]
+    n = 400
+    expected = pl.Series([texts[(i // 16) % len(texts)] for i in range(n)], dtype=pl.String)
+    changed = pl.Series(
+        [expected[i] if i % 7 else texts[(i // 3) % len(texts)] for i in range(n)],
+        dtype=pl.String,
+    )
+    unexpected = pl.Series(["[]"] * n, dtype=pl.String)
+
+    def same(a, b) -> None:
+        for x, y in zip(a, b, strict=True):
+            assert x.to_list() == y.to_list()
+
+    for col in (expected, changed, unexpected):
+        same(_pages_column(col), _pages_of(col))
+    same(_pages_like(changed, expected, _pages_column(expected)), _pages_of(changed))
+    same(_pages_like(expected, expected, _pages_column(expected)), _pages_of(expected))
+    same(_pages_like(unexpected, expected, _pages_column(expected)), _pages_of(unexpected))
+    assert _pages_of(unexpected)[0].to_list() == [[]] * n
