@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import io
 from pathlib import Path
 
+import polars as pl
+import pyarrow as pa
 import pytest
+from forensics.parsers.formats import read_stream
+from forensics.parsers.journald import ReadContext, blocks
+from forensics.parsers.journald.text import _blob_placeholders, _utc_microseconds
 
 import forensics
 
@@ -113,9 +120,6 @@ def test_text_without_all_flags_blob_placeholders(renderings: dict[str, Path], d
 
 
 def test_only_a_whole_placeholder_is_a_blob() -> None:
-    import polars as pl
-    from forensics.parsers.journald.text import _blob_placeholders
-
     msg = pl.Series(["[12B blob data]", "a [12B blob data]", "[1.5MB blob data]", "plain", None])
     assert _blob_placeholders(msg).to_list() == [True, False, True, False, False]
     assert _blob_placeholders(pl.Series(["plain", None])).to_list() == [False, False]
@@ -129,12 +133,6 @@ def test_text_line_numbers_do_not_depend_on_where_blocks_are_cut(
     cut into blocks of a line or two, a rendering (journalctl's, with a boot marker, a
     continued message, invalid UTF-8 and a LineMax split) plus a stray line and a CRLF
     line yields the same entries, line numbers, quarantine and line count as in one block."""
-    import io
-
-    import pyarrow as pa
-    from forensics.parsers.formats import read_stream
-    from forensics.parsers.journald import ReadContext, blocks
-
     data = renderings[fmt].read_bytes()
     data += b"a stray line that is no entry\n" + data.splitlines(keepends=True)[0][:-1] + b"\r\n"
 
@@ -161,9 +159,6 @@ def test_blocks_hold_every_byte_once_and_cut_before_an_entry(
     """Blocks read into their own buffers after the carried bytes: together they are the
     input (plus a newline after a last line without one), each ends in a newline and
     starts an entry, except where a record outgrew MAX_CARRY_BYTES and was cut at a line."""
-    import io
-
-    from forensics.parsers.journald import blocks
 
     monkeypatch.setattr(blocks, "BLOCK_BYTES", 8)
     monkeypatch.setattr(blocks, "MAX_CARRY_BYTES", 40)
@@ -185,11 +180,6 @@ def test_utc_times_by_their_digits_equal_the_format_or_step_aside() -> None:
     """short-iso-precise times as journalctl prints them (TZ=UTC) are read by their digits;
     every one equals what the format gives, and a column with any other form or an
     impossible time is left to the format (None)."""
-    import datetime as dt
-
-    import polars as pl
-    from forensics.parsers.journald.text import _utc_microseconds
-
     fmt = "%Y-%m-%dT%H:%M:%S%.f%z"
     base = dt.datetime(2024, 2, 28, 23, 59, 59, 999_999, tzinfo=dt.UTC)
     times = [base + dt.timedelta(microseconds=k * 7_919_113) for k in range(2_000)]

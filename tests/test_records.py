@@ -9,6 +9,7 @@ import orjson
 import polars as pl
 import pytest
 from forensics.parsers.records import parse_records
+from forensics.parsers.records.contract import _pages_column, _pages_like, _pages_of
 
 import forensics
 from forensics.synthetic.incident import generate
@@ -299,8 +300,6 @@ def test_page_lists_read_once_per_text_or_taken_from_expected_agree_with_reading
     """The shortcuts of the canary's page lists — each distinct text read once (joined back
     in order, or repeated when there is one text), `changed` taken from `expected` where it
     reads the same — give what reading every value on its own gives."""
-    from forensics.parsers.records.contract import _pages_column, _pages_like, _pages_of
-
     texts = ["[0-1]", "3,4,9", "[]", "-", "32", "4,x", "1-99999999999", "[7, 8]", None, "5-6"]
     n = 400
     expected = pl.Series([texts[(i // 16) % len(texts)] for i in range(n)], dtype=pl.String)
@@ -316,7 +315,7 @@ def test_page_lists_read_once_per_text_or_taken_from_expected_agree_with_reading
 
     for col in (expected, changed, unexpected):
         same(_pages_column(col), _pages_of(col))
-    same(_pages_like(changed, expected, _pages_column(expected)), _pages_of(changed))
-    same(_pages_like(expected, expected, _pages_column(expected)), _pages_of(expected))
-    same(_pages_like(unexpected, expected, _pages_column(expected)), _pages_of(unexpected))
+    for col in (changed, expected, unexpected):
+        like = _pages_like(col, (col == expected).fill_null(False), _pages_column(expected))
+        same(like, _pages_of(col))
     assert _pages_of(unexpected)[0].to_list() == [[]] * n

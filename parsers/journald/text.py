@@ -184,7 +184,7 @@ def _timestamps(fmt: TextFormat, df: pl.DataFrame, notes: list[str]):
     none = pl.repeat(None, len(df), dtype=pl.Int64, eager=True)
     ts = df["ts"] if "ts" in df.columns else none
     if fmt.clock == "realtime":
-        fixed = _utc_microseconds(ts) if fmt.name == "short-iso-precise" else None
+        fixed = _utc_microseconds(ts)
         if fixed is not None:
             return fixed, none
         # journalctl writes +0000, never Z: the rewrite is for copies from elsewhere.

@@ -315,11 +315,11 @@ def _pages_column(values: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
 
 
 def _pages_like(
-    values: pl.Series, ref: pl.Series, ref_pages: tuple[pl.Series, pl.Series, pl.Series]
+    values: pl.Series, same: pl.Series, ref_pages: tuple[pl.Series, pl.Series, pl.Series]
 ) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """_pages_column(values), taking ref's pages where values has ref's text (a canary's
-    `changed` is mostly its `expected`, written the same way): only the others are read."""
-    same = (values == ref).fill_null(False)
+    """_pages_column(values), taking the pages of a reference column where `same` says the
+    value is its text (a canary's `changed` is mostly its `expected`, written the same
+    way): only the others are read."""
     if same.all():
         return ref_pages
     if not same.any():
@@ -448,8 +448,10 @@ def _canary(wide: pl.DataFrame):
         ],
     )
     ok, bad = _split(wide, reason)
+    # changed and expected read the same (nearly every record): what both shortcuts use
+    same_text = (ok["changed"] == ok["expected"]).fill_null(False)
     parsed = {k: _pages_column(ok[k]) for k in ("expected", "unexpected")}
-    parsed["changed"] = _pages_like(ok["changed"], ok["expected"], parsed["expected"])
+    parsed["changed"] = _pages_like(ok["changed"], same_text, parsed["expected"])
     err = parsed["expected"][2] | parsed["changed"][2] | parsed["unexpected"][2]
     bad += [
         (row, f"canary: bad page list (not page ids and ranges, or over {MAX_PAGES:,} pages)")
@@ -465,7 +467,7 @@ def _canary(wide: pl.DataFrame):
         # The same text on both sides (a step that wrote just what it should: nearly
         # every record) has nothing outside; the set operation is for the others
         # (160 k canaries: 0.11 CPU-s for all of them).
-        same = derive & (ok["changed"] == ok["expected"]).fill_null(False)
+        same = derive & same_text
         other = derive & ~same
         if other.any():
             at = other.arg_true()
