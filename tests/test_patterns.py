@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import polars as pl
@@ -169,3 +170,57 @@ def test_bad_patterns_file_stops_ingest_before_reading(tmp_path: Path, db: Path)
     proc = cli("ingest", str(log), "--patterns", str(bad), "--db", str(db))
     assert proc.returncode == 2 and "sample field full" in proc.stderr.decode()
     assert not db.exists()
+
+
+def _pair_lines(n: int, seed: int) -> list[str | None]:
+    """Stats of batch lines: SGLang's keys, renamed, unknown, repeated and odd ones."""
+    rng = random.Random(seed)
+    keys = [
+        "#new-seq", "#running-req", "token usage", "#token", "token", "cuda graph",
+        "input throughput (token/s)", "#bootstrap-req", "est. prefill TFLOPS/s (per GPU)",
+        "fwd occupancy", "#", " spaced key", "Übergröße", "a:b", "",
+    ]  # fmt: skip
+    values = ["0", "12.5", "True", "91.37%", "", " padded ", 'q"uo\\te', "ctl\x01x", "a: b", "1,2"]
+    out: list[str | None] = []
+    for _ in range(n):
+        if rng.random() < 0.05:
+            out.append(None)
+            continue
+        pieces = []
+        for _ in range(rng.randint(1, 6)):
+            if rng.random() < 0.05:
+                pieces.append("no pair here")
+            else:
+                pieces.append(f"{rng.choice(keys)}: {rng.choice(values)}")
+        tail = rng.choice(["", ", ", ",", " ", ": "])
+        out.append(", ".join(pieces) + tail)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_pairs_read_as_the_general_split_reads_them(seed: int) -> None:
+    # The shortcut for lines whose pairs split one way only (one regex per key sequence)
+    # gives every row the columns and `extra` JSON the split/explode/pivot reading gives.
+    (pat,) = [p for p in builtin() if p.name == "batch_stats"]
+    lines = _pair_lines(400, seed)
+    frame = pl.DataFrame({"phase": ["Decode"] * len(lines), "stats": lines})
+    got = pat._spread(frame)
+    stats = frame["stats"].str.strip_chars_end(", ")
+    wide = pat._spread_general(stats)
+    want = frame.drop("stats").with_columns(_i=pl.int_range(pl.len()))
+    want = want.join(wide, on="_i", how="left").drop("_i")
+    assert sorted(got.columns) == sorted(want.columns)
+    assert got.select(sorted(got.columns)).equals(want.select(sorted(want.columns)))
+    plain = stats.str.contains(r"^[^:,]+: [^,]*(?:, [^:,]+: [^,]*)*$").fill_null(False)
+    assert 0 < plain.sum() < plain.len() - 20  # both readings were exercised
+    assert got["extra"].drop_nulls().len() > 0
+
+
+def test_pair_keys_cut_at_their_separator_whatever_their_letters() -> None:
+    # A value with a comma takes the general reading; a key with letters of two bytes was
+    # cut by a byte offset counted as characters there.
+    (pat,) = [p for p in builtin() if p.name == "batch_stats"]
+    frame = pl.DataFrame({"stats": ["Größe: 1,5, #new-seq: 2", "Größe: 7, #new-seq: 3"]})
+    got = pat._spread(frame)
+    assert got["new_seq"].to_list() == ["2", "3"]
+    assert got["extra"].to_list() == ['{"gr_e":"1,5"}', '{"gr_e":"7"}']
