@@ -7,7 +7,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from forensics.parsers.patterns import PatternError, apply, builtin, check, load_file
+from forensics.parsers.patterns import (
+    PatternError,
+    _lines_holding,
+    apply,
+    builtin,
+    check,
+    load_file,
+)
 
 import forensics
 
@@ -224,3 +231,26 @@ def test_pair_keys_cut_at_their_separator_whatever_their_letters() -> None:
     got = pat._spread(frame)
     assert got["new_seq"].to_list() == ["2", "3"]
     assert got["extra"].to_list() == ['{"gr_e":"1,5"}', '{"gr_e":"7"}']
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_needles_found_in_halves_as_one_by_one(seed: int) -> None:
+    # Needles sought a set at a time (one regex of literals, then each half in the lines
+    # that hold one) find the lines a search per needle finds: overlapping needles, one
+    # inside another, regex characters, letters of two bytes, nulls.
+    rng = random.Random(seed)
+    needles = [p.needle for p in builtin()] + ["a.b", "(x)", "Größe", "b", "batch b"]
+    rng.shuffle(needles)
+    words = [*needles, "new fill batch", " batc", "zzz", "a+b", "GRÖSSE", "\\"]
+    lines = [
+        None
+        if rng.random() < 0.03
+        else "".join(rng.choice(words) for _ in range(rng.randint(0, 4)))
+        for _ in range(3000)
+    ]
+    messages = pl.Series(lines, dtype=pl.String)
+    got = _lines_holding(messages, needles)
+    for needle, idx in zip(needles, got, strict=True):
+        want = [i for i, line in enumerate(lines) if line is not None and needle in line]
+        assert idx.to_list() == want, needle
+    assert sum(len(i) > 0 for i in got) > len(needles) // 2

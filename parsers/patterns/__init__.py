@@ -298,23 +298,51 @@ def record_rows(patterns: list[Pattern], messages: pl.Series) -> pl.DataFrame | 
     return pl.concat(parts).select("row", "kind", "key", "value") if parts else None
 
 
+def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
+    """Each needle's lines (indices into messages).
+
+    A set of needles is sought as one regex of literals (many at once, SIMD), then each
+    half of the set only in the lines that hold one of it. One pass per needle scanned
+    every candidate line (4 kB prompts among them) once per pattern; Aho-Corasick
+    (`contains_any`) scans a line that holds none of its needles 14 times slower than a
+    regex of the same literals.
+    """
+    out: list[pl.Series] = []
+
+    def split(lines: pl.Series, idx: pl.Series, needles: list[str]) -> None:
+        if len(needles) == 1:
+            regex = _literal(needles[0])
+        else:
+            regex = "|".join(_literal(n) for n in needles)
+        hit = lines.str.contains(regex).fill_null(False)
+        if not hit.any():
+            out.extend(idx.clear() for _ in needles)
+            return
+        if not hit.all():
+            lines, idx = lines.filter(hit), idx.filter(hit)
+        if len(needles) == 1:
+            out.append(idx)
+            return
+        half = len(needles) // 2
+        split(lines, idx, needles[:half])
+        split(lines, idx, needles[half:])
+
+    split(messages, pl.int_range(len(messages), eager=True, dtype=pl.UInt32), needles)
+    return out
+
+
 def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFrame]:
     """Rows per table: `row` (index into messages), `pattern`, and the table's columns."""
     out: dict[str, list[pl.DataFrame]] = {}
     if not patterns:
         return {}
-    # One pass for every needle (Aho-Corasick), then each pattern on those lines only.
-    near = messages.str.contains_any([p.needle for p in patterns]).fill_null(False).arg_true()
-    # Through a frame: Series.gather holds the GIL (60 against 37 ms for 120 MB of lines).
-    lines = messages.to_frame("m").select(pl.col("m").gather(near)).to_series()
-    for pat in patterns:
-        hit = lines.str.contains(pat.needle, literal=True).fill_null(False)
-        if not hit.any():
+    holding = _lines_holding(messages, [p.needle for p in patterns])
+    for pat, idx in zip(patterns, holding, strict=True):
+        if idx.is_empty():
             continue
-        idx = near.gather(hit.arg_true())
-        f = pat.fields_of(lines.filter(hit)).with_columns(
-            row=idx.cast(pl.Int64), pattern=pl.lit(pat.name)
-        )
+        # A mask, not gather: gathering copied the lines (4 kB prompts among them).
+        lines = messages.filter(pl.repeat(False, len(messages), eager=True).scatter(idx, True))
+        f = pat.fields_of(lines).with_columns(row=idx.cast(pl.Int64), pattern=pl.lit(pat.name))
         f = f.filter("_matched").drop("_matched")
         cols = TABLE_COLUMNS.get(pat.table) or RECORD_KINDS[pat.table]
         f = f.select(
