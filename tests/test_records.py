@@ -15,13 +15,15 @@ import forensics
 from forensics.synthetic.incident import generate
 
 
-def _parse(*messages: str, fields: list[str | None] | None = None):
-    return parse_records(
-        pl.DataFrame(
-            {"message": list(messages), "fields": fields or [None] * len(messages)},
-            schema={"message": pl.String, "fields": pl.String},
-        )
+def _frame(messages: list[str], fields: list[str | None] | None = None) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"message": messages, "fields": fields or [None] * len(messages)},
+        schema={"message": pl.String, "fields": pl.String},
     )
+
+
+def _parse(*messages: str, fields: list[str | None] | None = None):
+    return parse_records(_frame(list(messages), fields))
 
 
 def test_checksum_key_values_with_prefix_quotes_and_unknown_keys() -> None:
@@ -47,6 +49,26 @@ def test_checksum_key_values_with_prefix_quotes_and_unknown_keys() -> None:
     )
     assert orjson.loads(row["extra"]) == {"note": 'retry "2" = late', "_unparsed": "weird"}
     assert r.rejects == []
+
+
+@pytest.mark.parametrize("prefix", ["[ü] ", "[€€] ", "✓ ", "[节点-0 TP0] ", "🔥"])
+@pytest.mark.parametrize("canonical", [True, False])
+def test_letters_of_several_bytes_before_the_token_leave_the_body_whole(
+    prefix: str, canonical: bool
+) -> None:
+    # The token was found by its byte offset and the body cut at that many characters:
+    # a logger's prefix with such letters cut the body's first key short (every record
+    # of the line rejected).
+    bodies = [
+        "forensics:step step=4 bs=2 rids=a,é rooms=1,2",
+        "forensics:checksum side=src room=5 rid=r buf=kv head=a tail=b full=c",
+        'forensics:checksum {"side": "dst", "room": 6, "full": "ff"}',
+    ]
+    plain = parse_records(_frame(bodies), canonical=canonical)
+    wide = parse_records(_frame([prefix + b for b in bodies]), canonical=canonical)
+    assert wide.rejects == plain.rejects == []
+    assert wide.step.equals(plain.step) and wide.checksum.equals(plain.checksum)
+    assert wide.step["rids"].to_list() == ["a,é"] and wide.checksum["room"].to_list() == [5, 6]
 
 
 def test_checksum_defaults_and_json_form() -> None:

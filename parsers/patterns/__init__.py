@@ -100,7 +100,8 @@ class Pattern:
         assert self.pairs is not None
         sep = self.pair_sep
         stats = out[self.pairs].str.strip_chars_end(sep + " ")
-        base = out.drop(self.pairs).with_columns(_i=pl.int_range(pl.len()))
+        # Selected from `out` itself: a frame of the pairs alone keeps its height so.
+        base = out.select(pl.all().exclude(self.pairs), _i=pl.int_range(pl.len()))
         # Lines whose pairs split one way only (no ":" in a key, no "," in a value) are
         # read by one regex per key sequence: the split, explode and pivot cost 11 µs a
         # batch-stats line. Any other line takes the general reading below.
