@@ -109,22 +109,19 @@ def parse_records(
     # The body is what follows the token: sliced by position (a regex capturing the rest
     # of the line costs several times more). `find` counts bytes and `slice` characters,
     # so a message with letters of more than one byte (a logger's prefix before the
-    # token, say) is cut at the token by splitting there instead.
+    # token, say) takes that regex instead.
     start = msg.str.find("forensics:", literal=True) + 10 + kind.str.len_bytes()
     df = entries.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64),
         kind=kind,
         body=msg.str.slice(start.fill_null(0)).str.strip_chars(),
         fields=pl.col("fields").cast(pl.String),
-        wide=(msg.str.len_bytes() != msg.str.len_chars()).fill_null(False),
+        wide=((msg.str.len_bytes() != msg.str.len_chars()) & kind.is_not_null()).fill_null(False),
     )
     if df["wide"].any():
         at = df["wide"].arg_true()
-        cut = entries.select(
-            after=msg.str.splitn("forensics:", 2).struct.field("field_1"), n=kind.str.len_bytes()
-        )[at]
-        body = cut.select(pl.col("after").str.slice(pl.col("n").fill_null(0)).str.strip_chars())
-        df = df.with_columns(df["body"].scatter(at, body.to_series()))
+        rest = entries[at].select(msg.str.extract(TOKEN + "(?s:(.*))", 2).str.strip_chars())
+        df = df.with_columns(df["body"].scatter(at, rest.to_series()))
     df = df.drop("wide")
     rejects: list[tuple[int, str]] = []
     parts = []
