@@ -104,14 +104,19 @@ class Pattern:
         base = out.select(pl.all().exclude(self.pairs), _i=pl.int_range(pl.len()))
         # Lines whose pairs split one way only (no ":" in a key, no "," in a value) are
         # read by one regex per key sequence: the split, explode and pivot cost 11 µs a
-        # batch-stats line. Any other line takes the general reading below.
-        plain = stats.str.contains(_PLAIN_PAIRS).fill_null(False) if sep == ", " else None
+        # batch-stats line. Any other line takes the general reading.
+        lines = pl.DataFrame({"_i": pl.int_range(len(stats), eager=True), "s": stats})
+        lines = lines.filter(pl.col("s").is_not_null())
         parts = []
-        if plain is not None and plain.any():
-            parts.append(self._spread_plain(stats.filter(plain), plain.arg_true()))
-            stats = pl.select(pl.when(plain).then(None).otherwise(stats)).to_series()
-        if stats.is_not_null().any():
-            parts.append(self._spread_general(stats))
+        if sep == ", ":
+            plain = lines["s"].str.contains(_PLAIN_PAIRS)
+            if plain.any():
+                wide, left = self._spread_plain(lines.filter(plain))
+                parts.append(wide)
+                lines = pl.concat([lines.filter(~plain), left])
+        if not lines.is_empty():
+            rest = self._spread_general(lines["s"])
+            parts.append(rest.with_columns(_i=lines["_i"].gather(rest["_i"])))
         parts = [w for w in parts if len(w.columns) > 1]
         if not parts:
             return base.drop("_i")
@@ -123,12 +128,12 @@ class Pattern:
         normal = pl.select(pair_key(pl.lit(pl.Series(raw, dtype=pl.String)))).to_series()
         return [self.rename.get(k, k) for k in normal.to_list()]
 
-    def _spread_plain(self, stats: pl.Series, rows: pl.Series) -> pl.DataFrame:
-        """Lines of plain pairs, by their key sequence: the first line left names one, one
-        regex reads every line with it (a log has a few such sequences, they repeat)."""
+    def _spread_plain(self, left: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Lines (`_i`, `s`) of plain pairs, by their key sequence: the first line left
+        names one, one regex reads every line with it (a log has a few such sequences,
+        they repeat). The columns read, and the lines past _SEQUENCES sequences."""
         known = set(TABLE_COLUMNS[self.table])
         wides = []
-        left = pl.DataFrame({"_i": rows.cast(pl.Int64), "s": stats})
         for _ in range(_SEQUENCES):
             if left.is_empty():
                 break
@@ -155,10 +160,7 @@ class Pattern:
                 cols["extra"] = pl.concat_str(pl.lit("{"), joined, pl.lit("}"))
             wides.append(vals.filter(hit).select(_i=left["_i"].filter(hit), **cols))
             left = left.filter(~hit)
-        if not left.is_empty():  # more sequences than _SEQUENCES: the general reading
-            rest = self._spread_general(left["s"])
-            wides.append(rest.with_columns(_i=left["_i"].gather(rest["_i"])))
-        return pl.concat(wides, how="diagonal_relaxed")
+        return pl.concat(wides, how="diagonal_relaxed"), left
 
     def _spread_general(self, stats: pl.Series) -> pl.DataFrame:
         """Pairs split by the separator; each piece is key, ": ", value."""
