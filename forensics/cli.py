@@ -495,15 +495,19 @@ def demo(
     dir: Annotated[Path, typer.Option("--dir", help="Where the incident's files go.")] = Path(
         "demo-incident"
     ),
+    stock: Annotated[
+        bool,
+        typer.Option("--stock", help="As stock SGLang prints it: no probe records."),
+    ] = False,
     json: JsonOpt = False,
 ) -> None:
     """Generate a small incident (prefill + decode journals, harness results) and ingest it.
 
-    Example: forensics demo --dir /tmp/incident
+    Example: forensics demo --dir /tmp/incident --stock
     """
     from .synthetic.demo import demo as run_demo
 
-    res = run_demo(dir)
+    res = run_demo(dir, stock=stock)
     if not json:
         how = (
             "rendered by journalctl from a real .journal"

@@ -14,7 +14,7 @@ from forensics.synthetic.journal_writer import export_entry, render, write_journ
 
 DATA = Path(__file__).parent / "data" / "sglang-real-lines.tsv"
 T0 = 1_789_912_992_000_000  # 2026-09-20 14:03:12 UTC
-TABLES = ("batches", "transfers", "rid_rooms", "http")
+TABLES = ("batches", "transfers", "rid_rooms", "http", "req_stats", "request_meta", "events")
 
 
 def real_lines() -> list[tuple[str, str, str]]:
@@ -39,7 +39,8 @@ def _counts(db: Path) -> dict[str, int]:
 
 
 def _expected() -> dict[str, int]:
-    c = Counter(t for t, _, _ in real_lines())
+    # "a+b": a line that lands in two tables (a Finish line: its room and its meta_info)
+    c = Counter(t for ts, _, _ in real_lines() for t in ts.split("+"))
     return {t: c[t] for t in TABLES}
 
 
@@ -84,6 +85,20 @@ def test_every_real_line_lands_in_its_table(how: str, tmp_path: Path, db: Path) 
         db,
     )
     assert [s for (s,) in states] == ["Bootstrapping", "Transferring", "WaitingForInput"]
+    # Stock evidence: durations with their units as numbers, both forms of the header.
+    _, stats = forensics.query(
+        "SELECT type, room, transfer_ms, prealloc_queue_ms, alloc_wait_ms FROM req_stats"
+        " WHERE type = 'decode' ORDER BY transfer_ms",
+        db,
+    )
+    assert stats == [("decode", 6302951133822940417, 31.9, 20.01, 16.01),
+                     ("decode", 4, 22297.77, None, 11.5)]  # fmt: skip
+    _, kinds = forensics.query("SELECT kind, count(*) FROM events GROUP BY ALL ORDER BY 1", db)
+    assert dict(kinds) == {
+        "abort": 1, "aux_mismatch": 1, "cuda_error": 1, "graph_capture": 2,
+        "lost_connection": 1, "oom_abort": 1, "retract": 2, "room_failed": 1,
+        "router_error": 1, "router_retry": 1, "slice_failed": 1, "traceback": 1,
+    }  # fmt: skip
 
 
 def test_plain_log_takes_times_from_prefixes(tmp_path: Path, db: Path) -> None:

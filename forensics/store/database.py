@@ -10,9 +10,13 @@ from pathlib import Path
 import duckdb
 
 from ..errors import ForensicsError
+from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+# Tables added by a version: created by its migration, then filled from the stored
+# entries (`reread`), so a database ingested before holds what a new ingest would.
+NEW_TABLES = {5: ["req_stats", "request_meta", "events"]}
 # How a database of an older version becomes this one (each step one transaction).
 MIGRATIONS = {
     2: ["ALTER TABLE results ADD COLUMN status VARCHAR"],  # 3: the harness's request status
@@ -24,6 +28,7 @@ MIGRATIONS = {
             for c in ("rids", "rooms")
         ),
     ],
+    4: [PATTERN_TABLES[t].ddl() for t in NEW_TABLES[5]],  # 5: stock SGLang's evidence
 }
 DEFAULT_DB = "forensics.duckdb"
 # Every command but ingest (which sets its own, below): DuckDB spills beyond it.
@@ -37,7 +42,7 @@ INGEST_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "320MB")
 # repeats a stored 742 MB one: 1,302 MB peak RSS with 1 GB here, in one pass).
 WHOLE_SOURCE_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "512MB")
 
-DDL = """
+_DDL = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE runs (
     run       VARCHAR PRIMARY KEY,
@@ -110,39 +115,7 @@ CREATE TABLE steps (
     rooms VARCHAR, -- the batch's rooms, comma-separated
     extra VARCHAR
 );
--- SGLang's own transfer events (built-in patterns, parsers/patterns/sglang.toml):
--- failures, timeouts, context corruption, native checksum aborts.
-CREATE TABLE transfers (
-    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
-    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
-    side VARCHAR, rank BIGINT, rid VARCHAR, room UBIGINT, other_room UBIGINT,
-    exception VARCHAR, reason VARCHAR
-);
--- SGLang scheduler batch statistics ("Prefill batch" / "Decode batch" lines, every
--- spelling); ranks is the log prefix's "DP0 TP0 EP0" part.
-CREATE TABLE batches (
-    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
-    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
-    phase VARCHAR NOT NULL, ranks VARCHAR, forward_ct BIGINT,
-    new_seq BIGINT, new_token BIGINT, cached_token BIGINT, token BIGINT, full_token BIGINT,
-    swa_token BIGINT, token_usage DOUBLE, full_token_usage DOUBLE, swa_token_usage DOUBLE,
-    mamba_usage DOUBLE, pre_allocated_usage DOUBLE, running_req BIGINT, queue_req BIGINT,
-    prealloc_req BIGINT, inflight_req BIGINT, transfer_req BIGINT, retracted_req BIGINT,
-    pending_token BIGINT, accept_len DOUBLE, accept_rate DOUBLE, cuda_graph BOOLEAN,
-    npu_graph BOOLEAN, input_throughput DOUBLE, gen_throughput DOUBLE, extra VARCHAR
-);
--- SGLang's --log-requests lines: which room each rid was given (Receive / Finish).
-CREATE TABLE rid_rooms (
-    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
-    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
-    event VARCHAR NOT NULL, rid VARCHAR, room UBIGINT NOT NULL
-);
--- uvicorn access lines of the HTTP servers.
-CREATE TABLE http (
-    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
-    entry_no BIGINT NOT NULL, pattern VARCHAR NOT NULL,
-    client VARCHAR, method VARCHAR NOT NULL, path VARCHAR, status BIGINT
-);
+{pattern_tables}
 -- The reproducer harness: one row per request it sent, marked ok or corrupted.
 CREATE TABLE results (
     run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,
@@ -157,6 +130,8 @@ CREATE TABLE quarantine (
     raw       VARCHAR
 );
 """
+# The tables SGLang's lines fill are declared in parsers/tables.py; their DDL is derived.
+DDL = _DDL.replace("{pattern_tables}", "\n".join(t.ddl() for t in PATTERN_TABLES.values()))
 
 
 ENTRY_COLUMNS = [
@@ -216,10 +191,14 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -
 
 
 def _migrate(con: duckdb.DuckDBPyConnection, version: int) -> None:
+    from .records import reread  # records reads this module's tables: imported late
+
     with transaction(con):
         for v in range(version, SCHEMA_VERSION):
             for sql in MIGRATIONS[v]:
                 con.execute(sql)
+            if v + 1 in NEW_TABLES:
+                reread(con, NEW_TABLES[v + 1])
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                     [str(SCHEMA_VERSION)])  # fmt: skip
 

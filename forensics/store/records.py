@@ -15,12 +15,14 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from ..parsers.patterns import BATCH_STATS, Pattern, apply, builtin, record_rows
+from ..parsers.patterns import Pattern, apply, builtin, record_rows
 from ..parsers.records import parse_records
+from ..parsers.tables import PATTERN_TABLES
 
 TABLES = {
     "checksum": "checksums", "canary": "canary", "step": "steps",
     "transfer": "transfers", "batch": "batches", "rid_room": "rid_rooms", "http": "http",
+    "req_stat": "req_stats", "request_meta": "request_meta", "event": "events",
 }  # fmt: skip
 _PATTERN_KINDS = {table: kind for kind, table in TABLES.items()}
 PATTERNS = builtin()
@@ -38,37 +40,19 @@ GROUP_BYTES = 32 << 20
 
 
 def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
-    """Pattern fields are text: as the table's types."""
-    if table == "transfers":
-        return df.with_columns(
-            rank=pl.col("rank").cast(pl.Int64, strict=False),
-            room=pl.col("room").cast(pl.UInt64, strict=False),
-            other_room=pl.col("other_room").cast(pl.UInt64, strict=False),
-        )
-    if table == "http":
-        return df.with_columns(status=pl.col("status").cast(pl.Int64, strict=False))
-    if table == "rid_rooms":
-        return df.with_columns(room=pl.col("room").cast(pl.UInt64, strict=False))
-    if table == "batches":
-        floats = {"token_usage", "full_token_usage", "swa_token_usage", "mamba_usage",
-                  "pre_allocated_usage", "accept_len", "accept_rate", "input_throughput",
-                  "gen_throughput"}  # fmt: skip
-        bools = {"cuda_graph", "npu_graph"}
-        ints = set(BATCH_STATS) - floats - bools | {"forward_ct"}
-        return df.with_columns(
-            *(pl.col(c).cast(pl.Float64, strict=False) for c in floats),
-            *(pl.col(c).str.to_lowercase().eq("true") for c in bools),
-            *(pl.col(c).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False) for c in ints),
-        )
-    return df
+    """Pattern fields are text: as the table's declared types."""
+    return PATTERN_TABLES[table].cast(df)
 
 
-def _patterned(entries: pl.DataFrame, user: list[Pattern]) -> dict[str, pl.DataFrame]:
-    """SGLang's own lines (built-in and user table patterns): rows per record kind."""
-    found = apply(
-        PATTERNS + [p for p in user if p.table in TABLES.values()],
-        entries["message"].cast(pl.String),
-    )
+def _patterned(
+    entries: pl.DataFrame, user: list[Pattern], only: list[str] | None = None
+) -> dict[str, pl.DataFrame]:
+    """SGLang's own lines (built-in and user table patterns): rows per record kind;
+    `only` these tables where given."""
+    pats = PATTERNS + [p for p in user if p.table in TABLES.values()]
+    if only is not None:
+        pats = [p for p in pats if p.table in only]
+    found = apply(pats, entries["message"].cast(pl.String))
     origin = entries.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
     )
@@ -206,3 +190,29 @@ class RecordSink:
                 f" AND entry_no IN ({','.join(map(str, rewritten))}) ORDER BY entry_no"
             ).pl()
             self._store(*_records_of(entries, self.user))
+
+
+def reread(con: duckdb.DuckDBPyConnection, tables: list[str], chunk: int = GROUP_ROWS) -> dict:
+    """Fill `tables` from the entries already stored, as ingest would have (an upgrade
+    to a version that reads more of SGLang's lines): rows added per table. Built-in
+    patterns only: the user patterns an ingest was given are not stored."""
+    added = dict.fromkeys(tables, 0)
+    columns = {t: [c[0] for c in con.execute(f"DESCRIBE {t}").fetchall()] for t in tables}
+    sources = con.execute("SELECT source_id, run FROM sources ORDER BY source_id").fetchall()
+    for sid, run in sources:
+        last = -1
+        while True:
+            entries = con.sql(
+                f"""SELECT {", ".join(_COLUMNS)} FROM entries
+                    WHERE source_id = {int(sid)} AND entry_no > {int(last)}
+                    ORDER BY entry_no LIMIT {chunk}"""
+            ).pl()
+            if entries.is_empty():
+                break
+            last = entries["entry_no"][-1]
+            for kind, df in _patterned(entries, [], only=tables).items():
+                table = TABLES[kind]
+                df = df.with_columns(run=pl.lit(run), source_id=pl.lit(sid, pl.Int32))
+                con.from_arrow(df.select(columns[table]).to_arrow()).insert_into(table)
+                added[table] += len(df)
+    return added

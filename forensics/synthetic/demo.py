@@ -9,6 +9,7 @@ from ..dashboards.write import DashboardResult, dashboard
 from ..store.ingest import IngestResult, ingest
 from . import incident
 from .journal_writer import journal_remote_available, render, write_journal
+from .stock import generate_stock
 
 
 @dataclass
@@ -21,10 +22,14 @@ class DemoResult:
     dashboard: DashboardResult
 
 
-def demo(out_dir: str | Path = "demo-incident", db: str | Path | None = None) -> DemoResult:
+def demo(
+    out_dir: str | Path = "demo-incident", db: str | Path | None = None, stock: bool = False
+) -> DemoResult:
+    """The demo incident written as real inputs and ingested; `stock`: as stock SGLang
+    prints it (time stats, Finish lines, retractions, aborts), with no probe records."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    inc = incident.generate()
+    inc = generate_stock() if stock else incident.generate()
     prefill = incident.write_export(inc.prefill, d / "prefill-0.export")
     decode_export = incident.write_export(inc.decode, d / "decode-0.export.tmp")
     decode = d / "decode-0.log"
@@ -46,7 +51,7 @@ def demo(out_dir: str | Path = "demo-incident", db: str | Path | None = None) ->
         [str(prefill), str(decode), str(results)],
         dbp,
         run="demo",
-        tags={"source": "forensics demo"},
+        tags={"source": "forensics demo --stock" if stock else "forensics demo"},
     )
     board = dashboard(dbp, out=d / "dashboard.html")
     return DemoResult(d, [prefill, decode, results], res, inc.truth, real, board)

@@ -6,9 +6,13 @@ optional `extract` (field → regex with one group, searched anywhere in the lin
 optional `require_any` (fields of which one must be found), optional `pairs` (a group of
 "key: value, …" spread into columns; `pair_sep` when pairs are not separated by ", ",
 `rename` for keys that changed name across versions), optional `set` (fields with a
-constant value, for lines that imply them), and
-`[[pattern.samples]]` with a `line` and the `fields` it must yield. A file whose regex
-does not compile, or whose samples do not match, is refused with the reason.
+constant value, for lines that imply them), optional `kv` (a group of "key=value" and
+"key(value)" tokens spread into columns, renamed by `rename`), optional `lower` (fields
+stored in lower case), optional `meta_info = true` (the line's brace-matched meta_info
+object read as a literal into request_meta's columns, see meta_info.py), and
+`[[pattern.samples]]` with a `line` and the `fields` it must yield (`matches = false`: a
+line it must not read). Groups named with a leading `_` only anchor the regex. A file
+whose regex does not compile, or whose samples fail, is refused with the reason.
 """
 
 from __future__ import annotations
@@ -21,26 +25,20 @@ from pathlib import Path
 import polars as pl
 
 from ..records.contract import KNOWN
+from ..tables import PATTERN_TABLES
+from .meta_info import meta_columns
 
-BATCH_STATS = [
-    "new_seq", "new_token", "cached_token", "token", "full_token", "swa_token",
-    "token_usage", "full_token_usage", "swa_token_usage", "mamba_usage", "pre_allocated_usage",
-    "running_req", "queue_req", "prealloc_req", "inflight_req", "transfer_req", "retracted_req",
-    "pending_token", "accept_len", "accept_rate", "cuda_graph", "npu_graph",
-    "input_throughput", "gen_throughput",
-]  # fmt: skip
-TABLE_COLUMNS = {
-    "transfers": ["side", "rank", "rid", "room", "other_room", "exception", "reason"],
-    "batches": ["phase", "ranks", "forward_ct", *BATCH_STATS, "extra"],
-    "rid_rooms": ["event", "rid", "room"],
-    "http": ["client", "method", "path", "status"],
-}
+TABLE_COLUMNS = {name: t.fields for name, t in PATTERN_TABLES.items()}
 # A user pattern may target a record kind of docs/log-contract.md: its named groups are
 # that record's keys, validated as if the line had been written in the contract's form.
 RECORD_KINDS = {kind: sorted(keys) for kind, keys in KNOWN.items()}
 # "key: value, …" where splitting at ", " and at each first ": " can go one way only.
 _PLAIN_PAIRS = r"^[^:,]+: [^,]*(?:, [^:,]+: [^,]*)*$"
 _SEQUENCES = 8  # key sequences read by their own regex before the rest takes the general way
+# "key=value" or "key(value)": a key starts with a letter, "_" or "#" and may hold spaces
+# ("input len" of older versions); a value runs to the next , ; ( or ).
+_KV = r"#?[A-Za-z_][\w ]*?\s*(?:=|\()[^,;()]*"
+_KV_SPLIT = r"^(#?[A-Za-z_][\w ]*?)\s*(?:=|\()([^,;()]*)$"
 
 
 def pair_key(key: pl.Expr) -> pl.Expr:
@@ -62,6 +60,7 @@ class PatternError(ValueError):
 class Sample:
     line: str
     fields: dict[str, str]
+    matches: bool = True  # False: a line the pattern must not read
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,9 @@ class Pattern:
     pair_sep: str = ", "  # what separates the pairs
     rename: dict[str, str] = field(default_factory=dict)  # pair key -> column (old names)
     set: dict[str, str] = field(default_factory=dict)  # constant fields
+    kv: str | None = None  # a group of key=value / key(value) tokens, one column per key
+    lower: tuple[str, ...] = ()  # fields stored in lower case
+    meta_info: bool = False  # the line's meta_info object into request_meta's columns
 
     def fields_of(self, lines: pl.Series) -> pl.DataFrame:
         """One row per line: the pattern's fields (all null where it does not match)."""
@@ -91,9 +93,58 @@ class Pattern:
         if self.require_any:
             matched = matched & pl.any_horizontal(pl.col(c).is_not_null() for c in self.require_any)
         out = out.with_columns(_matched=out.select(matched).to_series())
+        out = out.drop([c for c in caps.columns if c.startswith("_")])
+        if self.meta_info:
+            meta = meta_columns(lines)
+            rid = pl.coalesce(out["rid"], meta["rid"]) if "rid" in out.columns else meta["rid"]
+            out = out.with_columns(meta.drop("rid").get_columns()).with_columns(rid=rid)
+        if self.kv is not None:
+            out = self._spread_kv(out)
+        if self.lower:
+            out = out.with_columns(
+                pl.col(c).str.to_lowercase() for c in self.lower if c in out.columns
+            )
         if self.pairs is None:
             return out
         return self._spread(out)
+
+    def _spread_kv(self, out: pl.DataFrame) -> pl.DataFrame:
+        """The `kv` group's tokens as columns (renamed); the table's other keys to `extra`."""
+        assert self.kv is not None
+        known = set(TABLE_COLUMNS[self.table])
+        toks = out.select(_i=pl.int_range(pl.len()), t=pl.col(self.kv).str.extract_all(_KV))
+        toks = toks.explode("t").drop_nulls("t")
+        kv = toks["t"].str.extract_groups(_KV_SPLIT).struct.unnest()
+        long = pl.DataFrame({"_i": toks["_i"], "raw": kv["1"], "v": kv["2"].str.strip_chars()})
+        long = long.drop_nulls("raw")
+        base = out.drop(self.kv).with_columns(_i=pl.int_range(pl.len()))
+        if long.is_empty():
+            return base.drop("_i")
+        keys = long["raw"].unique()
+        names = dict(zip(keys.to_list(), self._names(keys.to_list()), strict=True))
+        long = long.with_columns(k=pl.col("raw").replace_strict(names)).unique(
+            ["_i", "k"], keep="first", maintain_order=True
+        )
+        cols = long.filter(pl.col("k").is_in(list(known)))
+        wide = (
+            cols.pivot(on="k", index="_i", values="v", aggregate_function="first")
+            if not cols.is_empty()
+            else None
+        )
+        unknown = long.filter(~pl.col("k").is_in(list(known)) & (pl.col("k") != ""))
+        if not unknown.is_empty():
+            extra = unknown.group_by("_i", maintain_order=True).agg(
+                extra=pl.concat_str(
+                    pl.lit('"'), "k", pl.lit('":"'), _json_text(pl.col("v")), pl.lit('"')
+                ).str.join(",")
+            )
+            extra = extra.with_columns(extra=pl.concat_str(pl.lit("{"), "extra", pl.lit("}")))
+            wide = extra if wide is None else wide.join(extra, on="_i", how="full", coalesce=True)
+        if wide is None:
+            return base.drop("_i")
+        # The line's own groups win over a token of the same name (none today).
+        wide = wide.drop([c for c in wide.columns if c != "_i" and c in base.columns])
+        return base.join(wide, on="_i", how="left").drop("_i")
 
     def _spread(self, out: pl.DataFrame) -> pl.DataFrame:
         """The `pairs` group as columns; keys the table lacks go to `extra` (JSON)."""
@@ -235,12 +286,16 @@ def _load_text(text: str, origin: str) -> list[Pattern]:
         if p["table"] not in TABLE_COLUMNS and p["table"] not in RECORD_KINDS:
             known = ", ".join([*TABLE_COLUMNS, *RECORD_KINDS])
             raise PatternError(f"{where}: unknown table {p['table']!r}; known: {known}")
-        samples = tuple(Sample(s["line"], {k: str(v) for k, v in s.get("fields", {}).items()})
+        samples = tuple(Sample(s["line"], {k: str(v) for k, v in s.get("fields", {}).items()},
+                               bool(s.get("matches", True)))
                         for s in p.get("samples", []))  # fmt: skip
+        if p.get("meta_info") and p["table"] != "request_meta":
+            raise PatternError(f"{where}: meta_info fills request_meta, not {p['table']}")
         pat = Pattern(
             p["name"], p["table"], p["needle"], p["regex"], dict(p.get("extract", {})), samples,
             p.get("pairs"), tuple(p.get("require_any", ())), p.get("pair_sep", ", "),
             dict(p.get("rename", {})), {k: str(v) for k, v in p.get("set", {}).items()},
+            p.get("kv"), tuple(p.get("lower", ())), bool(p.get("meta_info", False)),
         )  # fmt: skip
         problems = check(pat)
         if problems:
@@ -263,7 +318,10 @@ def check(pat: Pattern) -> list[str]:
     if unknown:
         problems.append(f"fields {unknown} are not columns of {pat.table}")
     for s, row in zip(pat.samples, got.iter_rows(named=True), strict=True):
-        if pat.needle not in s.line:
+        if not s.matches:
+            if pat.needle in s.line and row["_matched"]:
+                problems.append(f"sample matches but must not: {s.line[:80]}")
+        elif pat.needle not in s.line:
             problems.append(f"sample lacks the needle {pat.needle!r}: {s.line[:80]}")
         elif not row["_matched"]:
             problems.append(f"sample does not match: {s.line[:80]}")

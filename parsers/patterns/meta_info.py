@@ -1,0 +1,123 @@
+"""The meta_info object of SGLang's Finish lines, read as a literal and never evaluated.
+
+At the default --log-requests-level a Finish line is no Python literal as a whole: long
+values are elided as `'…' ...` and the request object is a dataclass repr. Its
+`'meta_info': {…}` span is one, so only that span is cut out (brace-matched, quotes and
+escapes respected, at most MAX_SPAN characters) and read: as JSON for the JSON form, by
+`ast.literal_eval` for the repr. What is not a literal is a note in `extra`, never a
+reason to lose the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import orjson
+import polars as pl
+
+MAX_SPAN = 64 << 10  # meta_info with per-token logprobs can be huge: past this, a note
+_START = re.compile(r"""['"]meta_info['"]\s*:\s*\{""")
+# meta_info key -> request_meta column (finish_reason is spread separately)
+KEYS = {
+    "id": "rid",
+    "prompt_tokens": "prompt_tokens",
+    "completion_tokens": "completion_tokens",
+    "cached_tokens": "cached_tokens",
+    "num_retractions": "num_retractions",
+    "e2e_latency": "e2e_latency",
+    "dp_rank": "dp_rank",
+}
+COLUMNS = ["rid", "finish_type", "finish_message", "status_code", *list(KEYS.values())[1:], "extra"]
+
+
+def span(line: str) -> str | None:
+    """The `{…}` after meta_info, brace-matched outside quoted strings; None if absent,
+    unbalanced or longer than MAX_SPAN."""
+    m = _START.search(line)
+    if m is None:
+        return None
+    start = m.end() - 1
+    depth = 0
+    quote = None
+    i = start
+    end = min(len(line), start + MAX_SPAN)
+    while i < end:
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return line[start : i + 1]
+        i += 1
+    return None
+
+
+def read(text: str) -> dict:
+    """A meta_info span as a dict: JSON first, else a Python literal (never evaluated)."""
+    try:
+        v = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        v = ast.literal_eval(text)  # literals only: no names, calls or operators
+    if not isinstance(v, dict):
+        raise ValueError("meta_info is not a mapping")
+    return v
+
+
+def row(line: str | None) -> dict:
+    """request_meta's columns from one line (all None where it holds no meta_info)."""
+    out: dict = dict.fromkeys(COLUMNS)
+    if not line:
+        return out
+    text = span(line)
+    if text is None:
+        if _START.search(line):
+            out["extra"] = '{"note":"meta_info unbalanced or over 64 KB: not read"}'
+        return out
+    try:
+        meta = read(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        note = f"meta_info not a literal: {type(exc).__name__}"
+        out["extra"] = orjson.dumps({"note": note}).decode()
+        return out
+    rest = {}
+    for k, v in meta.items():
+        col = KEYS.get(k)
+        if k == "finish_reason" and isinstance(v, dict):
+            out["finish_type"] = _text(v.get("type"))
+            out["finish_message"] = _text(v.get("message"))
+            out["status_code"] = _text(v.get("status_code"))
+            told = ("type", "message", "status_code")
+            rest.update(
+                {f"finish_reason.{kk}": vv for kk, vv in v.items() if kk not in told and vv}
+            )
+        elif k == "finish_reason" and v is not None:
+            out["finish_type"] = _text(v)
+        elif col is not None:
+            out[col] = _text(v)
+        else:
+            rest[str(k)] = v
+    if rest:
+        out["extra"] = orjson.dumps(rest, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    return out
+
+
+def _text(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def meta_columns(lines: pl.Series) -> pl.DataFrame:
+    """request_meta's columns for each line (text; cast by the table's declaration).
+    Row by row: a Finish line comes once a request, and its span needs a parser."""
+    rows = [row(x) for x in lines.to_list()]
+    return pl.DataFrame(
+        {c: [r[c] for r in rows] for c in COLUMNS}, schema=dict.fromkeys(COLUMNS, pl.String)
+    )

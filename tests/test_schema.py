@@ -1,0 +1,97 @@
+"""The stored schema is the declared one: a new database, and one of the oldest version
+still upgradable brought up by the migrations, hold the same tables and columns; the
+docs' tables page is the declarations'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+from forensics.parsers import tables
+
+from forensics.store import database
+from forensics.store.database import upgrade
+
+DATA = Path(__file__).parent / "data"
+SCHEMA = """SELECT table_name, column_name, data_type, is_nullable
+            FROM information_schema.columns
+            WHERE table_schema = 'main' AND table_name NOT LIKE 'derived_%'
+              AND table_name IN (SELECT table_name FROM information_schema.tables
+                                 WHERE table_type = 'BASE TABLE')
+            ORDER BY table_name, ordinal_position"""
+
+
+def _columns(path: Path) -> list[tuple]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(SCHEMA).fetchall()
+    finally:
+        con.close()
+
+
+def test_old_schema_plus_migrations_equals_declaration(tmp_path: Path) -> None:
+    old = tmp_path / "v4.duckdb"
+    con = duckdb.connect(str(old))
+    con.execute((DATA / "schema_v4.sql").read_text())
+    con.execute("INSERT INTO meta VALUES ('schema_version', '4')")
+    con.close()
+    assert upgrade(old) == (4, database.SCHEMA_VERSION)
+    new = tmp_path / "new.duckdb"
+    database.connect(new).close()
+    assert _columns(old) == _columns(new)
+
+
+def test_declared_columns_are_the_stored_ones(tmp_path: Path) -> None:
+    path = tmp_path / "new.duckdb"
+    database.connect(path).close()
+    stored = {}
+    for table, column, *_ in _columns(path):
+        stored.setdefault(table, []).append(column)
+    for t in tables.PATTERN_TABLES.values():
+        assert stored[t.name] == [c.name for c in t.all_columns]
+
+
+def test_tables_page_is_generated() -> None:
+    page = Path(__file__).parents[1] / "docs" / "tables.md"
+    assert page.read_text(encoding="utf-8") == tables.markdown(), (
+        "docs/tables.md is stale: python -m forensics.parsers.tables > docs/tables.md"
+    )
+
+
+def test_every_event_kind_a_pattern_sets_is_documented() -> None:
+    from forensics.parsers.patterns import builtin
+
+    kinds = {p.set["kind"] for p in builtin() if p.table == "events"}
+    assert kinds <= set(tables.EVENT_KINDS)
+    assert set(tables.EVENT_KINDS) - kinds == set()  # and each documented kind is read
+
+
+def test_upgrade_reads_stored_entries_for_the_new_tables(tmp_path: Path) -> None:
+    from forensics import ingest, query
+
+    log = tmp_path / "decode-0.log"
+    log.write_text(
+        "[2026-09-24 01:50:40] ReqTimeStats(rid=r1, bootstrap_room=4, input_len=10, "
+        "cached_input_len=0, output_len=2, attempts=0, type=decode): transfer_duration=3.00ms\n"
+        "[2026-09-24 01:50:41] KV cache pool is full. Retract requests. #retracted_reqs: 2, "
+        "#new_token_ratio: 0.1 -> 0.3\n"
+        "[2026-09-24 01:50:42] Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, "
+        "token usage: 0.01, #running-req: 0, #queue-req: 0\n"
+    )
+    db = tmp_path / "t.duckdb"
+    ingest([str(log)], db)
+    want = {
+        t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", db)[1] for t in database.NEW_TABLES[5]
+    }
+    assert want["req_stats"] and want["events"]
+    con = duckdb.connect(str(db))  # as a version-4 database: the new tables never existed
+    for t in database.NEW_TABLES[5]:
+        con.execute(f"DROP TABLE {t}")
+    con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    con.close()
+    assert upgrade(db) == (4, database.SCHEMA_VERSION)
+    got = {
+        t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", db)[1] for t in database.NEW_TABLES[5]
+    }
+    assert got == want
+    assert query("SELECT count(*) FROM batches", db)[1] == [(1,)]  # the old tables as they were
