@@ -157,8 +157,13 @@ def header(rep: Report, notes: list[str]) -> str:
 
 
 def rooms_table(rep: Report) -> str:
+    if not rep.rooms.counts:
+        return (
+            '<p class="empty">No checksum records: no transfer could be checked '
+            "(nothing here says the bytes arrived intact).</p>"
+        )
     if not rep.rooms.worst:
-        return '<p class="empty">No bad rooms: every transfer matched (or none was logged).</p>'
+        return '<p class="empty">No bad rooms: every checked transfer matched.</p>'
     head = ["verdict", "room", "rid", "run", "src host", "dst host", "sent", "received",
             "stale_of", "transfer events"]  # fmt: skip
     rows = [

@@ -29,6 +29,7 @@ _WHERE = {
     "dashboard": ".dashboards.write",
     "demo": ".synthetic.demo",
     "export": ".sql",
+    "follow": ".analyses.follow",
     "ingest": ".store.ingest",
     "list_queries": ".named",
     "list_sources": ".store.sources",
@@ -52,6 +53,7 @@ __all__ = [
     "dashboard",
     "demo",
     "export",
+    "follow",
     "ingest",
     "list_queries",
     "list_sources",
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     from .analyses.canary import canary
     from .analyses.compare import compare
     from .analyses.correlate import correlate
+    from .analyses.follow import follow
     from .analyses.report import report
     from .analyses.rooms import rooms
     from .analyses.skew import skew

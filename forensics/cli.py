@@ -338,6 +338,22 @@ def skew(db: DbOpt = None, run: RunOpt = None, json: JsonOpt = False) -> None:
 
 
 @app.command()
+def follow(
+    key: Annotated[str, typer.Argument(help="A request id (rid) or a bootstrap_room.")],
+    db: DbOpt = None,
+    run: RunOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Every line about one request or room, on every host, in time order (skew applied).
+
+    Example: forensics follow 7301934425522180813
+    """
+    from .analyses.follow import follow as run_follow
+
+    _emit(run_follow(db, key, run), json, terminal.follow)
+
+
+@app.command()
 def canary(
     db: DbOpt = None,
     run: RunOpt = None,

@@ -6,11 +6,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from .analyses.canary import CanaryReport, page_ranges
 from .analyses.compare import Comparison
 from .analyses.correlate import Correlation
+from .analyses.follow import Follow
 from .analyses.report import Report
 from .analyses.rooms import SEVERITY, RoomsReport
 from .analyses.skew import Skew
@@ -103,6 +105,26 @@ def comparison(con: Console, c: Comparison) -> None:
     _sentences(con, c.sentences())
 
 
+def follow(con: Console, f: Follow) -> None:
+    rooms = ", ".join(map(str, f.rooms)) or "none"
+    _sentences(con, [f"{f.key}: rids {', '.join(f.rids) or 'none'}; rooms {rooms}", f.clock])
+    for h in f.harness:
+        state = h["status"] or ("corrupted" if h["corrupted"] else "ok")
+        con.print(f"  harness: run {h['run']} session {h['session']} round {h['round']}: "
+                  f"{state}{' (' + h['reason'] + ')' if h['reason'] else ''}")  # fmt: skip
+    t = Table(title=f"{len(f.lines)} lines in time order", title_justify="left")
+    for col in ("time", "host", "message"):
+        t.add_column(col, overflow="fold")
+    for ln in f.lines:
+        shifted = "" if ln.ts_us == ln.raw_ts_us else " *"
+        t.add_row(iso_us(ln.ts_us) + shifted, ln.host or "-", escape(ln.message))
+    con.print(t)
+    if any(ln.ts_us != ln.raw_ts_us for ln in f.lines):
+        con.print("  * shifted onto decode's clock (logged time in --json: raw_ts_us)")
+    if f.truncated:
+        con.print(f"  … more lines than {len(f.lines):,}: the first shown")
+
+
 def skew(con: Console, s: Skew) -> None:
     _sentences(con, s.sentences())
 
@@ -132,6 +154,7 @@ def report(con: Console, r: Report) -> None:
     con.rule(f"report{' — ' + runs if runs else ''}")
     _sentences(con, r.coverage.sentences())
     rooms(con, r.rooms)
+    _sentences(con, r.stock.sentences())
     correlation(con, r.correlation)
     if len(r.comparison.rates) > 1:
         comparison(con, r.comparison)

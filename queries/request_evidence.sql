@@ -104,12 +104,12 @@ WITH stats AS (
 ), resolution AS (
     -- whole-second prefixes: every SGLang line of the host on a second
     SELECT run, host,
-           CASE WHEN bool_and(ts_us % 1000000 = 0) THEN 1000000 ELSE 1 END AS resolution_us
+           CASE WHEN bool_and(ts_us % 1000000 = 0) THEN 1000000 ELSE 1 END::BIGINT AS resolution_us
     FROM (SELECT run, host, ts_us FROM batches UNION ALL SELECT run, host, ts_us FROM events
           UNION ALL SELECT run, host, ts_us FROM rid_rooms)
     GROUP BY ALL
 ), windowed AS (
-    SELECT s.*, g.receive_us, g.finish_us, coalesce(res.resolution_us, 1) AS resolution_us,
+    SELECT s.*, g.receive_us, g.finish_us, coalesce(res.resolution_us, 1)::BIGINT AS resolution_us,
            CASE WHEN g.receive_us IS NOT NULL AND g.finish_us IS NOT NULL
                 THEN 'decode' ELSE 'client' END AS clock
     FROM sided s

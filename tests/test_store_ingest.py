@@ -211,10 +211,13 @@ def test_other_schema_version_refused(renderings, db: Path, version: int) -> Non
 
 def _as_version_2(db: Path) -> None:
     """The database as pd-forensics wrote it at schema 2 (no results.status, a step's
-    batch as lists)."""
+    batch as lists, no stock-evidence tables)."""
     con = duckdb.connect(str(db))
-    for view in ("requests", "canary_writes", "skew", "result_links", "rooms"):
+    for view in ("request_evidence", "requests", "canary_writes", "skew", "result_links",
+                 "rooms"):  # fmt: skip
         con.execute(f"DROP VIEW IF EXISTS {view}")  # views are reinstalled on every open
+    for table in ("req_stats", "request_meta", "events"):
+        con.execute(f"DROP TABLE {table}")
     con.execute("ALTER TABLE results DROP COLUMN status")
     for col, kind in (("rids", "VARCHAR"), ("rooms", "UBIGINT")):
         con.execute(
@@ -247,7 +250,7 @@ def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path)
     assert proc.returncode == 2 and "forensics upgrade" in proc.stderr.decode()
     proc = cli("upgrade", "--db", str(db))
     assert proc.returncode == 0, proc.stderr.decode()
-    assert "schema 2 → schema 4" in proc.stdout.decode()
+    assert f"schema 2 → schema {SCHEMA_VERSION}" in proc.stdout.decode()
     assert cli("sources", "--db", str(db)).returncode == 0
     assert _steps(db) == steps  # lists back to the text ingest writes, row for row
     con = duckdb.connect(str(db), read_only=True)
@@ -263,7 +266,7 @@ def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path)
     _as_version_2(other)
     forensics.ingest([str(renderings["json"])], other)
     con = duckdb.connect(str(other), read_only=True)
-    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     con.close()
 
 

@@ -1,8 +1,9 @@
 """`forensics report`: the whole story on one screen, ending in bug-report sentences.
 
 Coverage first (what the inputs are and what they miss: quarantined lines, journald's
-rate-limit gaps), then the evidence (verdicts, canary steps), then the conclusions
-(correlations, run comparison, clock skew).
+rate-limit gaps), then the evidence (verdicts; what stock SGLang's own lines tell:
+transfer failures, aborts, retractions, errors, load, and the flags for what is
+missing; canary steps), then the conclusions (correlations, run comparison, skew).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .correlate import Correlation, correlate_con
 from .rooms import RoomsReport, rooms_con
 from .runs import Runs, all_runs, run_filter, selected_runs
 from .skew import Skew, skew_con
+from .stock import StockEvidence, stock_con
 
 SUPPRESSED = r"^Suppressed (\d+) messages from (\S+)"
 
@@ -95,6 +97,7 @@ class Report:
     comparison: Comparison
     skew: Skew
     canary: CanaryReport
+    stock: StockEvidence
 
     def as_dict(self) -> dict:
         return {
@@ -105,6 +108,7 @@ class Report:
             "comparison": self.comparison.as_dict(),
             "skew": self.skew.as_dict(),
             "canary": self.canary.as_dict(),
+            "stock": self.stock.as_dict(),
             "conclusions": self.sentences(),
         }
 
@@ -113,6 +117,7 @@ class Report:
         return [
             *self.coverage.sentences(),
             *self.rooms.sentences(),
+            *self.stock.sentences(),
             *self.correlation.sentences(),
             *self.comparison.sentences(),
             *self.canary.sentences(),
@@ -135,6 +140,7 @@ def report_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 5) -
         compare_con(con, runs),
         skew_con(con, run),
         canary_con(con, run, top),
+        stock_con(con, run),
     )
 
 

@@ -77,7 +77,7 @@ def test_stored_rows_are_the_views_rows(two_runs: Path) -> None:
             described = con.execute(f"DESCRIBE derived_{q.name}").fetchall()
             assert [(r[0], r[1]) for r in described] == [(c[0], c[1]) for c in q.columns]
         # the planted incident gives every view rows to compare
-        for name in ("rooms", "requests", "canary_writes", "result_links", "skew"):
+        for name in ("rooms", "requests", "canary_writes", "result_links", "skew", "request_evidence"):
             assert con.execute(f"SELECT count(*) FROM derived_{name}").fetchall()[0][0] > 0
     finally:
         con.close()
@@ -136,7 +136,7 @@ def test_rows_stored_by_other_sql_are_not_used(tmp_path: Path) -> None:
         con.close()
     assert rooms(db).counts == {"default": {"mismatch": 1}}
     # rooms, and what reads it, from their SQL
-    assert _from_stored(db) == {"result_links", "canary_writes"}
+    assert _from_stored(db) == {"result_links", "canary_writes", "request_evidence"}
 
 
 def test_a_failed_ingest_keeps_the_stored_rows(tmp_path: Path) -> None:
@@ -159,4 +159,4 @@ def test_a_stored_table_dropped_by_hand_is_answered_from_the_sql(tmp_path: Path)
     con.execute("DROP TABLE derived_rooms")
     con.close()
     assert rooms(db).counts == {"default": {"mismatch": 1}}
-    assert _from_stored(db) == {"result_links", "canary_writes"}
+    assert _from_stored(db) == {"result_links", "canary_writes", "request_evidence"}

@@ -1,0 +1,162 @@
+"""What stock SGLang's own lines tell, for a report without probe records: transfer
+failures by decode host and KVPoll state, aborts, retractions, tracebacks and CUDA/NCCL
+errors, decode load, and which of SGLang's evidence is missing with the flag that
+gives it. Nothing here says a transfer matched: only checksums can."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import duckdb
+
+from ..timefmt import iso_us
+from .runs import Runs, run_filter
+
+# What each stock table needs on the servers, said when it is empty.
+FLAGS = {
+    "req_stats": "no ReqTimeStats lines: start both services with "
+    "--enable-request-time-stats-logging",
+    "request_meta": "no Finish lines with meta_info: start both services with --log-requests "
+    "(--log-requests-level 1 or more keeps num_retractions and cached_tokens)",
+    "rid_rooms": "no Receive/Finish lines linking rids to rooms: --log-requests",
+    "batches": "no batch lines: SGLang's INFO log level (decode samples every "
+    "--decode-log-interval iterations; lower it to see load closer to each request)",
+    "graph_capture": "no captured CUDA-graph batch sizes: keep the servers' start-up lines",
+    "abort": "aborted requests are logged at DEBUG only: --log-level debug on decode shows them",
+}
+ERRORS = ("traceback", "cuda_error", "nccl_error")
+
+
+@dataclass
+class HostEvents:
+    host: str | None
+    counts: dict[str, int]  # events.kind -> rows
+    transfer_failures: int
+    kvpoll: dict[str, int]  # KVPoll state a transfer failure named -> failures
+
+
+@dataclass
+class StockEvidence:
+    hosts: list[HostEvents]
+    retracted: int  # requests retracted, summed over retraction lines
+    errors: list[tuple[int | None, str | None, str, str]]  # ts_us, host, kind, detail (first few)
+    error_count: int
+    failures_by_minute: list[tuple[int, str | None, int]]  # minute start (µs), host, failures
+    peak_running: dict[str, int]  # decode host -> max #running-req logged
+    missing: list[str] = field(default_factory=list)  # what is not there, and the flag for it
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def sentences(self) -> list[str]:
+        out = []
+        fails = sum(h.transfer_failures for h in self.hosts)
+        if fails:
+            per = "; ".join(
+                f"{h.host or '?'} {h.transfer_failures:,}"
+                + (f" ({', '.join(f'{n} in KVPoll.{s}' for s, n in h.kvpoll.items())})"
+                   if h.kvpoll else "")
+                for h in self.hosts if h.transfer_failures
+            )  # fmt: skip
+            out.append(f"SGLang logged {fails:,} KV transfer failures: {per}")
+        kinds: dict[str, int] = {}
+        for h in self.hosts:
+            for k, n in h.counts.items():
+                kinds[k] = kinds.get(k, 0) + n
+        aborts = sum(kinds.get(k, 0) for k in ("abort", "oom_abort", "too_long", "abort_ack"))
+        if aborts:
+            out.append(f"{aborts:,} aborts logged by SGLang")
+        if kinds.get("retract"):
+            out.append(
+                f"{kinds['retract']:,} retraction lines ({self.retracted:,} requests retracted:"
+                " the KV pool ran full)"
+            )
+        if kinds.get("lost_connection"):
+            out.append(f"decode lost a prefill instance {kinds['lost_connection']:,} times")
+        layer = sum(kinds.get(k, 0) for k in ("session_failed", "aux_mismatch",
+                                              "index_mismatch", "slice_failed"))  # fmt: skip
+        if layer:
+            out.append(f"{layer:,} transfer-layer errors (sessions, AUX_DATA, KV indices, slices)")
+        if self.error_count:
+            ts, host, kind, detail = self.errors[0]
+            out.append(
+                f"{self.error_count:,} tracebacks and CUDA/NCCL errors; the first: {kind} on "
+                f"{host or '?'} at {iso_us(ts)}: {detail}"
+            )
+        if self.peak_running:
+            peak = ", ".join(f"{h} {n}" for h, n in sorted(self.peak_running.items()))
+            out.append(f"decode load (Decode batch samples), most #running-req: {peak}")
+        out += [f"coverage: {m}" for m in self.missing]
+        return out
+
+
+def stock_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> StockEvidence:
+    where, params = run_filter(run)
+    counts: dict[str | None, dict[str, int]] = {}
+    for host, kind, n in con.execute(
+        f"SELECT host, kind, count(*) FROM events WHERE {where} GROUP BY ALL ORDER BY ALL",
+        params,
+    ).fetchall():
+        counts.setdefault(host, {})[kind] = n
+    fails: dict[str | None, int] = {}
+    kvpoll: dict[str | None, dict[str, int]] = {}
+    for host, state, n in con.execute(
+        f"""SELECT host, nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
+            FROM transfers WHERE {where} AND pattern IN ('transfer_failed',
+                 'bootstrap_failed', 'handshake_failed')
+            GROUP BY ALL ORDER BY ALL""",
+        params,
+    ).fetchall():
+        fails[host] = fails.get(host, 0) + n
+        if state:
+            kvpoll.setdefault(host, {})[state] = n
+    hosts = sorted(set(counts) | set(fails), key=lambda h: h or "")
+    errors = con.execute(
+        f"""SELECT ts_us, host, kind, coalesce(detail, '') FROM events
+            WHERE {where} AND kind IN {ERRORS} ORDER BY ts_us NULLS LAST LIMIT 5""",
+        params,
+    ).fetchall()
+    # one entry can be both a traceback and the CUDA error it ends in: count entries
+    n_errors = con.execute(
+        f"""SELECT count(DISTINCT (source_id, entry_no)) FROM events
+            WHERE {where} AND kind IN {ERRORS}""",
+        params,
+    ).fetchall()[0][0]
+    retracted = con.execute(
+        f"SELECT coalesce(sum(count), 0) FROM events WHERE {where} AND kind = 'retract'", params
+    ).fetchall()[0][0]
+    by_minute = con.execute(
+        f"""SELECT ts_us // 60000000 * 60000000 AS m, host, count(*) FROM transfers
+            WHERE {where} GROUP BY ALL ORDER BY ALL""",
+        params,
+    ).fetchall()
+    peak = dict(
+        con.execute(
+            f"""SELECT host, max(running_req) FROM batches
+                WHERE {where} AND phase = 'Decode' AND host IS NOT NULL GROUP BY ALL""",
+            params,
+        ).fetchall()
+    )
+    return StockEvidence(
+        [HostEvents(h, counts.get(h, {}), fails.get(h, 0), kvpoll.get(h, {})) for h in hosts],
+        int(retracted),
+        errors,
+        n_errors,
+        by_minute,
+        peak,
+        _missing(con, where, params),
+    )
+
+
+def _missing(con: duckdb.DuckDBPyConnection, where: str, params: list) -> list[str]:
+    """The stock evidence this database lacks, each with the flag that gives it."""
+    have = {}
+    for table in ("req_stats", "request_meta", "rid_rooms", "batches"):
+        have[table] = con.execute(
+            f"SELECT count(*) FROM {table} WHERE {where}", params
+        ).fetchall()[0][0]
+    for kind in ("graph_capture", "abort"):
+        have[kind] = con.execute(
+            f"SELECT count(*) FROM events WHERE {where} AND kind = ?", [*params, kind]
+        ).fetchall()[0][0]
+    return [FLAGS[k] for k, n in have.items() if not n]
