@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forensics.parsers.patterns import meta_info
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import forensics
 from forensics.analyses.follow import follow
 from forensics.analyses.report import report
-from forensics.parsers.patterns import meta_info
 from forensics.synthetic.demo import demo
 
 
@@ -54,7 +54,8 @@ def test_each_planted_cause_is_in_its_request_window_and_nowhere_else(stock) -> 
     assert len(ev) == 48
     causes = stock.truth["causes"]
     for rid, e in ev.items():
-        assert (e["clock"], e["prefill_host"], e["decode_host"]) == ("decode", "prefill-0", "decode-0")
+        sides = (e["clock"], e["prefill_host"], e["decode_host"])
+        assert sides == ("decode", "prefill-0", "decode-0")
         assert e["cached_input_len"] is not None and e["decode_transfer_ms"] > 0
         assert e["bs_captured"] == (e["running_req"] in stock.truth["captured"])
         cause = causes.get(rid)

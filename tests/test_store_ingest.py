@@ -266,7 +266,8 @@ def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path)
     _as_version_2(other)
     forensics.ingest([str(renderings["json"])], other)
     con = duckdb.connect(str(other), read_only=True)
-    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    assert version == str(SCHEMA_VERSION)
     con.close()
 
 

@@ -150,13 +150,16 @@ def stock_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> StockEvidence
 
 def _missing(con: duckdb.DuckDBPyConnection, where: str, params: list) -> list[str]:
     """The stock evidence this database lacks, each with the flag that gives it."""
-    have = {}
-    for table in ("req_stats", "request_meta", "rid_rooms", "batches"):
-        have[table] = con.execute(
-            f"SELECT count(*) FROM {table} WHERE {where}", params
-        ).fetchall()[0][0]
+
+    def count(sql: str, args: list) -> int:
+        return con.execute(sql, args).fetchall()[0][0]
+
+    have = {
+        t: count(f"SELECT count(*) FROM {t} WHERE {where}", params)
+        for t in ("req_stats", "request_meta", "rid_rooms", "batches")
+    }
     for kind in ("graph_capture", "abort"):
-        have[kind] = con.execute(
+        have[kind] = count(
             f"SELECT count(*) FROM events WHERE {where} AND kind = ?", [*params, kind]
-        ).fetchall()[0][0]
+        )
     return [FLAGS[k] for k, n in have.items() if not n]

@@ -77,7 +77,8 @@ def test_stored_rows_are_the_views_rows(two_runs: Path) -> None:
             described = con.execute(f"DESCRIBE derived_{q.name}").fetchall()
             assert [(r[0], r[1]) for r in described] == [(c[0], c[1]) for c in q.columns]
         # the planted incident gives every view rows to compare
-        for name in ("rooms", "requests", "canary_writes", "result_links", "skew", "request_evidence"):
+        views = ("rooms", "requests", "canary_writes", "result_links", "skew", "request_evidence")
+        for name in views:
             assert con.execute(f"SELECT count(*) FROM derived_{name}").fetchall()[0][0] > 0
     finally:
         con.close()
