@@ -55,8 +55,7 @@ class Table:
 
     def ddl(self) -> str:
         cols = ",\n    ".join(
-            f"{_quoted(c.name)} {c.type}{' NOT NULL' if c.not_null else ''}"
-            for c in self.all_columns
+            f"{c.name} {c.type}{' NOT NULL' if c.not_null else ''}" for c in self.all_columns
         )
         doc = "\n".join(f"-- {ln}" for ln in self.doc.splitlines())
         return f"{doc}\nCREATE TABLE {self.name} (\n    {cols}\n);"
@@ -70,10 +69,6 @@ class Table:
             if c.name in df.columns and c.type != "VARCHAR"
         ]
         return df.with_columns(exprs) if exprs else df
-
-
-def _quoted(name: str) -> str:
-    return f'"{name}"' if name in {"full"} else name
 
 
 _NUMBER = r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"

@@ -73,18 +73,22 @@ WITH stats AS (
     UNION ALL
     SELECT run, NULL, room, type, arg_max(s, ts_us) FROM req_stats s
     WHERE room IS NOT NULL GROUP BY ALL
-), prefill_hosts AS (
-    SELECT DISTINCT run, host FROM batches WHERE phase = 'Prefill'
-), decode_hosts AS (
-    SELECT DISTINCT run, host FROM batches WHERE phase = 'Decode'
+), phase_hosts AS (
+    SELECT DISTINCT run, host, phase FROM batches
 ), logged AS (
     SELECT r.run, r.rid, r.host,
            min(r.ts_us) FILTER (WHERE r.event = 'Receive') AS receive_us,
            max(r.ts_us) FILTER (WHERE r.event = 'Finish') AS finish_us
     FROM rid_rooms r WHERE r.rid IS NOT NULL GROUP BY ALL
+), logged_side AS (
+    -- the hosts that logged a rid, by the phase of their batch lines
+    SELECT g.run, g.rid, min(g.host) FILTER (WHERE h.phase = 'Prefill') AS prefill_host,
+           min(g.host) FILTER (WHERE h.phase = 'Decode') AS decode_host
+    FROM logged g JOIN phase_hosts h ON h.run = g.run AND h.host = g.host
+    GROUP BY ALL
 ), base AS (
-    SELECT l.*,
-           coalesce(pr.s, pm.s) AS p, coalesce(dr.s, dm.s) AS d
+    -- a result is (source_id, line): the key every CTE below joins back on
+    SELECT l.*, coalesce(pr.s, pm.s) AS p, coalesce(dr.s, dm.s) AS d
     FROM result_links l
     LEFT JOIN stats pr ON pr.run = l.evidence_run AND pr.k_rid = l.rid AND pr.type = 'prefill'
     LEFT JOIN stats pm ON pm.run = l.evidence_run AND pm.k_room = l.linked_room
@@ -93,14 +97,9 @@ WITH stats AS (
     LEFT JOIN stats dm ON dm.run = l.evidence_run AND dm.k_room = l.linked_room
                       AND dm.type = 'decode'
 ), sided AS (
-    SELECT b.*,
-           coalesce(b.p.host, (SELECT min(g.host) FROM logged g JOIN prefill_hosts h
-                                 ON h.run = g.run AND h.host = g.host
-                               WHERE g.run = b.evidence_run AND g.rid = b.rid)) AS prefill_host,
-           coalesce(b.d.host, (SELECT min(g.host) FROM logged g JOIN decode_hosts h
-                                 ON h.run = g.run AND h.host = g.host
-                               WHERE g.run = b.evidence_run AND g.rid = b.rid)) AS decode_host
-    FROM base b
+    SELECT b.*, coalesce(b.p.host, ls.prefill_host) AS prefill_host,
+           coalesce(b.d.host, ls.decode_host) AS decode_host
+    FROM base b LEFT JOIN logged_side ls ON ls.run = b.evidence_run AND ls.rid = b.rid
 ), resolution AS (
     -- whole-second prefixes: every SGLang line of the host on a second
     SELECT run, host,
@@ -124,45 +123,43 @@ WITH stats AS (
            greatest(w.resolution_us, CASE w.clock WHEN 'client' THEN 1000000 ELSE 0 END)
                AS slack_us
     FROM windowed w
+), happened AS (
+    -- SGLang's events and transfer failures as one stream (transfers as kind 'transfer')
+    SELECT run, host, ts_us, kind, rid, room, count FROM events
+    UNION ALL
+    SELECT run, host, ts_us, 'transfer', rid, room, NULL FROM transfers
 ), near AS (
-    -- every event of the decode host within the widened window
-    SELECT w.run, w.rid, w.linked_room, e.kind, e.rid AS e_rid, e.room AS e_room, e.count
-    FROM win w JOIN events e
-      ON e.run = w.evidence_run AND e.host = w.decode_host
-     AND e.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
-), near_t AS (
-    SELECT w.run, w.rid, w.linked_room, t.rid AS t_rid, t.room AS t_room
-    FROM win w JOIN transfers t
-      ON t.run = w.evidence_run AND t.host = w.decode_host
-     AND t.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
-), ev AS (
-    SELECT run, rid, linked_room,
+    -- what happened on the decode host within the widened window, and whether it names
+    -- this request
+    SELECT w.source_id, w.line, h.kind, h.count,
+           -- NULL is no match: a line without a room is not about a request without one
+           coalesce(h.rid = w.rid, false) OR coalesce(h.room = w.linked_room, false) AS own
+    FROM win w JOIN happened h
+      ON h.run = w.evidence_run AND h.host = w.decode_host
+     AND h.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
+), counted AS (
+    SELECT source_id, line,
+           count(*) FILTER (WHERE kind = 'transfer' AND NOT own) AS other_transfer_failures,
            count(*) FILTER (WHERE kind IN ('abort', 'oom_abort', 'too_long', 'abort_ack')
-                            AND e_rid IS DISTINCT FROM rid
-                            AND e_room IS DISTINCT FROM linked_room) AS other_aborts,
+                            AND NOT own) AS other_aborts,
            coalesce(sum(count) FILTER (WHERE kind = 'retract'), 0) AS retractions,
            count(*) FILTER (WHERE kind = 'lost_connection') AS lost_connections,
            count(*) FILTER (WHERE kind IN ('traceback', 'cuda_error', 'nccl_error')) AS errors,
            count(*) FILTER (WHERE kind IN ('session_failed', 'aux_mismatch', 'index_mismatch',
                                            'slice_failed', 'room_failed')) AS transfer_layer
     FROM near GROUP BY ALL
-), tv AS (
-    SELECT run, rid, linked_room,
-           count(*) FILTER (WHERE t_rid IS DISTINCT FROM rid
-                            AND t_room IS DISTINCT FROM linked_room) AS other_transfer_failures
-    FROM near_t GROUP BY ALL
+), named AS (
+    -- lines anywhere in the run naming the request: two equi-joins, not an OR (a nested
+    -- loop), as requests.sql does
+    SELECT w.source_id, w.line, h.kind FROM win w
+    JOIN happened h ON h.run = w.evidence_run AND h.rid = w.rid
+    UNION
+    SELECT w.source_id, w.line, h.kind FROM win w
+    JOIN happened h ON h.run = w.evidence_run AND h.room = w.linked_room
 ), own AS (
-    SELECT w.run, w.rid, w.linked_room,
-           bool_or(t.pattern IS NOT NULL) AS own_transfer_failed
-    FROM win w LEFT JOIN transfers t
-      ON t.run = w.evidence_run AND (t.rid = w.rid OR t.room = w.linked_room)
-    GROUP BY ALL
-), own_abort AS (
-    SELECT w.run, w.rid, w.linked_room, bool_or(e.kind IS NOT NULL) AS own_abort
-    FROM win w LEFT JOIN events e
-      ON e.run = w.evidence_run AND e.kind IN ('abort', 'oom_abort', 'too_long', 'abort_ack')
-     AND (e.rid = w.rid OR e.room = w.linked_room)
-    GROUP BY ALL
+    SELECT source_id, line, bool_or(kind = 'transfer') AS own_transfer_failed,
+           bool_or(kind IN ('abort', 'oom_abort', 'too_long', 'abort_ack')) AS own_abort
+    FROM named GROUP BY ALL
 ), meta AS (
     SELECT run, rid, arg_max(m, (finish_type IS NOT NULL, ts_us)) AS m
     FROM request_meta m WHERE rid IS NOT NULL GROUP BY ALL
@@ -170,13 +167,13 @@ WITH stats AS (
     SELECT run, host, ts_us, running_req, token_usage FROM batches
     WHERE phase = 'Decode' AND running_req IS NOT NULL
 ), load AS (
-    SELECT w.run, w.rid, w.linked_room, b.running_req, b.token_usage,
+    SELECT w.source_id, w.line, b.running_req, b.token_usage,
            (w.window_end_us - b.ts_us) / 1000.0 AS load_lag_ms
     FROM win w ASOF LEFT JOIN decode_batches b
       ON b.run = w.evidence_run AND b.host = w.decode_host
      AND b.ts_us <= w.window_end_us + w.slack_us
 ), peak AS (
-    SELECT w.run, w.rid, w.linked_room, max(b.running_req) AS max_running_req
+    SELECT w.source_id, w.line, max(b.running_req) AS max_running_req
     FROM win w JOIN decode_batches b
       ON b.run = w.evidence_run AND b.host = w.decode_host
      AND b.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
@@ -202,27 +199,19 @@ SELECT w.run, w.session, w.round, w.rid, w.linked_room AS room, w.status, w.corr
        m.m.num_retractions AS num_retractions, m.m.cached_tokens AS cached_tokens,
        m.m.e2e_latency AS e2e_latency, m.m.dp_rank AS dp_rank,
        coalesce(o.own_transfer_failed, false) AS own_transfer_failed,
-       coalesce(oa.own_abort, false) AS own_abort,
-       coalesce(tv.other_transfer_failures, 0) AS other_transfer_failures,
-       coalesce(ev.other_aborts, 0) AS other_aborts,
-       coalesce(ev.retractions, 0)::BIGINT AS retractions,
-       coalesce(ev.lost_connections, 0) AS lost_connections,
-       coalesce(ev.errors, 0) AS errors, coalesce(ev.transfer_layer, 0) AS transfer_layer,
+       coalesce(o.own_abort, false) AS own_abort,
+       coalesce(c.other_transfer_failures, 0) AS other_transfer_failures,
+       coalesce(c.other_aborts, 0) AS other_aborts,
+       coalesce(c.retractions, 0)::BIGINT AS retractions,
+       coalesce(c.lost_connections, 0) AS lost_connections,
+       coalesce(c.errors, 0) AS errors, coalesce(c.transfer_layer, 0) AS transfer_layer,
        ld.running_req, ld.token_usage, ld.load_lag_ms, pk.max_running_req,
-       CASE WHEN c.sizes IS NULL OR ld.running_req IS NULL THEN NULL
-            ELSE list_contains(c.sizes, ld.running_req) END AS bs_captured
+       CASE WHEN cap.sizes IS NULL OR ld.running_req IS NULL THEN NULL
+            ELSE list_contains(cap.sizes, ld.running_req) END AS bs_captured
 FROM win w
-LEFT JOIN ev ON ev.run = w.run AND ev.rid = w.rid
-           AND ev.linked_room IS NOT DISTINCT FROM w.linked_room
-LEFT JOIN tv ON tv.run = w.run AND tv.rid = w.rid
-           AND tv.linked_room IS NOT DISTINCT FROM w.linked_room
-LEFT JOIN own o ON o.run = w.run AND o.rid = w.rid
-               AND o.linked_room IS NOT DISTINCT FROM w.linked_room
-LEFT JOIN own_abort oa ON oa.run = w.run AND oa.rid = w.rid
-                      AND oa.linked_room IS NOT DISTINCT FROM w.linked_room
+LEFT JOIN counted c USING (source_id, line)
+LEFT JOIN own o USING (source_id, line)
+LEFT JOIN load ld USING (source_id, line)
+LEFT JOIN peak pk USING (source_id, line)
 LEFT JOIN meta m ON m.run = w.evidence_run AND m.rid = w.rid
-LEFT JOIN load ld ON ld.run = w.run AND ld.rid = w.rid
-                 AND ld.linked_room IS NOT DISTINCT FROM w.linked_room
-LEFT JOIN peak pk ON pk.run = w.run AND pk.rid = w.rid
-                 AND pk.linked_room IS NOT DISTINCT FROM w.linked_room
-LEFT JOIN captured c ON c.run = w.evidence_run AND c.host IS NOT DISTINCT FROM w.decode_host
+LEFT JOIN captured cap ON cap.run = w.evidence_run AND cap.host IS NOT DISTINCT FROM w.decode_host

@@ -129,3 +129,36 @@ def test_meta_info_span_is_read_only_as_a_literal() -> None:
     assert (r["rid"], r["dp_rank"]) == ("a}b", "2")
     big = "Finish: out={'meta_info': {'id': '" + "x" * (meta_info.MAX_SPAN + 10) + "'}}"
     assert "over 64 KB" in meta_info.row(big)["extra"]
+
+
+def _span_reference(line: str) -> str | None:
+    """The brace walk one character at a time (what meta_info.span must equal)."""
+    m = meta_info._START.search(line)
+    if m is None:
+        return None
+    start, depth, quote, i = m.end() - 1, 0, None, m.end() - 1
+    end = min(len(line), start + meta_info.MAX_SPAN)
+    while i < end:
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return line[start : i + 1]
+        i += 1
+    return None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([*"{}'\"\\ax", "\\\\", "\\'", "'meta_info': {"]), max_size=30))
+def test_span_jumps_between_significant_characters_as_the_plain_walk_reads(parts) -> None:
+    line = "Finish: out={'meta_info': {" + "".join(parts)
+    assert meta_info.span(line) == _span_reference(line)

@@ -161,11 +161,8 @@ class RecordSink:
             self.pool.shutdown(cancel_futures=True)
 
     def _store(self, frames: dict[str, pl.DataFrame], rejects: list[Reject]) -> None:
-        for kind, df in frames.items():
-            table = TABLES[kind]
-            df = df.with_columns(run=pl.lit(self.run), source_id=pl.lit(self.source_id, pl.Int32))
-            self.con.from_arrow(df.select(self.columns[table]).to_arrow()).insert_into(table)
-            self.counts[kind] += len(df)
+        for kind, n in _insert(self.con, self.columns, frames, self.run, self.source_id).items():
+            self.counts[kind] += n
         self.rejects += rejects
 
     def reconcile(self, rewritten: list[int]) -> None:
@@ -192,12 +189,29 @@ class RecordSink:
             self._store(*_records_of(entries, self.user))
 
 
+def _insert(
+    con: duckdb.DuckDBPyConnection,
+    columns: dict[str, list[str]],
+    frames: dict[str, pl.DataFrame],
+    run: str,
+    source_id: int,
+) -> dict[str, int]:
+    """Rows per record kind into their tables, stamped with the source; rows stored."""
+    stored = {}
+    for kind, df in frames.items():
+        table = TABLES[kind]
+        df = df.with_columns(run=pl.lit(run), source_id=pl.lit(source_id, pl.Int32))
+        con.from_arrow(df.select(columns[table]).to_arrow()).insert_into(table)
+        stored[kind] = len(df)
+    return stored
+
+
 def reread(con: duckdb.DuckDBPyConnection, tables: list[str], chunk: int = GROUP_ROWS) -> dict:
     """Fill `tables` from the entries already stored, as ingest would have (an upgrade
     to a version that reads more of SGLang's lines): rows added per table. Built-in
     patterns only: the user patterns an ingest was given are not stored."""
     added = dict.fromkeys(tables, 0)
-    columns = {t: [c[0] for c in con.execute(f"DESCRIBE {t}").fetchall()] for t in tables}
+    columns = {t: [c.name for c in PATTERN_TABLES[t].all_columns] for t in tables}
     sources = con.execute("SELECT source_id, run FROM sources ORDER BY source_id").fetchall()
     for sid, run in sources:
         last = -1
@@ -210,9 +224,7 @@ def reread(con: duckdb.DuckDBPyConnection, tables: list[str], chunk: int = GROUP
             if entries.is_empty():
                 break
             last = entries["entry_no"][-1]
-            for kind, df in _patterned(entries, [], only=tables).items():
-                table = TABLES[kind]
-                df = df.with_columns(run=pl.lit(run), source_id=pl.lit(sid, pl.Int32))
-                con.from_arrow(df.select(columns[table]).to_arrow()).insert_into(table)
-                added[table] += len(df)
+            frames = _patterned(entries, [], only=tables)
+            for kind, n in _insert(con, columns, frames, run, sid).items():
+                added[TABLES[kind]] += n
     return added

@@ -16,6 +16,16 @@ import random
 from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
 
 CAUSES = ("retract", "other_abort", "own_timeout")
+
+
+def _time_stats(
+    rid: str, room: int, side: str, n_in: int, cached: int, n_out: int, durations: str
+) -> str:
+    """A ReqTimeStats line as schedule_batch.py's log_time_stats prints it."""
+    return (f"ReqTimeStats(rid={rid}, bootstrap_room={room}, input_len={n_in}, "
+            f"cached_input_len={cached}, output_len={n_out}, attempts=0, type={side}): {durations}")  # fmt: skip
+
+
 CAPTURED = [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
 
 
@@ -62,13 +72,11 @@ def generate_stock(
                         f"#cached-token: {cached}, token usage: 0.{rng.randint(10, 60)}, "
                         f"#running-req: 0, #queue-req: {rng.randint(0, 4)}, #prealloc-req: 0, "
                         f"#inflight-req: 1, input throughput (token/s): {rng.uniform(400, 9000):.2f}"))  # fmt: skip
-        P(t + 1_000, _sglang(t + 1_000, f"ReqTimeStats(rid={rid}, bootstrap_room={room}, "
-                                        f"input_len={prompt}, cached_input_len={cached}, output_len=1, "
-                                        f"attempts=0, type=prefill): bootstrap_duration=0.40ms, "
-                                        f"queue_duration={rng.uniform(0.2, 30):.2f}ms, "
-                                        f"forward_duration={rng.uniform(80, 900):.2f}ms, "
-                                        f"entry_time={start / 1e6:.3f}, transfer_speed=12.10 GB/s, "
-                                        f"transfer_total={prompt * 0.07:.2f} MB"))  # fmt: skip
+        P(t + 1_000, _sglang(t + 1_000, _time_stats(
+            rid, room, "prefill", prompt, cached, 1,
+            f"bootstrap_duration=0.40ms, queue_duration={rng.uniform(0.2, 30):.2f}ms, "
+            f"forward_duration={rng.uniform(80, 900):.2f}ms, entry_time={start / 1e6:.3f}, "
+            f"transfer_speed=12.10 GB/s, transfer_total={prompt * 0.07:.2f} MB")))  # fmt: skip
         running = rng.choice([8, 16, 23, 31, 40, 47, 56, 61])
         t += 300_000
         D(t, _sglang(t, f"Decode batch, #running-req: {running}, #token: {running * 4000}, "
@@ -96,11 +104,11 @@ def generate_stock(
                       f"{room})', 'status_code': 500, 'err_type': None}}")  # fmt: skip
         out_len = rng.randint(40, 400)
         t += rng.randint(600_000, 1_500_000)
-        D(t, _sglang(t, f"ReqTimeStats(rid={rid}, bootstrap_room={room}, input_len={prompt}, "
-                        f"cached_input_len=0, output_len={out_len}, attempts=0, type=decode): "
-                        f"bootstrap_duration=0.90ms, alloc_wait_duration=1.10ms, "
-                        f"transfer_duration={rng.uniform(5, 40):.2f}ms, queue_duration=0.50ms, "
-                        f"forward_duration={rng.uniform(500, 1400):.2f}ms, entry_time={start / 1e6:.3f}"))  # fmt: skip
+        D(t, _sglang(t, _time_stats(
+            rid, room, "decode", prompt, 0, out_len,
+            f"bootstrap_duration=0.90ms, alloc_wait_duration=1.10ms, "
+            f"transfer_duration={rng.uniform(5, 40):.2f}ms, queue_duration=0.50ms, "
+            f"forward_duration={rng.uniform(500, 1400):.2f}ms, entry_time={start / 1e6:.3f}")))  # fmt: skip
         D(t + 1_000, _sglang(t + 1_000, f"Finish: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
                                         f"bootstrap_room={room}), out={{'text': '…' ... , 'meta_info': "
                                         f"{{'id': '{rid}', 'finish_reason': {finish}, 'prompt_tokens': {prompt}, "

@@ -98,68 +98,29 @@ class Pattern:
             meta = meta_columns(lines)
             rid = pl.coalesce(out["rid"], meta["rid"]) if "rid" in out.columns else meta["rid"]
             out = out.with_columns(meta.drop("rid").get_columns()).with_columns(rid=rid)
-        if self.kv is not None:
-            out = self._spread_kv(out)
         if self.lower:
             out = out.with_columns(
                 pl.col(c).str.to_lowercase() for c in self.lower if c in out.columns
             )
-        if self.pairs is None:
+        if self.pairs is None and self.kv is None:
             return out
         return self._spread(out)
 
-    def _spread_kv(self, out: pl.DataFrame) -> pl.DataFrame:
-        """The `kv` group's tokens as columns (renamed); the table's other keys to `extra`."""
-        assert self.kv is not None
-        known = set(TABLE_COLUMNS[self.table])
-        toks = out.select(_i=pl.int_range(pl.len()), t=pl.col(self.kv).str.extract_all(_KV))
-        toks = toks.explode("t").drop_nulls("t")
-        kv = toks["t"].str.extract_groups(_KV_SPLIT).struct.unnest()
-        long = pl.DataFrame({"_i": toks["_i"], "raw": kv["1"], "v": kv["2"].str.strip_chars()})
-        long = long.drop_nulls("raw")
-        base = out.drop(self.kv).with_columns(_i=pl.int_range(pl.len()))
-        if long.is_empty():
-            return base.drop("_i")
-        keys = long["raw"].unique()
-        names = dict(zip(keys.to_list(), self._names(keys.to_list()), strict=True))
-        long = long.with_columns(k=pl.col("raw").replace_strict(names)).unique(
-            ["_i", "k"], keep="first", maintain_order=True
-        )
-        cols = long.filter(pl.col("k").is_in(list(known)))
-        wide = (
-            cols.pivot(on="k", index="_i", values="v", aggregate_function="first")
-            if not cols.is_empty()
-            else None
-        )
-        unknown = long.filter(~pl.col("k").is_in(list(known)) & (pl.col("k") != ""))
-        if not unknown.is_empty():
-            extra = unknown.group_by("_i", maintain_order=True).agg(
-                extra=pl.concat_str(
-                    pl.lit('"'), "k", pl.lit('":"'), _json_text(pl.col("v")), pl.lit('"')
-                ).str.join(",")
-            )
-            extra = extra.with_columns(extra=pl.concat_str(pl.lit("{"), "extra", pl.lit("}")))
-            wide = extra if wide is None else wide.join(extra, on="_i", how="full", coalesce=True)
-        if wide is None:
-            return base.drop("_i")
-        # The line's own groups win over a token of the same name (none today).
-        wide = wide.drop([c for c in wide.columns if c != "_i" and c in base.columns])
-        return base.join(wide, on="_i", how="left").drop("_i")
-
     def _spread(self, out: pl.DataFrame) -> pl.DataFrame:
-        """The `pairs` group as columns; keys the table lacks go to `extra` (JSON)."""
-        assert self.pairs is not None
+        """The `pairs` (or `kv`) group as columns; keys the table lacks go to `extra` (JSON)."""
+        group = self.pairs or self.kv
+        assert group is not None
         sep = self.pair_sep
-        stats = out[self.pairs].str.strip_chars_end(sep + " ")
+        stats = out[group].str.strip_chars_end(sep + " ") if self.pairs else out[group]
         # Selected from `out` itself: a frame of the pairs alone keeps its height so.
-        base = out.select(pl.all().exclude(self.pairs), _i=pl.int_range(pl.len()))
+        base = out.select(pl.all().exclude(group), _i=pl.int_range(pl.len()))
         # Lines whose pairs split one way only (no ":" in a key, no "," in a value) are
         # read by one regex per key sequence: the split, explode and pivot cost 11 µs a
         # batch-stats line. Any other line takes the general reading.
         lines = pl.DataFrame({"_i": pl.int_range(len(stats), eager=True), "s": stats})
         lines = lines.filter(pl.col("s").is_not_null())
         parts = []
-        if sep == ", ":
+        if self.pairs and sep == ", ":
             plain = lines["s"].str.contains(_PLAIN_PAIRS)
             if plain.any():
                 wide, left = self._spread_plain(lines.filter(plain))
@@ -213,17 +174,26 @@ class Pattern:
             left = left.filter(~hit)
         return pl.concat(wides, how="diagonal_relaxed"), left
 
-    def _spread_general(self, stats: pl.Series) -> pl.DataFrame:
-        """Pairs split by the separator; each piece is key, ": ", value."""
-        known = set(TABLE_COLUMNS[self.table])
-        sep = self.pair_sep
+    def _cut(self, stats: pl.Series) -> pl.DataFrame:
+        """(`_i`, `raw` key, `v` value) of each pair: `pairs` split by the separator, each
+        piece key ": " value; `kv` tokens key=value or key(value)."""
         pairs = pl.DataFrame({"_i": pl.int_range(len(stats), eager=True), "p": stats})
-        pairs = pairs.with_columns(pl.col("p").str.split(sep)).explode("p")
+        if self.kv is not None:
+            pairs = pairs.with_columns(pl.col("p").str.extract_all(_KV)).explode("p")
+            kv = pairs["p"].str.extract_groups(_KV_SPLIT).struct.unnest()
+            long = pl.DataFrame({"_i": pairs["_i"], "raw": kv["1"], "v": kv["2"]})
+            return long.drop_nulls("raw")
+        pairs = pairs.with_columns(pl.col("p").str.split(self.pair_sep)).explode("p")
         pairs = pairs.filter(pl.col("p").str.contains(": ", literal=True).fill_null(False))
         # splitn, not find + slice: find counts bytes, slice characters (a key "Größe"
         # was cut two characters late).
         cut = pl.col("p").str.splitn(": ", 2)
-        long = pairs.select("_i", raw=cut.struct.field("field_0"), v=cut.struct.field("field_1"))
+        return pairs.select("_i", raw=cut.struct.field("field_0"), v=cut.struct.field("field_1"))
+
+    def _spread_general(self, stats: pl.Series) -> pl.DataFrame:
+        """Pairs cut into keys and values (`_cut`), one column per key the table has."""
+        known = set(TABLE_COLUMNS[self.table])
+        long = self._cut(stats)
         if long.is_empty():
             return long.select("_i")
         # Few distinct keys: normalise those, not every row's.
@@ -360,7 +330,8 @@ def record_rows(patterns: list[Pattern], messages: pl.Series) -> pl.DataFrame | 
 
 
 def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
-    """Each needle's lines (indices into messages).
+    """Each needle's lines (indices into messages); a needle several patterns share is
+    sought once.
 
     A set of needles is sought as one regex of literals (many at once, SIMD), then each
     half of the set only in the lines that hold one of it. One pass per needle scanned
@@ -388,8 +359,10 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
         split(lines, idx, needles[:half])
         split(lines, idx, needles[half:])
 
-    split(messages, pl.int_range(len(messages), eager=True, dtype=pl.UInt32), needles)
-    return out
+    distinct = list(dict.fromkeys(needles))
+    split(messages, pl.int_range(len(messages), eager=True, dtype=pl.UInt32), distinct)
+    found = dict(zip(distinct, out, strict=True))
+    return [found[n] for n in needles]
 
 
 def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFrame]:

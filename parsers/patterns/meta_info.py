@@ -16,8 +16,11 @@ import re
 import orjson
 import polars as pl
 
+from ..tables import REQUEST_META
+
 MAX_SPAN = 64 << 10  # meta_info with per-token logprobs can be huge: past this, a note
 _START = re.compile(r"""['"]meta_info['"]\s*:\s*\{""")
+_SIGNIFICANT = re.compile(r"""[{}'"\\]""")  # all the brace walk has to look at
 # meta_info key -> request_meta column (finish_reason is spread separately)
 KEYS = {
     "id": "rid",
@@ -28,7 +31,8 @@ KEYS = {
     "e2e_latency": "e2e_latency",
     "dp_rank": "dp_rank",
 }
-COLUMNS = ["rid", "finish_type", "finish_message", "status_code", *list(KEYS.values())[1:], "extra"]
+# request_meta's columns but the room (the line's, not meta_info's)
+COLUMNS = [c for c in REQUEST_META.fields if c != "room"]
 
 
 def span(line: str) -> str | None:
@@ -40,13 +44,14 @@ def span(line: str) -> str | None:
     start = m.end() - 1
     depth = 0
     quote = None
-    i = start
-    end = min(len(line), start + MAX_SPAN)
-    while i < end:
-        ch = line[i]
+    escaped = -1  # the index a backslash escapes
+    for t in _SIGNIFICANT.finditer(line, start, min(len(line), start + MAX_SPAN)):
+        ch, i = t.group(), t.start()
+        if i == escaped:
+            continue
         if quote:
             if ch == "\\":
-                i += 1
+                escaped = i + 1
             elif ch == quote:
                 quote = None
         elif ch in "'\"":
@@ -57,7 +62,6 @@ def span(line: str) -> str | None:
             depth -= 1
             if depth == 0:
                 return line[start : i + 1]
-        i += 1
     return None
 
 
