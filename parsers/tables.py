@@ -38,6 +38,7 @@ PROVENANCE = (
 @dataclass(frozen=True)
 class Table:
     name: str
+    kind: str  # what one row is called in ingest's counts ("12 batch records")
     doc: str  # what one row is
     columns: tuple[C, ...]  # the pattern's own columns, after PROVENANCE
     # Numbers printed with their units ("0.32ms", "0.14 GB/s"): read the number in front.
@@ -91,6 +92,7 @@ def _cast(c: C, units: bool) -> pl.Expr:
 
 TRANSFERS = Table(
     "transfers",
+    "transfer",
     "SGLang's own transfer events (built-in patterns, parsers/patterns/sglang.toml):\n"
     "failures, timeouts, context corruption, native checksum aborts.",
     (
@@ -106,6 +108,7 @@ TRANSFERS = Table(
 
 BATCHES = Table(
     "batches",
+    "batch",
     'SGLang scheduler batch statistics ("Prefill batch" / "Decode batch" lines, every\n'
     'spelling); ranks is the log prefix\'s "DP0 TP0 EP0" part. Decode lines are samples:\n'
     "one every --decode-log-interval iterations (default 40).",
@@ -143,6 +146,7 @@ BATCHES = Table(
 
 RID_ROOMS = Table(
     "rid_rooms",
+    "rid_room",
     "SGLang's --log-requests lines: which room each rid was given (Receive / Finish).",
     (
         C("event", "VARCHAR", "Receive or Finish", not_null=True),
@@ -152,6 +156,7 @@ RID_ROOMS = Table(
 )
 
 HTTP = Table(
+    "http",
     "http",
     "uvicorn access lines of the HTTP servers.",
     (
@@ -164,6 +169,7 @@ HTTP = Table(
 
 REQ_STATS = Table(
     "req_stats",
+    "req_stat",
     "SGLang's per-request time stats (--enable-request-time-stats-logging): one row per\n"
     "ReqTimeStats / Req Time Stats line, one per request and side (prefill, decode,\n"
     "unified). Durations in ms as SGLang printed them; which ones a line holds depends on\n"
@@ -199,6 +205,7 @@ REQ_STATS = Table(
 
 REQUEST_META = Table(
     "request_meta",
+    "request_meta",
     "What SGLang said of a finished request: the meta_info of --log-requests Finish lines\n"
     "(text or JSON form) and of --export-metrics-to-file records. Only the meta_info span\n"
     "is read, as a literal, never evaluated.",
@@ -220,6 +227,7 @@ REQUEST_META = Table(
 
 EVENTS = Table(
     "events",
+    "event",
     "Things that happened on a server, one row each: aborts, retractions, transfer-layer\n"
     "errors, tracebacks and CUDA/NCCL errors, the router's request outcomes and retries,\n"
     "captured CUDA-graph batch sizes. `kind` says which (docs/tables.md lists them).",

@@ -19,10 +19,10 @@ from ..parsers.patterns import Pattern, apply, builtin, record_rows
 from ..parsers.records import parse_records
 from ..parsers.tables import PATTERN_TABLES
 
+# record kind -> table: the probes' kinds, then the declared pattern tables
 TABLES = {
     "checksum": "checksums", "canary": "canary", "step": "steps",
-    "transfer": "transfers", "batch": "batches", "rid_room": "rid_rooms", "http": "http",
-    "req_stat": "req_stats", "request_meta": "request_meta", "event": "events",
+    **{t.kind: t.name for t in PATTERN_TABLES.values()},
 }  # fmt: skip
 _PATTERN_KINDS = {table: kind for kind, table in TABLES.items()}
 PATTERNS = builtin()
