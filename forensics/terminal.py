@@ -87,13 +87,22 @@ def comparison(con: Console, c: Comparison) -> None:
     for col in ("run", "tags" if len(c.rates) < 2 else "tags that differ", "requests",
                 "corrupted", "rate", "95 % CI", "failed"):  # fmt: skip
         t.add_column(col)
+    if len(c.rates) < 2:  # the server's arguments matter where they differ, not in a list
+        shared, own = {k: v for k, v in own[0].items() if k.startswith("server.")}, [
+            {k: v for k, v in own[0].items() if not k.startswith("server.")}]  # fmt: skip
     for r, tags in zip(c.rates, own, strict=True):
         text = " ".join(f"{k}={v}" for k, v in tags.items()) or "-"
         t.add_row(r.run, text, str(r.requests), str(r.corrupted), fmt_pct(r.rate),
                   f"{fmt_pct(r.low)}–{fmt_pct(r.high)}", str(r.failed))  # fmt: skip
     con.print(t)
-    if shared:
-        con.print("same in every run: " + " ".join(f"{k}={v}" for k, v in shared.items()))
+    server = sum(k.startswith("server.") for k in shared)
+    if len(shared) > server:
+        con.print("same in every run: " + " ".join(f"{k}={v}" for k, v in shared.items()
+                                                   if not k.startswith("server.")))  # fmt: skip
+    if server:
+        one = len(c.rates) < 2
+        con.print(f"the server's {server} arguments are in the run's tags" if one
+                  else f"the server's other {server} arguments: the same in every run")  # fmt: skip
     if any(r.failed for r in c.rates):
         con.print(
             "requests: with a reply to judge; failed (http_error, timeout) are not in the rate"

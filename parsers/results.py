@@ -2,8 +2,8 @@
 
 Columns: `session`, `round`, `rid`, `corrupted` (or `ok`), `reason`, `status`, `start`/`end`
 (epoch seconds or ISO 8601), `concurrency`, optional `room`; other columns are kept in
-`extra`. A `status` of `http_error` or `timeout` (`forensics.statuses.UNJUDGED`) marks a
-request that got no reply to judge: rates leave it out of their denominator.
+`extra`. A `status` of `http_error`, `timeout` or `uncompared` (`forensics.statuses.UNJUDGED`)
+marks a request without a verdict: rates leave it out of their denominator.
 
 JSON lines may carry run headers (what `forensics repro` writes): a line
 `{"forensics_run": NAME, "tags": {...}, "url": ..., ...}` puts the rows after it in run NAME,
@@ -51,7 +51,15 @@ _KNOWN = {
 }
 # Header fields kept as the run's tags (besides its own "tags").
 _HEADER_TAGS = ("url", "model", "scenario", "scenario_sha256", "seed", "sessions", "rounds",
-                "golden", "stream", "temperature", "timeout_s", "retries", "solo")  # fmt: skip
+                "golden", "stream", "temperature", "timeout_s", "retries", "solo",
+                "dropped_fields", "meta_info")  # fmt: skip
+# Keys of SGLang's server info that are runtime state, not configuration (repro leaves them
+# out of its header; a header written by other tools may hold them)
+_RUNTIME = frozenset({
+    "internal_states", "last_gen_throughput", "memory_usage", "load", "status", "uptime",
+    "num_running_reqs", "num_waiting_reqs", "num_queue_reqs", "token_usage", "timestamp",
+})  # fmt: skip
+_SIDES = ("prefill", "decode")
 RUN_HEADER, RUN_END = "forensics_run", "forensics_run_end"
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -199,6 +207,24 @@ def _tag(v: object) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
+def server_tags(info: dict) -> dict[str, str]:
+    """A server's configuration as run tags (`server.ARG`, a PD router's `server.prefill.ARG`
+    and `server.decode.ARG`, several servers' differing values joined by ` | `), so that
+    `compare` shows the arguments that differ between runs without anyone typing tags."""
+    sides = {s: info[s] for s in _SIDES if isinstance(info.get(s), list)}
+    if not sides:
+        return {f"server.{k}": _tag(v) for k, v in info.items() if k not in _RUNTIME}
+    out = {}
+    for side, servers in sides.items():
+        values: dict[str, list[str]] = {}
+        for one in servers:
+            for k, v in one.items() if isinstance(one, dict) else ():
+                if k not in _RUNTIME and _tag(v) not in values.setdefault(k, []):
+                    values[k].append(_tag(v))
+        out |= {f"server.{side}.{k}": " | ".join(vs) for k, vs in values.items()}
+    return out
+
+
 def _header(obj: dict, runs: dict[str, dict[str, str]]) -> str:
     """The run a header line opens (its tags into `runs`); _Bad when it names none."""
     name = obj.get(RUN_HEADER) if RUN_HEADER in obj else obj.get(RUN_END)
@@ -210,6 +236,8 @@ def _header(obj: dict, runs: dict[str, dict[str, str]]) -> str:
         if not isinstance(own, dict):
             raise _Bad("run header tags are not an object")
         tags.update({k: _tag(obj[k]) for k in _HEADER_TAGS if obj.get(k) is not None})
+        if isinstance(obj.get("server_info"), dict):
+            tags.update(server_tags(obj["server_info"]))
         tags.update({str(k): _tag(v) for k, v in own.items()})
     else:
         tags.update({k: _tag(obj[k]) for k in ("interrupted",) if k in obj})

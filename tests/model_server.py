@@ -10,7 +10,17 @@ fixed cycle over such arrivals) and records each in `planted` (rid → kind):
   `markup` (`<｜DSML｜` markup leaked into prose), `diverged` (a different but well-formed
   reply: only a replay against the solo reply can tell): corruptions;
 - `http_500`, `hang` (no reply until the server stops), `truncated` (finish_reason
-  `length`, or a stream cut off mid-way): failures.
+  `length`, or a stream cut off mid-way): failures;
+- `cross_talk`: the reply quotes another session's marker and the text after it, from a
+  request in flight (`markup` when none is).
+
+The reproducer's probe requests (rid `probe-…`) get no fault and are not counted. Like
+SGLang it answers `return_meta_info` (without streaming) with `meta_info` in the choice,
+and `/server_info` with `server_args` (a PD router's per-side lists with `pd=True`). To
+test the harness's care it can refuse fields by name (`refuse`: a 422 naming the field, as
+a strict OpenAI-compatible server does), fail the first `fail_first` requests with a 500,
+answer only `model`, and quote shared text (`echo_shared`: the system text every session
+shares and the session's own context, which `cross_talk` must not count).
 
 With `log_dir` it also writes what an instrumented PD pair would log: `prefill.log` and
 `decode.log` with SGLang's `Receive:` line for each request and checksum records for its
@@ -27,6 +37,7 @@ import gc
 import hashlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -35,13 +46,14 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
-CORRUPTIONS = ("broken_json", "schema", "markup", "diverged")
+CORRUPTIONS = ("broken_json", "schema", "markup", "diverged", "cross_talk")
 FAILURES = ("http_500", "hang", "truncated")
 # percent of the requests that arrive at or above the threshold
-DEFAULT_FAULTS = {"broken_json": 4, "schema": 3, "markup": 4, "diverged": 3, "http_500": 2,
-                  "hang": 2, "truncated": 2}  # fmt: skip
+DEFAULT_FAULTS = {"broken_json": 4, "schema": 3, "markup": 4, "diverged": 3, "cross_talk": 3,
+                  "http_500": 2, "hang": 2, "truncated": 2}  # fmt: skip
 VERDICT = {"broken_json": "corrupted", "schema": "corrupted", "markup": "corrupted",
-           "diverged": "corrupted", "http_500": "http_error", "hang": "timeout",
+           "diverged": "corrupted", "cross_talk": "corrupted", "http_500": "http_error",
+           "hang": "timeout",
            "truncated": "truncated"}  # fmt: skip
 _WORDS = ("the", "transfer", "of", "room", "pages", "decode", "prefill", "scheduler", "runs",
           "after", "a", "timeout", "when", "kv", "cache", "is", "freed", "before", "write",
@@ -81,7 +93,10 @@ def _arguments(params: dict, seed: bytes) -> dict:
 class ModelServer:
     def __init__(self, *, threshold: int | None = None, faults: dict[str, int] | None = None,
                  log_dir: Path | None = None, model: str = "test-model",
-                 latency: float = 0.002, keep_bodies: bool = False) -> None:  # fmt: skip
+                 latency: float = 0.002, keep_bodies: bool = False,
+                 refuse: frozenset[str] = frozenset(), fail_first: int = 0,
+                 server_args: dict | None = None, pd: bool = False,
+                 echo_shared: bool = False) -> None:  # fmt: skip
         self.threshold = threshold
         self.latency = latency  # seconds a reply takes, so that requests overlap like in a batch
         self.faults = DEFAULT_FAULTS if faults is None else faults
@@ -93,6 +108,12 @@ class ModelServer:
         self.max_inflight = 0
         self._above = 0  # requests that arrived at or above the threshold
         self.bodies: dict[str, bytes] | None = {} if keep_bodies else None  # rid -> messages
+        self.refuse, self.fail_first, self.echo_shared = refuse, fail_first, echo_shared
+        self.server_args, self.pd = server_args, pd
+        self.refused: Counter[str] = Counter()  # field -> requests refused for it
+        self.request_ids: dict[str, str | None] = {}  # rid -> its X-Request-Id header
+        self.probes = 0
+        self._systems: dict[str, str] = {}  # rid in flight -> its system message
         self._release: asyncio.Event | None = None  # set when serving: ends the hangs
         self._logs = None
         if log_dir is not None:
@@ -136,11 +157,27 @@ class ModelServer:
             slot -= pct
         return None
 
-    @staticmethod
-    def _apply(kind: str, content: str, calls: list[dict]) -> tuple[str, list[dict], str, str]:
+    def _other_session(self, rid: str) -> str | None:
+        """Another in-flight request's marker and the text after it (another session's)."""
+        own = self._systems.get(rid, "")
+        mine = own[own.find("[session marker") :][:34]
+        for other, text in self._systems.items():
+            at = text.find("[session marker")
+            if other != rid and at >= 0 and text[at : at + 34] != mine:
+                return text[at : at + 160]
+        return None
+
+    def _apply(self, kind: str, content: str, calls: list[dict],
+               rid: str) -> tuple[str, list[dict], str, str]:  # fmt: skip
         """The faulty reply, its finish reason, and the fault it got."""
         if kind in ("broken_json", "schema") and not calls:
             kind = "markup"  # prose has no arguments to break
+        if kind == "cross_talk":
+            leak = self._other_session(rid)
+            if leak is None:
+                kind = "markup"
+            else:
+                return f"{content or 'Done.'} {leak}", [], "stop", kind
         if kind == "broken_json":
             fn = calls[0]["function"]
             fn["arguments"] = fn["arguments"][:-1] + ',"'
@@ -199,19 +236,51 @@ class ModelServer:
             {"object": "list", "data": [{"id": self.model, "object": "model"}]}
         )
 
+    async def server_info(self, request: web.Request) -> web.Response:
+        if self.server_args is None:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        info = {**self.server_args, "internal_states": [{"last_gen_throughput": 12.5}],
+                "version": "0.5.6"}  # fmt: skip
+        if self.pd:
+            info = {"prefill": [info], "decode": [info, {**info, "port": 30002}]}
+        return web.json_response(info)
+
+    def _refusal(self, body: dict) -> web.Response | None:
+        for name in sorted(self.refuse & body.keys()):
+            self.refused[name] += 1
+            detail = [{"type": "extra_forbidden", "loc": ["body", name],
+                       "msg": "Extra inputs are not permitted"}]  # fmt: skip
+            return web.json_response({"detail": detail}, status=422)
+        if body.get("model") != self.model:
+            msg = f"The model `{body.get('model')}` does not exist."
+            return web.json_response({"object": "error", "message": msg, "code": 404}, status=404)
+        return None
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())
         rid = str(body.get("rid") or f"srv-{self.requests}")
-        self.requests += 1
+        refused = self._refusal(body)
+        if refused is not None:
+            return refused
+        probe = rid.startswith("probe-")
+        self.probes += probe
+        self.requests += not probe
+        self.request_ids[rid] = request.headers.get("X-Request-Id")
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
         if self.bodies is not None:
             self.bodies[rid] = orjson.dumps(body.get("messages"))
+        messages = body.get("messages") or [{}]
+        if messages[0].get("role") == "system":
+            self._systems[rid] = str(messages[0].get("content"))
         try:
-            kind = self._fault()
+            kind = None if probe else self._fault()
             if kind is not None:
                 self.planted[rid] = kind
             self._log(rid, kind in CORRUPTIONS)
+            if not probe and self.requests <= self.fail_first:
+                return web.json_response({"object": "error", "message": "failing first",
+                                          "code": 500}, status=500)  # fmt: skip
             if kind == "http_500":
                 return web.json_response({"object": "error", "message": "planted", "code": 500},
                                          status=500)  # fmt: skip
@@ -223,9 +292,13 @@ class ModelServer:
                 await asyncio.sleep(self.latency)
             prompt = orjson.dumps(body.get("messages"))
             content, calls = self._reply(body, prompt)
+            if self.echo_shared and rid in self._systems:
+                system = self._systems[rid]
+                at = system.find("Repository:\n")
+                content, calls = f"{system[:200]} {system[at + 12 : at + 400]}", []
             finish = "tool_calls" if calls else "stop"
             if kind is not None:
-                content, calls, finish, self.planted[rid] = self._apply(kind, content, calls)
+                content, calls, finish, self.planted[rid] = self._apply(kind, content, calls, rid)
             usage = {"prompt_tokens": len(prompt) // 4,
                      "completion_tokens": 1 + (len(content) + sum(len(c["function"]["arguments"])
                                                                    for c in calls)) // 4}  # fmt: skip
@@ -234,12 +307,20 @@ class ModelServer:
             msg = {"role": "assistant", "content": content or None}
             if calls:
                 msg["tool_calls"] = calls
+            choice = {"index": 0, "message": msg, "finish_reason": finish}
+            if body.get("return_meta_info"):
+                choice["meta_info"] = {
+                    "id": rid, "finish_reason": {"type": finish}, "cached_tokens": 0,
+                    "prompt_tokens": usage["prompt_tokens"], "num_retractions": 0,
+                    "completion_tokens": usage["completion_tokens"], "e2e_latency": 0.01,
+                    "output_token_logprobs": [[-0.1, 7, None]],
+                }  # fmt: skip
             out = {"id": rid, "object": "chat.completion", "created": int(time.time()),
-                   "model": self.model, "choices": [{"index": 0, "message": msg,
-                   "finish_reason": finish}], "usage": usage}  # fmt: skip
+                   "model": self.model, "choices": [choice], "usage": usage}  # fmt: skip
             return web.Response(body=orjson.dumps(out), content_type="application/json")
         finally:
             self.inflight -= 1
+            self._systems.pop(rid, None)
 
     async def _stream(self, request: web.Request, rid: str, content: str, calls: list[dict],
                       finish: str, usage: dict, kind: str | None) -> web.StreamResponse:  # fmt: skip
@@ -279,6 +360,7 @@ class ModelServer:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/server_info", self.server_info)
         app.router.add_post("/v1/chat/completions", self.chat)
         return app
 

@@ -80,10 +80,17 @@ def test_planted_verdicts_come_back_exactly(tmp_path: Path, stream: bool) -> Non
     planted = Counter(_expected(k, False) for k in server.planted.values())
     for status in ("http_error", "timeout", "truncated", "corrupted"):
         assert by_status[status] == planted[status] > 0
+    reason = {"broken_json": "tool_json", "schema": "tool_json", "markup": "markup_leak",
+              "cross_talk": "cross_talk"}  # fmt: skip
     for r in results.values():
         if r["status"] == "corrupted":
-            assert set(r["reason"].split(",")) & {"tool_json", "markup_leak"}
+            assert reason[server.planted[r["rid"]]] in r["reason"].split(",")
             assert r["details"]
+    # cross-talk exactly where planted (another session's marker, named), nowhere else
+    crossed = {rid for rid, r in results.items() if "cross_talk" in (r["reason"] or "")}
+    assert crossed == {rid for rid, k in server.planted.items() if k == "cross_talk"} != set()
+    for rid in crossed:
+        assert "'s marker at offset" in results[rid]["details"]["cross_talk"]
     # the run's own counts say the same
     stats = {s.run: s for s in res.runs}
     assert set(stats) == {"repro-s2", "repro-s16"}

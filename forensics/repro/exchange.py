@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from ..statuses import UNCOMPARED
+from .crosstalk import CrossTalk
 from .http import Client, TransportError
 from .validators import Reply, ToolCall, Validators, diverged
 
@@ -41,6 +43,7 @@ class Request:
     stream: bool
     golden: Reply | None = None  # the solo reply, when replaying under load
     attempt: int = 0  # 0, or the how-manieth resend of a failed request (--retries)
+    compare: bool = False  # replaying under load (--golden): a reply without a twin is uncompared
 
 
 class _Events:
@@ -142,9 +145,11 @@ def _reply(obj: object) -> Reply:
         for fn in (c["function"],)
     ]
     finish = choice.get("finish_reason")
+    # SGLang puts meta_info in the choice (`return_meta_info`); some versions at the top
+    meta = choice.get("meta_info") or obj.get("meta_info")  # type: ignore[union-attr]
     return Reply(
         _text(msg.get("content")), calls, None if finish is None else str(finish),
-        obj.get("usage"), obj.get("id"),  # type: ignore[union-attr]
+        obj.get("usage"), obj.get("id"), meta if isinstance(meta, dict) else None,  # type: ignore[union-attr]
     )  # fmt: skip
 
 
@@ -153,8 +158,10 @@ def _arguments(v: object) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode() if v is not None else ""
 
 
-async def send(client: Client, req: Request, validators: Validators, timeout: float) -> Outcome:
-    """Send one request and judge the reply. Never raises for what the server does."""
+async def send(client: Client, req: Request, validators: Validators, timeout: float,
+               prompts: tuple[CrossTalk, int] | None = None) -> Outcome:  # fmt: skip
+    """Send one request and judge the reply (`prompts`: the run's sessions and this
+    request's, for `cross_talk`). Never raises for what the server does."""
     events = _Events() if req.stream else None
     body = req.body
     start, t0 = time.time(), time.perf_counter()
@@ -169,7 +176,9 @@ async def send(client: Client, req: Request, validators: Validators, timeout: fl
 
     try:
         async with asyncio.timeout(timeout):
-            resp = await client.request("POST", PATH, body, on_body=events.feed if events else None)
+            # the rid as the request id too: what the router (sgl-model-gateway) logs
+            resp = await client.request("POST", PATH, body, on_body=events.feed if events else None,
+                                        headers={"X-Request-Id": req.rid})  # fmt: skip
     except TimeoutError:
         return done("timeout", "timeout", f"no complete reply within {timeout:g} s")
     except TransportError as exc:
@@ -188,7 +197,8 @@ async def send(client: Client, req: Request, validators: Validators, timeout: fl
             return done("http_error", "http_error", events.error, resp.status, reply)
         if not resp.complete or not (events.done or reply.finish_reason):
             why = f"stream ended after {events.events} events without its end"
-            return _judge(done("truncated", "truncated", why, resp.status, reply), req, validators)
+            out = done("truncated", "truncated", why, resp.status, reply)
+            return _judge(out, req, validators, prompts)
     else:
         if not resp.complete:
             return done("http_error", "http_error", "connection closed inside the body",
@@ -202,13 +212,16 @@ async def send(client: Client, req: Request, validators: Validators, timeout: fl
                         resp.status)  # fmt: skip
     if reply.finish_reason == "length":
         return _judge(done("truncated", "truncated", "finish_reason length (max_tokens)",
-                           resp.status, reply), req, validators)  # fmt: skip
-    return _judge(done("ok", None, http=resp.status, reply=reply), req, validators)
+                           resp.status, reply), req, validators, prompts)  # fmt: skip
+    return _judge(done("ok", None, http=resp.status, reply=reply), req, validators, prompts)
 
 
-def _judge(out: Outcome, req: Request, validators: Validators) -> Outcome:
+def _judge(out: Outcome, req: Request, validators: Validators,
+           prompts: tuple[CrossTalk, int] | None) -> Outcome:  # fmt: skip
     """Run the validators on what arrived. A cut reply is judged only where a cut cannot
-    explain a failure: leaked markup, and text that differs before the cut."""
+    explain a failure: leaked markup, another session's text, and text that differs before
+    the cut. A reply that passes them without the solo twin it was to be compared with
+    has no verdict (`uncompared`)."""
     reply = out.reply
     assert reply is not None
     cut = out.status == "truncated"
@@ -217,9 +230,15 @@ def _judge(out: Outcome, req: Request, validators: Validators) -> Outcome:
         found["tool_json"] = validators.tool_json(reply)
     if req.golden is not None:
         found["diverged"] = diverged(reply.text(), req.golden.text(), cut=cut)
+    if prompts is not None:
+        sessions, session = prompts
+        found["cross_talk"] = sessions.check(reply.text(), session, out.start, out.end)
     bad = {k: v for k, v in found.items() if v}
     if bad:
         out.status = "corrupted"
         out.reasons = sorted(bad) + out.reasons
         out.details = {**bad, **out.details}
+    elif req.compare and req.golden is None and out.status == "ok":
+        out.status, out.reasons = UNCOMPARED, [UNCOMPARED]
+        out.details = {UNCOMPARED: "its solo twin got no reply to compare it with"}
     return out

@@ -190,11 +190,14 @@ class Client:
         *,
         content_type: str = "application/json",
         on_body: Callable[[bytes], None] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Response:
-        """One request. `on_body` receives the body as it arrives (then `Response.body` is
-        empty). Cancelling (a timeout) closes the connection: it is not reused."""
+        """One request (`headers`: this one's own). `on_body` receives the body as it
+        arrives (then `Response.body` is empty). Cancelling (a timeout) closes the
+        connection: it is not reused."""
+        own = "".join(f"{k}: {v}\r\n" for k, v in headers.items()) if headers else ""
         head = (
-            f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._fixed}"
+            f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._fixed}{own}"
             f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode("latin-1")
         async with self._slots:

@@ -16,21 +16,24 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
 from ..errors import ForensicsError
-from ..statuses import UNJUDGED
+from ..statuses import NO_REPLY, UNCOMPARED
+from .crosstalk import CrossTalk
 from .exchange import Outcome, Request, send
 from .http import Client, TransportError
+from .probe import probe, server_info
 from .scenario import Scenario, load_scenario
 from .sessions import Key, Plan, followed, run_session
 from .validators import Reply, Validators
 
 TICK_S = 0.25  # how often progress is reported
+GOLDEN_TRIES = 3  # a solo request that got no reply is sent this often in all
 
 
 @dataclass
@@ -48,6 +51,7 @@ class RunStats:
     started: float = field(default_factory=time.perf_counter)
     elapsed: float = 0.0
     interrupted: bool = False
+    first_failure: str | None = None  # the first request without a reply: what went wrong
     _sorted: list[float] = field(default_factory=list, repr=False)
 
     @property
@@ -57,12 +61,17 @@ class RunStats:
     @property
     def failed(self) -> int:
         """Requests with no reply (http_error, timeout)."""
-        return sum(self.statuses[s] for s in UNJUDGED)
+        return sum(self.statuses[s] for s in NO_REPLY)
+
+    @property
+    def uncompared(self) -> int:
+        """Loaded requests whose solo twin had no reply (`--golden`): no verdict."""
+        return self.statuses[UNCOMPARED]
 
     @property
     def judged(self) -> int:
-        """Requests with a reply to judge: the rate's denominator."""
-        return self.requests - self.failed
+        """Requests with a verdict: the rate's denominator."""
+        return self.requests - self.failed - self.uncompared
 
     def rate(self) -> tuple[float | None, float | None, float | None]:
         from ..analyses.stats import wilson
@@ -91,12 +100,15 @@ class RunStats:
         self.statuses[out.status] += 1
         self.reasons.update(out.reasons)
         self.latencies.append(out.latency)
+        if self.first_failure is None and out.status in NO_REPLY:
+            self.first_failure = "; ".join(out.details.values()) or out.status
 
     def as_dict(self) -> dict:
         rate, low, high = self.rate()
         return {
             "run": self.run, "sessions": self.sessions, "requests": self.requests,
             "judged": self.judged, "corrupted": self.corrupted, "failed": self.failed,
+            "uncompared": self.uncompared,
             "rate": rate, "rate_low": low, "rate_high": high,
             "statuses": dict(self.statuses), "reasons": dict(self.reasons),
             "p50_ms": self.latency_ms(0.5), "p99_ms": self.latency_ms(0.99),
@@ -168,7 +180,22 @@ def _row(key: Key, req: Request, out: Outcome, inflight: int) -> dict:
         if isinstance(r.usage, dict):
             row["usage"] = {k: r.usage[k] for k in ("prompt_tokens", "completion_tokens")
                             if k in r.usage}  # fmt: skip
+        if r.meta_info:
+            row["meta_info"] = _meta(r.meta_info)
     return row
+
+
+def _meta(meta: dict) -> dict:
+    """SGLang's meta_info without what grows with the reply (token ids, logprobs): the
+    scalars (num_retractions, cached_tokens, the server's id, dp_rank, e2e_latency, the
+    metrics timestamps) and finish_reason."""
+
+    def small(k: str, v: object) -> bool:
+        if v is None or isinstance(v, bool | int | float):
+            return True
+        return len(v) <= 200 if isinstance(v, str) else k == "finish_reason" and isinstance(v, dict)
+
+    return {k: v for k, v in meta.items() if small(k, v)}
 
 
 class _Runner:
@@ -182,8 +209,14 @@ class _Runner:
                   golden: dict[Key, Reply | None] | None, keep: dict[Key, Reply | None] | None,
                   into: list[RunStats]) -> None:  # fmt: skip
         """One run: `sessions` concurrent sessions (or, `solo`, one after another); its
-        stats go `into` the list first, so that an interrupted run is counted too."""
-        stats = RunStats(name, sessions, sessions * self.plan.rounds)
+        stats go `into` the list first, so that an interrupted run is counted too. A solo
+        run sends a failed request up to three times: its reply is what the loaded twin
+        is compared with."""
+        plan = self.plan
+        if solo:
+            plan = replace(plan, retries=max(plan.retries, GOLDEN_TRIES - 1))
+        prompts = CrossTalk()
+        stats = RunStats(name, sessions, sessions * plan.rounds)
         into.append(stats)
         self.writer.line({"forensics_run": name, **header, "sessions": sessions,
                           "solo": solo, "started": datetime.now(UTC).isoformat()})  # fmt: skip
@@ -192,7 +225,8 @@ class _Runner:
             self.inflight += 1
             inflight = self.inflight
             try:
-                out = await send(self.client, req, self.validators, self.timeout)
+                out = await send(self.client, req, self.validators, self.timeout,
+                                 (prompts, key[0]))  # fmt: skip
             finally:
                 self.inflight -= 1
             stats.add(out)
@@ -208,9 +242,9 @@ class _Runner:
         try:
             if solo:
                 for s in range(sessions):
-                    await run_session(self.plan, s, one, golden, round_done)
+                    await run_session(plan, s, one, golden, round_done, prompts)
             else:
-                await asyncio.gather(*(run_session(self.plan, s, one, golden, round_done)
+                await asyncio.gather(*(run_session(plan, s, one, golden, round_done, prompts)
                                        for s in range(sessions)))  # fmt: skip
         except asyncio.CancelledError:
             stats.interrupted = True
@@ -290,7 +324,19 @@ def repro(
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
+    if not result.interrupted:
+        _some_reply(result)
     return result
+
+
+def _some_reply(result: ReproResult) -> None:
+    """A run in which no request got a reply measured nothing: it fails, in one line."""
+    sent = sum(r.requests for r in result.runs)
+    if sent and sent == sum(r.failed for r in result.runs):
+        first = next(r.first_failure for r in result.runs if r.first_failure)
+        raise ForensicsError(f"no request got a reply ({sent:,} sent; the first: {first}); "
+                             f"the server is down, or the URL or model is wrong "
+                             f"(results in {result.out})")  # fmt: skip
 
 
 def _stop_on_sigint() -> None:
@@ -325,15 +371,24 @@ async def _main(url: str, levels: list[int], rounds: int, model: str | None, bas
     client = Client(url, max_connections=max(levels) + 8, headers=headers)
     try:
         model = model or await _model(client, timeout)
-        plan = Plan(sc, model, rounds, seed, sc.stream if stream is None else stream,
-                    0.0 if golden else sc.temperature, retries)  # fmt: skip
+        tried = await probe(client, url, model, timeout)
+        info = await server_info(client, timeout)
+        streamed = sc.stream if stream is None else stream
+        # SGLang returns meta_info only without streaming
+        meta = not streamed and "return_meta_info" not in tried.dropped
+        plan = Plan(sc, model, rounds, seed, streamed, 0.0 if golden else sc.temperature,
+                    retries, meta, frozenset(tried.dropped))  # fmt: skip
         validators = Validators({t.name: t.parameters for t in sc.tools}, sc.markup)
         header = {
             "url": url, "model": model, "scenario": sc.name, "scenario_sha256": sc.sha256,
             "seed": seed, "rounds": rounds, "golden": golden, "stream": plan.stream,
             "temperature": plan.temperature, "timeout_s": timeout, "retries": retries,
+            "dropped_fields": tried.dropped, "probe": tried.as_header(),
+            "meta_info": "on" if meta else "off: streamed" if streamed else "off: refused",
             "tags": tags,
         }  # fmt: skip
+        if info is not None:
+            header["server_info_path"], header["server_info"] = info
         writer = _Writer(path, overwrite)
         runner = _Runner(client, plan, validators, timeout, writer, progress)
         try:

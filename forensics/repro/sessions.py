@@ -9,6 +9,7 @@ replay with the solo replies (`--golden`) sends byte-identical requests.
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from functools import cached_property
 
 import orjson
 
-from ..statuses import UNJUDGED
+from ..statuses import NO_REPLY, UNCOMPARED
+from .crosstalk import CrossTalk, marker
 from .exchange import Outcome, Request
 from .scenario import Scenario, filler
 from .validators import Reply
@@ -33,6 +35,8 @@ class Plan:
     stream: bool
     temperature: float
     retries: int = 0  # a failed request (http_error, timeout) is sent again this often
+    meta_info: bool = False  # ask for SGLang's meta_info (`return_meta_info`)
+    dropped: frozenset[str] = frozenset()  # optional fields the server refused (the probe)
 
     @cached_property
     def fixed(self) -> bytes:
@@ -47,6 +51,8 @@ class Plan:
             out["tool_choice"] = "auto"
         if self.stream:
             out["stream_options"] = {"include_usage": True}
+        if self.meta_info and "return_meta_info" not in self.dropped:
+            out["return_meta_info"] = True
         return orjson.dumps(out)[1:-1]
 
 
@@ -66,10 +72,12 @@ class Conversation:
 
 
 def system_message(plan: Plan, session: int) -> dict:
+    """The shared system text, then the session's own marker (what `cross_talk` finds in
+    another session's reply), then its long context."""
     sc = plan.scenario
     context = filler(f"{plan.seed}/context/{session}", sc.context_chars)
-    text = f"{sc.system}\n\nRepository:\n{context}" if context else sc.system
-    return {"role": "system", "content": text}
+    text = f"{sc.system}\n\n{marker(plan.seed, session)}"
+    return {"role": "system", "content": f"{text}\n\nRepository:\n{context}" if context else text}
 
 
 def tool_result(plan: Plan, name: str, arguments: str) -> str:
@@ -88,9 +96,10 @@ def _request_seed(plan: Plan, key: Key) -> int:
 
 def body(plan: Plan, conv: Conversation, rid: str, key: Key) -> bytes:
     """The request body (JSON): `rid` and `seed` first, so that a log line cut short still
-    shows them."""
-    own = orjson.dumps({"rid": rid, "seed": _request_seed(plan, key)})
-    return own[:-1] + b"," + plan.fixed + b',"messages":' + conv.json() + b"}"
+    shows them (each left out where the server refused it)."""
+    own = {"rid": rid, "seed": _request_seed(plan, key)}
+    head = orjson.dumps({k: v for k, v in own.items() if k not in plan.dropped})[1:-1]
+    return b"{" + head + (b"," if head else b"") + plan.fixed + b',"messages":' + conv.json() + b"}"
 
 
 Send = Callable[[Key, Request], Awaitable[Outcome]]
@@ -98,7 +107,7 @@ Send = Callable[[Key, Request], Awaitable[Outcome]]
 
 def followed(out: Outcome) -> Reply | None:
     """The reply a session continues from: any that arrived whole (None: the round ends)."""
-    return out.reply if out.status in ("ok", "corrupted") else None
+    return out.reply if out.status in ("ok", "corrupted", UNCOMPARED) else None
 
 
 async def run_session(
@@ -107,13 +116,34 @@ async def run_session(
     send: Send,
     golden: dict[Key, Reply | None] | None = None,
     on_round: Callable[[], None] | None = None,
+    prompts: CrossTalk | None = None,
 ) -> None:
     """Every round of one session. With `golden` (what the solo session continued from at
     each step), the session follows that rather than its own replies, so that each request
-    is its solo twin."""
+    is its solo twin. `prompts` is told what the session's prompts hold, and when it runs."""
+    if prompts is None:
+        return await _rounds(plan, session, send, golden, on_round, None)
+    prompts.begin(session, plan.seed, time.time())
+    try:
+        await _rounds(plan, session, send, golden, on_round, prompts)
+    finally:
+        prompts.end(session, time.time())
+
+
+async def _rounds(
+    plan: Plan,
+    session: int,
+    send: Send,
+    golden: dict[Key, Reply | None] | None,
+    on_round: Callable[[], None] | None,
+    prompts: CrossTalk | None,
+) -> None:
     sc = plan.scenario
     conv = Conversation()
-    conv.add(system_message(plan, session))
+    system = system_message(plan, session)
+    conv.add(system)
+    if prompts is not None:
+        prompts.add(session, system["content"])
     for rnd in range(plan.rounds):
         conv.add({"role": "user", "content": sc.turns[rnd % len(sc.turns)]})
         for step in range(sc.tool_steps + 1):
@@ -121,9 +151,10 @@ async def run_session(
             solo = golden.get(key) if golden is not None else None
             for attempt in range(plan.retries + 1):
                 rid = uuid.uuid4().hex  # every attempt its own rid: its own result
-                req = Request(body(plan, conv, rid, key), rid, plan.stream, solo, attempt)
+                req = Request(body(plan, conv, rid, key), rid, plan.stream, solo, attempt,
+                              golden is not None)  # fmt: skip
                 out = await send(key, req)
-                if out.status not in UNJUDGED:
+                if out.status not in NO_REPLY:
                     break
             # With --golden the session goes where the solo one went, even where the solo
             # reply was itself corrupted, or where the solo round stopped (None).
@@ -134,10 +165,11 @@ async def run_session(
             # Every call is answered, even the last a round allows: APIs refuse a history
             # with an assistant's tool call and no tool message after it.
             for i, call in enumerate(follow.tool_calls):
-                conv.add({
-                    "role": "tool", "tool_call_id": call.id or f"call_{i}",
-                    "content": tool_result(plan, call.name, call.arguments),
-                })  # fmt: skip
+                result = tool_result(plan, call.name, call.arguments)
+                conv.add({"role": "tool", "tool_call_id": call.id or f"call_{i}",
+                          "content": result})  # fmt: skip
+                if prompts is not None:
+                    prompts.add(session, result)
             if not follow.tool_calls:
                 break
         if on_round is not None:

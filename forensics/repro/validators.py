@@ -4,7 +4,8 @@ A reply is corrupted when one of these fails: `tool_json` (a tool call's argumen
 parse or do not match the tool's declared JSON Schema, or it names no declared tool),
 `markup_leak` (tool-call or special-token markup in plain content: the model's tool-call
 syntax leaking past the parser, as in the incident), `diverged` (with `--golden`: the reply
-differs from the same request's reply when sent alone, at temperature 0).
+differs from the same request's reply when sent alone, at temperature 0), `cross_talk`
+(the reply holds another session's marker or text: `crosstalk.py`).
 
 A request that failed (`http_error`, `timeout`) or was cut (`truncated`) is not judged
 corrupted for that: those are failures, kept apart, because the question is whether the
@@ -35,7 +36,8 @@ MARKUP = (
     "[TOOL_CALLS]",  # Mistral
     "<minimax:tool_call>",  # MiniMax M2
 )  # fmt: skip
-CORRUPTION = ("tool_json", "markup_leak", "diverged")  # the failures: forensics.statuses
+# the failures (forensics.statuses)
+CORRUPTION = ("tool_json", "markup_leak", "diverged", "cross_talk")
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Reply:
     finish_reason: str | None = None
     usage: dict | None = None
     id: str | None = None
+    meta_info: dict | None = None  # SGLang's, when asked for (`return_meta_info`)
 
     def text(self) -> str:
         """The reply as one text: what `diverged` compares (offsets index into it)."""
