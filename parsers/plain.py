@@ -1,5 +1,7 @@
 """Plain logs, not from journald: SGLang's stdout saved to a file, `docker logs` (with or
-without `--timestamps`), docker's json-file log, `kubectl logs --timestamps`.
+without `--timestamps`), docker's json-file log, `kubectl logs --timestamps`, and SGLang's
+--export-metrics-to-file records (`sglang-request-metrics-YYYYMMDD_HH.log`: a JSON object
+a finished request, its meta_info beside `request_parameters`; `sglang-metrics`).
 
 - Time comes from the line itself: the collector's RFC 3339 prefix (docker, kubectl),
   else SGLang's `[YYYY-MM-DD HH:MM:SS …]` prefix (or Python logging's `YYYY-MM-DD
@@ -9,8 +11,12 @@ without `--timestamps`), docker's json-file log, `kubectl logs --timestamps`.
 - A traceback (an unprefixed `Traceback (most recent call last):`, indented lines, and
   the lines up to the next prefixed one) joins the entry it belongs to, as one message.
 - Blank lines separate nothing: they are counted (`sources.markers`), not stored.
+- A metrics record's time is its `response_sent_to_client_ts` (else
+  `request_finished_ts`, `request_received_ts`: --enable-metrics), else the hour its file
+  is named after (a note says so).
 - Host: `--host`, else the file name up to its first dot (`decode-1.log` → decode-1;
-  docker's `<id>-json.log` → the container id's first 12 characters).
+  docker's `<id>-json.log` → the container id's first 12 characters; a metrics file,
+  named after its hour, → the folder it is in).
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import RowBuilder
 
-PLAIN_FORMATS = ("sglang", "timestamped", "docker-json")
+PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics")
+METRICS_PREFIX = "sglang-request-metrics-"
+_METRICS_HOUR = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log")
+_METRICS_TIMES = ("response_sent_to_client_ts", "request_finished_ts", "request_received_ts")
 BATCH_ROWS = 50_000
 _RFC3339 = re.compile(rb"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})) ")
 _DATED = re.compile(r"^\[?(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)")
@@ -56,6 +65,8 @@ def sniff_collector(head: bytes) -> str | None:
         return None
     if lines[0].startswith(b'{"log":'):
         return "docker-json"
+    if lines[0].startswith(b'{"request_parameters": '):  # json.dump's order: it comes first
+        return "sglang-metrics"
     stamped = sum(1 for ln in lines if (m := _RFC3339.match(ln)) and m.group(2) == b"Z")
     return "timestamped" if stamped * 2 > len(lines) else None
 
@@ -75,6 +86,8 @@ def host_from_name(name: str) -> str | None:
         return None
     if base.endswith("-json.log"):  # docker's json-file: <container id>-json.log
         return base.removesuffix("-json.log")[:12] or None
+    if base.startswith(METRICS_PREFIX):  # named after its hour: the folder names the server
+        return Path(name).parent.name or None
     return base.split(".", 1)[0] or None
 
 
@@ -96,6 +109,13 @@ def _collector_us(text: str | None) -> int | None:
         return iso_us(text) if text else None
     except ValueError:
         return None
+
+
+def _epoch_us(v: object) -> int | None:
+    """µs of epoch seconds as a metrics record holds them (None: no such time)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 253402300800:
+        return None
+    return round(v * 1_000_000)
 
 
 def _date(text: str) -> dt.date | None:
@@ -136,6 +156,9 @@ class PlainReader:
     def _physical(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
         """(line number, text, collector time, fields) per logical line of the program."""
         n = 0
+        if self.fmt == "sglang-metrics":
+            yield from self._metrics(stream)
+            return
         if self.fmt == "docker-json":
             partial: list[bytes] = []
             first = 0
@@ -176,9 +199,43 @@ class PlainReader:
                 yield n, text, when, {}
         self.ctx.lines = n
 
+    def _metrics(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """--export-metrics-to-file records: one JSON object a line, timed by its own
+        timestamps, else by the hour of the file's name."""
+        m = _METRICS_HOUR.search(Path(self.ctx.name).name)
+        day = _date(f"{m.group(1)[:4]}-{m.group(1)[4:6]}-{m.group(1)[6:]}") if m else None
+        # the server's local hour, read as UTC like every time without a zone
+        hour = _at(day, f"{m.group(2)}:00:00") if m and day else None
+        by_name = 0
+        n = 0
+        for raw in stream:
+            n += 1
+            text = raw.rstrip(b"\n").removesuffix(b"\r")
+            if not text.strip():
+                self.ctx.markers += 1
+                continue
+            try:
+                obj = orjson.loads(text)
+                if not isinstance(obj, dict) or "request_parameters" not in obj:
+                    raise TypeError
+            except (orjson.JSONDecodeError, TypeError):
+                self.ctx.reject(n, "sglang-metrics: not a request metrics record", text)
+                continue
+            when = next((_epoch_us(obj[k]) for k in _METRICS_TIMES if _epoch_us(obj.get(k))), None)
+            if when is None and hour is not None:
+                when, by_name = hour, by_name + 1
+            yield n, text, when, {}
+        if by_name:
+            self.ctx.note(f"{by_name:,} metrics records without a timestamp timed by the hour "
+                          "in the file's name (start SGLang with --enable-metrics)")  # fmt: skip
+        self.ctx.lines = n
+
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
         for line, raw, when, extra in self._physical(stream):
-            self._line(line, raw, when, extra)
+            if self.fmt == "sglang-metrics":  # a record is one line: nothing continues it
+                self._emit(_Entry(line, line, [raw], when, fields=extra))
+            else:
+                self._line(line, raw, when, extra)
             if self.builder.n >= BATCH_ROWS:
                 yield self.builder.table()
         self._flush()

@@ -225,6 +225,19 @@ REQUEST_META = Table(
     ),
 )
 
+SCHEDULER_STATUS = Table(
+    "scheduler_status",
+    "status",
+    "A scheduler's requests at one moment (SGLANG_LOG_SCHEDULER_STATUS_TARGET with\n"
+    "--enable-metrics): the rids running and queued, every SGLANG_LOG_SCHEDULER_STATUS_INTERVAL\n"
+    "seconds (60 by default). A sample of who was co-resident, never one step's batch.",
+    (
+        C("rank", "BIGINT", "the scheduler's rank, where the line holds it"),
+        C("running_rids", "VARCHAR", "rids in the running batch, a JSON list"),
+        C("queued_rids", "VARCHAR", "rids in the waiting queue, a JSON list"),
+    ),
+)
+
 EVENTS = Table(
     "events",
     "event",
@@ -244,7 +257,9 @@ EVENTS = Table(
 )
 
 PATTERN_TABLES: dict[str, Table] = {
-    t.name: t for t in (TRANSFERS, BATCHES, RID_ROOMS, HTTP, REQ_STATS, REQUEST_META, EVENTS)
+    t.name: t
+    for t in (TRANSFERS, BATCHES, RID_ROOMS, HTTP, REQ_STATS, REQUEST_META, EVENTS,
+              SCHEDULER_STATUS)  # fmt: skip
 }
 
 # The vocabulary of events.kind, with what each means (the docs' tables page lists it).

@@ -15,7 +15,9 @@
 -- (samples, one every --decode-log-interval iterations, not the request's own step).
 -- `bs_captured`: whether that line's #running-req is one of the batch sizes the decode
 -- host captured CUDA graphs for (NULL: no capture line or no batch line); a size that
--- is not captured runs padded to the next one. Rows are not sorted.
+-- is not captured runs padded to the next one. Peers: the decode host's scheduler.status
+-- snapshots in the window that list the request as running (a sample every
+-- SGLANG_LOG_SCHEDULER_STATUS_INTERVAL seconds, not its every step). Rows are not sorted.
 --
 -- @depends result_links
 --
@@ -66,6 +68,8 @@
 -- @column load_lag_ms         DOUBLE   how long before the window's end that line was, ms
 -- @column max_running_req     BIGINT   the most #running-req a Decode batch line gave in the window
 -- @column bs_captured         BOOLEAN  running_req is a captured CUDA-graph batch size (see above)
+-- @column status_samples      BIGINT   scheduler.status snapshots on the decode host in the window that list it running
+-- @column status_peers        BIGINT   the most other requests running beside it in one of those snapshots
 WITH stats AS (
     -- one ReqTimeStats row per (run, key, side): by rid and by room
     SELECT run, rid AS k_rid, NULL::UBIGINT AS k_room, type, arg_max(s, ts_us) AS s
@@ -178,6 +182,18 @@ WITH stats AS (
       ON b.run = w.evidence_run AND b.host = w.decode_host
      AND b.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
     GROUP BY ALL
+), peers AS (
+    -- a snapshot's list read only where it is JSON (the pattern cuts it out as text)
+    SELECT w.source_id, w.line, count(*) AS status_samples,
+           max(len(s.running)) - 1 AS status_peers
+    FROM win w JOIN (
+        SELECT run, host, ts_us, CASE WHEN json_valid(running_rids)
+               THEN from_json(running_rids, '["VARCHAR"]') END AS running
+        FROM scheduler_status
+    ) s ON s.run = w.evidence_run AND s.host = w.decode_host
+       AND s.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
+    WHERE list_contains(s.running, w.rid)
+    GROUP BY ALL
 ), captured AS (
     SELECT run, host,
            list_distinct(flatten(list(
@@ -207,11 +223,13 @@ SELECT w.run, w.session, w.round, w.rid, w.linked_room AS room, w.status, w.corr
        coalesce(c.errors, 0) AS errors, coalesce(c.transfer_layer, 0) AS transfer_layer,
        ld.running_req, ld.token_usage, ld.load_lag_ms, pk.max_running_req,
        CASE WHEN cap.sizes IS NULL OR ld.running_req IS NULL THEN NULL
-            ELSE list_contains(cap.sizes, ld.running_req) END AS bs_captured
+            ELSE list_contains(cap.sizes, ld.running_req) END AS bs_captured,
+       coalesce(ps.status_samples, 0) AS status_samples, ps.status_peers
 FROM win w
 LEFT JOIN counted c USING (source_id, line)
 LEFT JOIN own o USING (source_id, line)
 LEFT JOIN load ld USING (source_id, line)
 LEFT JOIN peak pk USING (source_id, line)
+LEFT JOIN peers ps USING (source_id, line)
 LEFT JOIN meta m ON m.run = w.evidence_run AND m.rid = w.rid
 LEFT JOIN captured cap ON cap.run = w.evidence_run AND cap.host IS NOT DISTINCT FROM w.decode_host

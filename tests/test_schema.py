@@ -78,20 +78,20 @@ def test_upgrade_reads_stored_entries_for_the_new_tables(tmp_path: Path) -> None
         "[2026-09-24 01:50:42] Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, "
         "token usage: 0.01, #running-req: 0, #queue-req: 0\n"
     )
+    with log.open("a") as fh:
+        fh.write('[2026-09-24 01:50:43] {"timestamp": "2026-09-24T01:50:43.5", '
+                 '"event": "scheduler.status", "running_rids": ["r1"], "queued_rids": []}\n')
     db = tmp_path / "t.duckdb"
     ingest([str(log)], db)
-    want = {
-        t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", db)[1] for t in database.NEW_TABLES[5]
-    }
-    assert want["req_stats"] and want["events"]
+    new = [t for v in sorted(database.NEW_TABLES) for t in database.NEW_TABLES[v]]
+    want = {t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", db)[1] for t in new}
+    assert want["req_stats"] and want["events"] and want["scheduler_status"]
     con = duckdb.connect(str(db))  # as a version-4 database: the new tables never existed
-    for t in database.NEW_TABLES[5]:
+    for t in new:
         con.execute(f"DROP TABLE {t}")
     con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     con.close()
     assert upgrade(db) == (4, database.SCHEMA_VERSION)
-    got = {
-        t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", db)[1] for t in database.NEW_TABLES[5]
-    }
+    got = {t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", db)[1] for t in new}
     assert got == want
     assert query("SELECT count(*) FROM batches", db)[1] == [(1,)]  # the old tables as they were

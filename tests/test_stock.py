@@ -46,13 +46,16 @@ def test_each_planted_cause_is_in_its_request_window_and_nowhere_else(stock) -> 
     cols, rows = forensics.query(
         """SELECT rid, status, clock, prefill_host, decode_host, retractions, num_retractions,
                   other_aborts, own_transfer_failed, finish_type, cached_input_len,
-                  decode_transfer_ms, running_req, bs_captured, errors
+                  decode_transfer_ms, running_req, bs_captured, errors, status_samples,
+                  status_peers
            FROM request_evidence""",
         stock.ingest.db,
     )
     ev = {r[0]: dict(zip(cols, r, strict=True)) for r in rows}
     assert len(ev) == 48
     causes = stock.truth["causes"]
+    first = forensics.query(
+        "SELECT rid FROM results ORDER BY start_us LIMIT 1", stock.ingest.db)[1][0][0]  # fmt: skip
     for rid, e in ev.items():
         sides = (e["clock"], e["prefill_host"], e["decode_host"])
         assert sides == ("decode", "prefill-0", "decode-0")
@@ -65,6 +68,9 @@ def test_each_planted_cause_is_in_its_request_window_and_nowhere_else(stock) -> 
         assert e["own_transfer_failed"] == (cause == "own_timeout"), rid
         assert (e["finish_type"] == "abort") == (cause == "own_timeout"), rid
         assert e["errors"] == 0  # the CUDA error comes after every request
+        # its own snapshot lists it beside the request before it (the first: alone)
+        assert e["status_samples"] >= 1
+        assert e["status_peers"] == (0 if rid == first else 1), rid
     assert {r for r, e in ev.items() if e["status"] == "corrupted"} == set(stock.truth["corrupted"])
 
 

@@ -13,10 +13,10 @@ from ..errors import ForensicsError
 from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Tables added by a version: created by its migration, then filled from the stored
 # entries (`reread`), so a database ingested before holds what a new ingest would.
-NEW_TABLES = {5: ["req_stats", "request_meta", "events"]}
+NEW_TABLES = {5: ["req_stats", "request_meta", "events"], 6: ["scheduler_status"]}
 # How a database of an older version becomes this one (each step one transaction).
 MIGRATIONS = {
     2: ["ALTER TABLE results ADD COLUMN status VARCHAR"],  # 3: the harness's request status
@@ -29,6 +29,7 @@ MIGRATIONS = {
         ),
     ],
     4: [PATTERN_TABLES[t].ddl() for t in NEW_TABLES[5]],  # 5: stock SGLang's evidence
+    5: [PATTERN_TABLES[t].ddl() for t in NEW_TABLES[6]],  # 6: scheduler.status snapshots
 }
 DEFAULT_DB = "forensics.duckdb"
 # Every command but ingest (which sets its own, below): DuckDB spills beyond it.

@@ -11,6 +11,7 @@ at the end, a CUDA error.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 
 from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
@@ -27,6 +28,10 @@ def _time_stats(
 
 
 CAPTURED = [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+
+
+def _iso(ts_us: int) -> str:
+    return dt.datetime.fromtimestamp(ts_us / 1e6, dt.UTC).replace(tzinfo=None).isoformat()
 
 
 def generate_stock(
@@ -83,6 +88,12 @@ def generate_stock(
                         f"token usage: 0.{rng.randint(20, 95)}, pre-allocated usage: 0.02, "
                         f"#prealloc-req: 1, #transfer-req: 0, #retracted-req: 0, cuda graph: True, "
                         f"gen throughput (token/s): {rng.uniform(500, 2500):.2f}, #queue-req: 0"))  # fmt: skip
+        # a scheduler.status snapshot (SGLANG_LOG_SCHEDULER_STATUS_TARGET=stdout): the
+        # request running beside the one before it
+        peers = ", ".join(f'"{r}"' for r in rids[max(0, i - 1) : i + 1])
+        D(t + 50_000, _sglang(t + 50_000, '{"timestamp": "' + _iso(t + 50_000) + '", '
+                                          '"event": "scheduler.status", "running_rids": '
+                                          f'[{peers}], "queued_rids": []}}', ""))  # fmt: skip
         retractions = 0
         finish = "{'type': 'stop', 'matched': 151645}"
         status = "ok"

@@ -9,7 +9,8 @@ optional `require_any` (fields of which one must be found), optional `pairs` (a 
 constant value, for lines that imply them), optional `kv` (a group of "key=value" and
 "key(value)" tokens spread into columns, renamed by `rename`), optional `lower` (fields
 stored in lower case), optional `meta_info = true` (the line's brace-matched meta_info
-object read as a literal into request_meta's columns, see meta_info.py), and
+object read as a literal into request_meta's columns, see meta_info.py; `"line"`: the
+whole line is that object, as in --export-metrics-to-file records), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield (`matches = false`: a
 line it must not read). Groups named with a leading `_` only anchor the regex. A file
 whose regex does not compile, or whose samples fail, is refused with the reason.
@@ -78,7 +79,7 @@ class Pattern:
     set: dict[str, str] = field(default_factory=dict)  # constant fields
     kv: str | None = None  # a group of key=value / key(value) tokens, one column per key
     lower: tuple[str, ...] = ()  # fields stored in lower case
-    meta_info: bool = False  # the line's meta_info object into request_meta's columns
+    meta_info: str | None = None  # "span" / "line": meta_info into request_meta's columns
 
     def fields_of(self, lines: pl.Series) -> pl.DataFrame:
         """One row per line: the pattern's fields (all null where it does not match)."""
@@ -95,7 +96,7 @@ class Pattern:
         out = out.with_columns(_matched=out.select(matched).to_series())
         out = out.drop([c for c in caps.columns if c.startswith("_")])
         if self.meta_info:
-            meta = meta_columns(lines)
+            meta = meta_columns(lines, whole=self.meta_info == "line")
             rid = pl.coalesce(out["rid"], meta["rid"]) if "rid" in out.columns else meta["rid"]
             out = out.with_columns(meta.drop("rid").get_columns()).with_columns(rid=rid)
         if self.lower:
@@ -259,13 +260,17 @@ def _load_text(text: str, origin: str) -> list[Pattern]:
         samples = tuple(Sample(s["line"], {k: str(v) for k, v in s.get("fields", {}).items()},
                                bool(s.get("matches", True)))
                         for s in p.get("samples", []))  # fmt: skip
-        if p.get("meta_info") and p["table"] != "request_meta":
+        raw = p.get("meta_info", False)
+        meta = "span" if raw is True else "line" if raw == "line" else None if raw is False else "?"
+        if meta == "?":
+            raise PatternError(f'{where}: meta_info is true or "line", not {p["meta_info"]!r}')
+        if meta and p["table"] != "request_meta":
             raise PatternError(f"{where}: meta_info fills request_meta, not {p['table']}")
         pat = Pattern(
             p["name"], p["table"], p["needle"], p["regex"], dict(p.get("extract", {})), samples,
             p.get("pairs"), tuple(p.get("require_any", ())), p.get("pair_sep", ", "),
             dict(p.get("rename", {})), {k: str(v) for k, v in p.get("set", {}).items()},
-            p.get("kv"), tuple(p.get("lower", ())), bool(p.get("meta_info", False)),
+            p.get("kv"), tuple(p.get("lower", ())), meta,
         )  # fmt: skip
         problems = check(pat)
         if problems:

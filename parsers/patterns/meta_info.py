@@ -6,6 +6,10 @@ values are elided as `'…' ...` and the request object is a dataclass repr. Its
 escapes respected, at most MAX_SPAN characters) and read: as JSON for the JSON form, by
 `ast.literal_eval` for the repr. What is not a literal is a note in `extra`, never a
 reason to lose the line.
+
+An --export-metrics-to-file record is the meta_info object itself, one JSON line, with
+`request_parameters` (the request, a JSON text: its prompt too) beside its keys: read
+whole (`whole=True`), without the request, which is no meta_info.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import polars as pl
 from ..tables import REQUEST_META
 
 MAX_SPAN = 64 << 10  # meta_info with per-token logprobs can be huge: past this, a note
+MAX_LINE = 16 << 20  # a whole-line record holds its prompt: JSON that long is still read
 _START = re.compile(r"""['"]meta_info['"]\s*:\s*\{""")
 _SIGNIFICANT = re.compile(r"""[{}'"\\]""")  # all the brace walk has to look at
 # meta_info key -> request_meta column (finish_reason is spread separately)
@@ -76,14 +81,16 @@ def read(text: str) -> dict:
     return v
 
 
-def row(line: str | None) -> dict:
+def row(line: str | None, whole: bool = False) -> dict:
     """request_meta's columns from one line (all None where it holds no meta_info)."""
     out: dict = dict.fromkeys(COLUMNS)
     if not line:
         return out
-    text = span(line)
+    text = (line if len(line) <= MAX_LINE else None) if whole else span(line)
     if text is None:
-        if _START.search(line):
+        if whole:
+            out["extra"] = '{"note":"record over 16 MB: not read"}'
+        elif _START.search(line):
             out["extra"] = '{"note":"meta_info unbalanced or over 64 KB: not read"}'
         return out
     try:
@@ -92,6 +99,8 @@ def row(line: str | None) -> dict:
         note = f"meta_info not a literal: {type(exc).__name__}"
         out["extra"] = orjson.dumps({"note": note}).decode()
         return out
+    if whole:
+        meta.pop("request_parameters", None)
     rest = {}
     for k, v in meta.items():
         col = KEYS.get(k)
@@ -118,10 +127,10 @@ def _text(v: object) -> str | None:
     return None if v is None else str(v)
 
 
-def meta_columns(lines: pl.Series) -> pl.DataFrame:
+def meta_columns(lines: pl.Series, whole: bool = False) -> pl.DataFrame:
     """request_meta's columns for each line (text; cast by the table's declaration).
     Row by row: a Finish line comes once a request, and its span needs a parser."""
-    rows = [row(x) for x in lines.to_list()]
+    rows = [row(x, whole) for x in lines.to_list()]
     return pl.DataFrame(
         {c: [r[c] for r in rows] for c in COLUMNS}, schema=dict.fromkeys(COLUMNS, pl.String)
     )

@@ -1,0 +1,67 @@
+"""SGLang's --export-metrics-to-file records (`sglang-request-metrics-YYYYMMDD_HH.log`) as
+an input form of their own: sniffed, found inside directories, timed by their own
+timestamps (else the hour of the file's name), the server named by the folder, every
+record into request_meta, and a bad line quarantined without costing the others."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import forensics
+from forensics.parsers.formats import sniff_input
+
+from .test_real_lines import real_lines
+
+
+def _record(rid: str, room: int, **meta: object) -> str:
+    """A record as the exporter writes it: json.dump of request_parameters (a JSON text of
+    the request's fields) and then meta_info's keys."""
+    params = {"text": "<|im_start|>user\nhi \"there\"<|im_end|>\n", "rid": rid,
+              "bootstrap_host": "10.0.4.11", "bootstrap_room": room}  # fmt: skip
+    return json.dumps({"request_parameters": json.dumps(params), "id": rid, **meta})
+
+
+def _real() -> str:
+    return next(line for t, origin, line in real_lines() if "request_metrics_exporter" in origin)
+
+
+def test_metrics_files_in_a_directory_land_in_request_meta(tmp_path: Path, db: Path) -> None:
+    folder = tmp_path / "decode-1"
+    folder.mkdir()
+    timed = _record("a1", 11, finish_reason={"type": "abort", "message": "KV transfer failed",
+                    "status_code": 500}, num_retractions=2, e2e_latency=1.5,
+                    response_sent_to_client_ts=1789912999.25)  # fmt: skip
+    untimed = _record("b2", 22, finish_reason={"type": "stop"}, cached_tokens=64)
+    path = folder / "sglang-request-metrics-20260920_14.log"
+    path.write_text(f"{_real()}\n{timed}\nnot json at all\n\n{untimed}\n", encoding="utf-8")
+    assert sniff_input(path.read_bytes()[:4096]) == "sglang-metrics"
+    res = forensics.ingest([str(tmp_path)], db)
+    (src,) = res.sources
+    assert (src.format, src.entries, src.quarantined) == ("sglang-metrics", 3, 1)
+    assert any("timed by the hour in the file's name" in n for n in src.notes)
+    _, q = forensics.query("SELECT line, reason FROM quarantine", db)
+    assert q == [(3, "sglang-metrics: not a request metrics record")]
+    _, rows = forensics.query(
+        """SELECT rid, room, host, ts_us, finish_type, finish_message, status_code,
+                  num_retractions, cached_tokens FROM request_meta ORDER BY rid""",
+        db,
+    )
+    assert rows == [
+        ("3feed15121284a7691868f0465ce5392", 7301934425522180813, "decode-1",
+         1787481184262518, "length", None, None, 0, 4),
+        ("a1", 11, "decode-1", 1789912999250000, "abort", "KV transfer failed", 500, 2, None),
+        # no timestamp of its own: the hour the file is named after (read as UTC)
+        ("b2", 22, "decode-1", 1789912800000000, "stop", None, None, None, 64),
+    ]  # fmt: skip
+
+
+def test_a_metrics_record_never_continues_the_one_before(tmp_path: Path, db: Path) -> None:
+    # a prompt that holds a traceback's first line must not swallow the next record
+    first = _record("t1", 1, finish_reason={"type": "stop"})
+    first = first.replace("hi", "Traceback (most recent call last):")
+    path = tmp_path / "sglang-request-metrics-20260920_15.log"
+    path.write_text(f"{first}\n{_record('t2', 2)}\n", encoding="utf-8")
+    res = forensics.ingest([str(path)], db, host="decode-2")
+    assert res.sources[0].entries == 2
+    assert forensics.query("SELECT count(*) FROM request_meta", db)[1] == [(2,)]
