@@ -3,7 +3,11 @@
 -- One row is one (run, room, buf, layer, tp): the checksum records prefill wrote when it
 -- sent the buffer (side=src) against those decode wrote when it received it (side=dst).
 -- Identical duplicate records on one side are counted, not judged; duplicates that
--- disagree make the row a `conflict`. Rows are not sorted.
+-- disagree make the row a `conflict`. A room without checksum records that SGLang's own KV
+-- checksum failed (--disaggregation-enable-kv-checksum: a `transfers` row of the pattern
+-- kv_checksum_mismatch) is a row of its own: verdict `mismatch`, source `sglang`, buf kv,
+-- layer all.
+-- Rows are not sorted.
 --
 -- Verdicts, first that applies:
 --   missing_dst  prefill sent, decode logged nothing
@@ -30,6 +34,7 @@
 -- @column stale_of     UBIGINT  for stale: the room whose bytes decode received (lowest if several)
 -- @column transfer_events  BIGINT   SGLang transfer events for the room (failures, timeouts, corruption)
 -- @column transfer_reasons VARCHAR  those events: "pattern: reason", distinct, joined by " | "
+-- @column source       VARCHAR  who judged it: probes (checksum records) or sglang (its own KV checksum)
 WITH sides AS (
     SELECT run, room, buf, layer, tp, side,
            count(*) AS n,
@@ -74,7 +79,7 @@ WITH sides AS (
     WHERE j.dst_count > 0 AND NOT (j.comparable AND j.agree)
     GROUP BY ALL
 ), tx AS (
-    SELECT run, room, count(*) AS n,
+    SELECT run, room, count(*) AS n, max(rid) AS rid,
            string_agg(DISTINCT pattern || ': ' || coalesce(reason, ''), ' | ') AS reasons
     FROM transfers WHERE room IS NOT NULL GROUP BY ALL
 )
@@ -92,9 +97,20 @@ SELECT j.run, j.room, j.buf, j.layer, j.tp, j.rid, j.src_count, j.dst_count,
        END AS verdict,
        CASE WHEN j.dst_count > 0 AND j.src_count > 0 AND NOT j.conflicting
                  AND NOT (j.comparable AND j.agree) THEN st.stale_of END AS stale_of,
-       coalesce(tx.n, 0) AS transfer_events, tx.reasons AS transfer_reasons
+       coalesce(tx.n, 0) AS transfer_events, tx.reasons AS transfer_reasons,
+       'probes' AS source
 FROM judged j
 LEFT JOIN stale st
   ON st.run = j.run AND st.room = j.room AND st.buf = j.buf
  AND st.layer IS NOT DISTINCT FROM j.layer AND st.tp IS NOT DISTINCT FROM j.tp
 LEFT JOIN tx ON tx.run = j.run AND tx.room = j.room
+UNION ALL
+-- SGLang's own checksum, for rooms the probes said nothing of
+SELECT e.run, e.room, 'kv', 'all', NULL, coalesce(max(e.rid), max(tx.rid)), 0, 0, NULL, min(e.ts_us),
+       NULL, arg_min(e.host, e.ts_us), 'mismatch', NULL, coalesce(any_value(tx.n), 0),
+       any_value(tx.reasons), 'sglang'
+FROM transfers e
+LEFT JOIN tx ON tx.run = e.run AND tx.room = e.room
+WHERE e.pattern = 'kv_checksum_mismatch' AND e.room IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM checksums c WHERE c.run = e.run AND c.room = e.room)
+GROUP BY e.run, e.room

@@ -249,8 +249,12 @@ def _load_text(text: str, origin: str) -> list[Pattern]:
     except tomllib.TOMLDecodeError as exc:
         raise PatternError(f"{origin}: not TOML: {exc}") from None
     out = []
+    names: set[str] = set()
     for i, p in enumerate(doc.get("pattern", [])):
         where = f"{origin}: pattern {p.get('name', i)!r}"
+        if p.get("name") in names:
+            raise PatternError(f"{where}: a second pattern of that name (names key the rows)")
+        names.add(p.get("name"))
         missing = [k for k in ("name", "table", "needle", "regex") if not p.get(k)]
         if missing:
             raise PatternError(f"{where}: missing {', '.join(missing)}")

@@ -66,3 +66,32 @@ def test_every_verdict_by_hand(tmp_path: Path, db: Path) -> None:
     }  # fmt: skip
     assert rooms[1]["dst_count"] == 2 and rooms[3]["stale_of"] == 1
     assert all(r["stale_of"] is None for room, r in rooms.items() if room != 3)
+
+
+def test_sglang_own_kv_checksum_is_a_verdict_without_probes(tmp_path: Path, db: Path) -> None:
+    # stock SGLang with --disaggregation-enable-kv-checksum: no checksum records, one room
+    # aborted for a mismatch; a room the probes judged keeps the probes' verdict
+    log = tmp_path / "decode-0.log"
+    log.write_text(
+        "[2026-11-29 07:00:01 TP0] Decode transfer failed for request rank=0 "
+        "decode_req.req.rid='r7' decode_req.req.bootstrap_room=77 with exception "
+        "KVTransferError(bootstrap_room=77): KV checksum mismatch\n"
+        "[2026-11-29 07:00:02 TP0] Decode transfer failed for request rank=0 "
+        "decode_req.req.rid='r1' decode_req.req.bootstrap_room=1 with exception "
+        "KVTransferError(bootstrap_room=1): KV checksum mismatch\n"
+    )
+    probes = tmp_path / "probes.log"
+    probes.write_text(
+        _line(1, "prefill-0", "side=src room=1 head=a tail=b full=c nbytes=8")
+        + _line(2, "decode-0", "side=dst room=1 head=a tail=b full=c nbytes=8")
+    )
+    forensics.ingest([str(log), str(probes)], db)
+    rooms = _rooms(db)
+    sg = rooms[77]
+    assert (sg["verdict"], sg["source"], sg["rid"], sg["dst_host"]) == (
+        "mismatch", "sglang", "r7", "decode-0")  # fmt: skip
+    assert sg["transfer_events"] == 2  # decode's failure line, and its checksum phrase
+    assert (rooms[1]["verdict"], rooms[1]["source"]) == ("match", "probes")
+    report = forensics.rooms(db)
+    assert report.counts == {"default": {"mismatch": 1, "match": 1}}
+    assert report.worst[0]["source"] == "sglang"
