@@ -258,8 +258,16 @@ EVENTS = Table(
 
 PATTERN_TABLES: dict[str, Table] = {
     t.name: t
-    for t in (TRANSFERS, BATCHES, RID_ROOMS, HTTP, REQ_STATS, REQUEST_META, EVENTS,
-              SCHEDULER_STATUS)  # fmt: skip
+    for t in (
+        TRANSFERS,
+        BATCHES,
+        RID_ROOMS,
+        HTTP,
+        REQ_STATS,
+        REQUEST_META,
+        EVENTS,
+        SCHEDULER_STATUS,
+    )
 }
 
 # The vocabulary of events.kind, with what each means (the docs' tables page lists it).

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import forensics
 from forensics.parsers.formats import sniff_input
+
+import forensics
 
 from .test_real_lines import real_lines
 

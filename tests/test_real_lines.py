@@ -14,8 +14,16 @@ from forensics.synthetic.journal_writer import export_entry, render, write_journ
 
 DATA = Path(__file__).parent / "data" / "sglang-real-lines.tsv"
 T0 = 1_789_912_992_000_000  # 2026-09-20 14:03:12 UTC
-TABLES = ("batches", "transfers", "rid_rooms", "http", "req_stats", "request_meta", "events",
-          "scheduler_status")
+TABLES = (
+    "batches",
+    "transfers",
+    "rid_rooms",
+    "http",
+    "req_stats",
+    "request_meta",
+    "events",
+    "scheduler_status",
+)
 
 
 def real_lines() -> list[tuple[str, str, str]]:

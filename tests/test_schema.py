@@ -79,8 +79,10 @@ def test_upgrade_reads_stored_entries_for_the_new_tables(tmp_path: Path) -> None
         "token usage: 0.01, #running-req: 0, #queue-req: 0\n"
     )
     with log.open("a") as fh:
-        fh.write('[2026-09-24 01:50:43] {"timestamp": "2026-09-24T01:50:43.5", '
-                 '"event": "scheduler.status", "running_rids": ["r1"], "queued_rids": []}\n')
+        fh.write(
+            '[2026-09-24 01:50:43] {"timestamp": "2026-09-24T01:50:43.5", '
+            '"event": "scheduler.status", "running_rids": ["r1"], "queued_rids": []}\n'
+        )
     db = tmp_path / "t.duckdb"
     ingest([str(log)], db)
     new = [t for v in sorted(database.NEW_TABLES) for t in database.NEW_TABLES[v]]
