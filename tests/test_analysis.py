@@ -182,6 +182,26 @@ def test_skew_bounds_contain_the_planted_offset(tmp_path: Path, offset_us: int) 
     assert behind == (pair.upper_us < 0)
 
 
+def test_skew_on_whole_second_times_is_widened_not_contradicted(tmp_path: Path) -> None:
+    # SGLang's prefix without SGLANG_LOG_MS=1: receive, send and arrival all in one second
+    # read as equal times, which once gave "+0.0 and +0.0 ms … the bounds contradict"
+    rid, room = "9b1f0c2e4d5a47f7a1e3c0d2b4f6a8c1", 7301934425522180813
+    recv = (f"Receive: obj=GenerateReqInput(rid='{rid}', bootstrap_host='10.0.4.11', "
+            f"bootstrap_port=8998, bootstrap_room={room}, stream=False)")  # fmt: skip
+    ck = f"rid={rid} buf=kv layer=all tp=0 nbytes=8 head=a tail=b full=c"
+    (tmp_path / "prefill-0.log").write_text(
+        f"[2026-11-29 07:00:01 TP0] forensics:checksum side=src room={room} {ck}\n")  # fmt: skip
+    (tmp_path / "decode-0.log").write_text(
+        f"[2026-11-29 07:00:01 TP0] {recv}\n"
+        f"[2026-11-29 07:00:01 TP0] forensics:checksum side=dst room={room} {ck}\n")  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(tmp_path / "prefill-0.log"), str(tmp_path / "decode-0.log")], db)
+    (pair,) = skew(db).pairs
+    assert (pair.lower_us, pair.upper_us, pair.resolution_us) == (-1_000_000, 1_000_000, 1_000_000)
+    assert pair.consistent and "contradict" not in pair.sentence
+    assert "whole seconds" in pair.sentence and "widened by 1 s" in pair.sentence
+
+
 def test_canary_lists_the_planted_burst_exactly(effect) -> None:
     db, inc = effect
     res = canary(db, top=10)

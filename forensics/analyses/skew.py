@@ -26,6 +26,7 @@ class HostPairSkew:
     upper_rooms: int
     lower_us: int | None  # decode clock − prefill clock > lower_us
     lower_rooms: int
+    resolution_us: int  # the coarser host's time resolution (whole seconds: 1 000 000)
     sentence: str
 
     @property
@@ -55,7 +56,8 @@ def skew_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Skew:
     selected_runs(con, run)
     where, params = run_filter(run)
     rows = con.execute(
-        f"""SELECT run, src_host, dst_host, upper_us, upper_rooms, lower_us, lower_rooms
+        f"""SELECT run, src_host, dst_host, upper_us, upper_rooms, lower_us, lower_rooms,
+                   resolution_us
             FROM skew WHERE {where} ORDER BY run, src_host, dst_host""",
         params,
     ).fetchall()
@@ -66,12 +68,14 @@ def ms(us: int) -> str:
     return f"{abs(us) / 1000:.1f} ms"
 
 
-def _sentence(run, src, dst, upper, n_upper, lower, n_lower) -> str:
+def _sentence(run, src, dst, upper, n_upper, lower, n_lower, resolution) -> str:
     first = f"at most {ms(upper)} ahead of" if upper >= 0 else f"at least {ms(upper)} behind"
     text = f"{run}: {dst}'s clock is {first} {src}'s"
     why = f"from {n_upper} rooms: nothing is received before it is sent"
     if lower is None:
-        return f"{text} ({why}; no decode-side Receive line gives a lower bound)"
+        return f"{text} ({why}; no decode-side Receive line gives a lower bound)" + _widened(
+            resolution
+        )
     second = f"at least {ms(lower)} ahead" if lower >= 0 else f"at most {ms(lower)} behind"
     text += (
         f" and {second} ({why}; {n_lower} rooms: prefill sends only after decode took the "
@@ -79,4 +83,11 @@ def _sentence(run, src, dst, upper, n_upper, lower, n_lower) -> str:
     )
     if lower >= upper:
         text += "; the bounds contradict each other: a clock stepped or a room id was reused"
-    return text
+    return text + _widened(resolution)
+
+
+def _widened(resolution: int) -> str:
+    if not resolution:
+        return ""
+    return (f"; times in whole seconds (SGLANG_LOG_MS=1 gives milliseconds): both bounds "
+            f"widened by {resolution / 1e6:g} s")  # fmt: skip
