@@ -99,6 +99,11 @@ def test_report_tells_stock_evidence_and_claims_no_match(stock) -> None:
     assert "no checksum records" in text
     assert "matched" not in text
     assert rep.as_dict()["stock"]["error_count"] == 1  # one entry: traceback and CUDA error
+    # over time: each failure in its minute, by decode host and KVPoll state
+    series = rep.as_dict()["stock"]["failures_by_minute"]
+    assert sum(n for *_, n in series) == 4
+    assert {(h, s) for _, h, s, _ in series} == {("decode-0", "WaitingForInput")}
+    assert "transfer failures over time:" in text and "decode-0 KVPoll.WaitingForInput" in text
 
 
 def test_coverage_names_the_flag_for_what_is_missing(tmp_path: Path, db: Path) -> None:

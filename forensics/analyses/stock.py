@@ -41,12 +41,26 @@ class StockEvidence:
     retracted: int  # requests retracted, summed over retraction lines
     errors: list[tuple[int | None, str | None, str, str]]  # ts_us, host, kind, detail (first few)
     error_count: int
-    failures_by_minute: list[tuple[int, str | None, int]]  # minute start (µs), host, failures
+    # minute start (µs), decode host, KVPoll state (None: not named), failures
+    failures_by_minute: list[tuple[int, str | None, str | None, int]]
     peak_running: dict[str, int]  # decode host -> max #running-req logged
     missing: list[str] = field(default_factory=list)  # what is not there, and the flag for it
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def _over_time(self) -> str:
+        """When the transfer failures came: the span, and the busiest minute by state."""
+        minutes: dict[int, dict[str, int]] = {}
+        for m, host, state, n in self.failures_by_minute:
+            key = f"{host or '?'} " + (f"KVPoll.{state}" if state else "no state")
+            minutes.setdefault(m, {})[key] = minutes.setdefault(m, {}).get(key, 0) + n
+        first, last = min(minutes), max(minutes)
+        busiest = max(minutes, key=lambda m: (sum(minutes[m].values()), -m))
+        parts = ", ".join(f"{k} {n}" for k, n in sorted(minutes[busiest].items()))
+        return (f"transfer failures over time: {len(minutes)} minutes with failures between "
+                f"{iso_us(first)} and {iso_us(last + 60_000_000)}; the most in the minute from "
+                f"{iso_us(busiest)}: {sum(minutes[busiest].values())} ({parts})")  # fmt: skip
 
     def sentences(self) -> list[str]:
         out = []
@@ -59,6 +73,8 @@ class StockEvidence:
                 for h in self.hosts if h.transfer_failures
             )  # fmt: skip
             out.append(f"SGLang logged {fails:,} KV transfer failures: {per}")
+            if self.failures_by_minute:
+                out.append(self._over_time())
         kinds: dict[str, int] = {}
         for h in self.hosts:
             for k, n in h.counts.items():
@@ -126,8 +142,10 @@ def stock_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> StockEvidence
         f"SELECT coalesce(sum(count), 0) FROM events WHERE {where} AND kind = 'retract'", params
     ).fetchall()[0][0]
     by_minute = con.execute(
-        f"""SELECT ts_us // 60000000 * 60000000 AS m, host, count(*) FROM transfers
-            WHERE {where} GROUP BY ALL ORDER BY ALL""",
+        f"""SELECT ts_us // 60000000 * 60000000 AS m, host,
+                   nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
+            FROM transfers WHERE {where} AND ts_us IS NOT NULL GROUP BY ALL
+            ORDER BY m, host NULLS FIRST, 3 NULLS FIRST""",
         params,
     ).fetchall()
     peak = dict(
