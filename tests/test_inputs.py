@@ -7,6 +7,7 @@ import lzma
 import shutil
 from pathlib import Path
 
+import orjson
 import pytest
 import zstandard
 
@@ -115,3 +116,44 @@ def test_stdin_and_globs(renderings, tmp_path: Path, db: Path) -> None:
         (tmp_path / f"host{i}.export").write_bytes(renderings["export"].read_bytes() + b"\n" * i)
     res = forensics.ingest([str(tmp_path / "host*.export")], db)
     assert [s.status for s in res.sources] == ["ingested"] * 3
+
+
+def test_a_folder_keeps_its_logs_and_skips_what_is_no_log(tmp_path: Path) -> None:
+    # what a folder an operator ingests holds besides logs: the tool's own database and
+    # dashboard, an image, an empty file; ingested twice, as `forensics ingest .` is
+    folder = tmp_path / "incident"
+    folder.mkdir()
+    (folder / "decode-0.log").write_text(
+        "[2026-09-20 14:03:14] Decode batch, #running-req: 3, #token: 90, token usage: 0.01, "
+        "#queue-req: 0\n"
+    )
+    (folder / "empty.log").write_bytes(b"")
+    (folder / "forensics.html").write_text("<!DOCTYPE html>\n<html><body>" + "x\n" * 3698)
+    (folder / "shot.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)
+    db = folder / "forensics.duckdb"
+    for _ in range(2):
+        proc = cli("ingest", str(folder), "--db", str(db), "--json")
+        assert proc.returncode == 0, proc.stderr
+    doc = orjson.loads(proc.stdout)
+    reasons = {Path(s["name"]).name: s["reason"] for s in doc["sources"]}
+    assert reasons == {
+        "decode-0.log": "same content (sha256) as source 1 in run 'default'",
+        "empty.log": "an empty file, not a log",
+        "forensics.html": "an HTML page, not a log",
+        "shot.png": "unknown format: binary data that is neither a .journal file nor an "
+        "export stream",
+    }  # the database itself is never read: not even listed
+    assert counts(db) == (1, 1, 0)
+    # named on the command line, a page is an error; an empty file only says so
+    proc = cli("ingest", str(folder / "forensics.html"), "--db", str(tmp_path / "x.duckdb"))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip().endswith("forensics.html: an HTML page, not a log")
+    res = forensics.ingest([str(folder / "empty.log")], tmp_path / "y.duckdb")
+    assert [(s.status, s.reason) for s in res.sources] == [("skipped", "an empty file, not a log")]
+
+
+def test_stdin_without_host_says_so(tmp_path: Path) -> None:
+    proc = cli("ingest", "-", "--db", str(tmp_path / "s.duckdb"),
+               stdin=b"[2026-09-20 14:03:14] Decode batch, #running-req: 3\n")  # fmt: skip
+    assert proc.returncode == 0
+    assert "stdin without --host" in proc.stdout.decode()

@@ -216,7 +216,7 @@ def _as_version_2(db: Path) -> None:
     for view in ("request_evidence", "requests", "canary_writes", "skew", "result_links",
                  "rooms"):  # fmt: skip
         con.execute(f"DROP VIEW IF EXISTS {view}")  # views are reinstalled on every open
-    for table in ("req_stats", "request_meta", "events"):
+    for table in ("req_stats", "request_meta", "events", "scheduler_status"):
         con.execute(f"DROP TABLE {table}")
     con.execute("ALTER TABLE results DROP COLUMN status")
     for col, kind in (("rids", "VARCHAR"), ("rooms", "UBIGINT")):

@@ -41,7 +41,7 @@ from .database import (
     transaction,
 )
 from .derived import refresh_derived
-from .inputs import Input, Opened, expand, open_input
+from .inputs import Input, Opened, expand, not_a_log, open_input
 from .records import TABLES as RECORD_TABLES
 from .records import RecordSink
 
@@ -106,8 +106,8 @@ def ingest(
         user = [p for f in patterns or [] for p in load_patterns(f)]
     except PatternError as exc:
         raise ForensicsError(str(exc)) from None
-    inputs = expand(paths)
     path = db_path(db)
+    inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")))
     created = not path.exists()
     con = connect(path)
     results: list[SourceResult] = []
@@ -183,13 +183,25 @@ def _ingest_one(
     user: list[Pattern],
 ) -> SourceResult:
     opened = open_input(inp, progress)
+    what = not_a_log(opened.head)
+    if what is not None and fmt is None:
+        # one file that is no log never costs the others found beside it; one named is an
+        # error, but an empty one only says so
+        if not inp.found and what != "an empty file":
+            raise ForensicsError(f"{inp.name}: {what}, not a log")
+        return _skipped(inp, opened, f"{what}, not a log")
     try:
         chosen = fmt or sniff_input(opened.head)
     except NotResults as exc:
         raise ForensicsError(f"{inp.name}: {exc}") from None
     except UnknownFormat as exc:
+        if inp.found:
+            return _skipped(inp, opened, f"unknown format: {exc}")
         raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
     ctx = ReadContext(name=inp.name, year=year, host=host, mtime=opened.mtime)
+    if inp.is_stdin and host is None:
+        ctx.note("stdin without --host: entries take the host the input names, else none "
+                 "(--host NAME sets it)")
     if chosen in RESULT_FORMATS:
         return _ingest_results(con, inp, opened, chosen, run, tags, ctx)
     # Entries go straight into their table (no staging copy); the transaction undoes them
@@ -240,6 +252,11 @@ def _ingest_one(
         ctx.reject(line, reason, raw)
     _store_source(con, inp, opened, res, ctx, sha, run)
     return res
+
+
+def _skipped(inp: Input, opened: Opened, reason: str) -> SourceResult:
+    opened.stream.close()
+    return SourceResult(inp.name, "-", "skipped", opened.compression, reason=reason)
 
 
 def _store_source(

@@ -10,7 +10,7 @@ import os
 import sys
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,14 +26,16 @@ COMPRESSIONS = {b"\x1f\x8b": "gz", b"\x28\xb5\x2f\xfd": "zst", b"\xfd7zXZ\x00": 
 class Input:
     name: str  # as shown to the user; "-" is stdin
     path: Path | None  # None for stdin
+    found: bool = False  # found in a directory or by a glob, not named: skipped if no log
 
     @property
     def is_stdin(self) -> bool:
         return self.path is None
 
 
-def expand(paths: list[str]) -> list[Input]:
-    """Every file named by paths, directories searched recursively; errors before any work."""
+def expand(paths: list[str], skip: tuple[Path, ...] = ()) -> list[Input]:
+    """Every file named by paths, directories searched recursively; errors before any work.
+    `skip`: files never read (the database being written, found in a folder ingested)."""
     out: list[Input] = []
     for p in paths:
         if p == "-":
@@ -42,19 +44,19 @@ def expand(paths: list[str]) -> list[Input]:
         path = Path(p)
         if path.is_dir():
             files = sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith("."))
-            out.extend(Input(str(f), f) for f in files)
+            out.extend(Input(str(f), f, found=True) for f in files)
         elif path.is_file():
             out.append(Input(p, path))
         elif _GLOB_CHARS & set(p):
             matches = _glob(p)
             if not matches:
                 raise ForensicsError(f"no file matches {p}")
-            out.extend(expand(matches))
+            out.extend(replace(i, found=True) for i in expand(matches))
         elif path.exists():
             out.append(Input(p, path))  # a FIFO or /dev/fd/N: `<(ssh host journalctl …)`
         else:
             raise ForensicsError(f"no such file or directory: {p}")
-    seen: set[str] = set()
+    seen: set[str] = {str(p.resolve()) for p in skip}
     unique = []
     for inp in out:
         key = str(inp.path.resolve()) if inp.path else "-"
@@ -193,6 +195,20 @@ class Opened:
 
 
 SNIFF_BYTES = 256 << 10
+_DUCKDB_MAGIC = b"DUCK"  # at byte 8 of a DuckDB file
+
+
+def not_a_log(head: bytes) -> str | None:
+    """What a file is when it is surely no log (None: read it): an empty file, a DuckDB
+    database (this tool's own, in a folder ingested twice), an HTML page (a dashboard)."""
+    if not head:
+        return "an empty file"
+    if head[8:12] == _DUCKDB_MAGIC:
+        return "a DuckDB database"
+    start = head[:512].lstrip().lower()
+    if start.startswith((b"<!doctype html", b"<html")):
+        return "an HTML page"
+    return None
 
 
 def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Opened:
