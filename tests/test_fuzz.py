@@ -10,7 +10,7 @@ import orjson
 import polars as pl
 from forensics.parsers.formats import read_stream
 from forensics.parsers.journald import ReadContext, read_entries
-from forensics.parsers.patterns import apply, builtin
+from forensics.parsers.patterns import apply, builtin, meta_info
 from forensics.parsers.plain import PLAIN_FORMATS
 from forensics.parsers.records import parse_records
 from forensics.parsers.results import read_results
@@ -108,3 +108,52 @@ def test_random_files_never_abort_an_ingest(data: bytes, tmp_path_factory) -> No
     path.write_bytes(b"[2026-09-20 14:03:12 TP0] x\n" + data.replace(b"\x00", b"."))
     res = forensics.ingest([str(path)], Path(d) / "f.duckdb")
     assert res.sources[0].status == "ingested"
+
+
+@FUZZ
+@given(objs=st.lists(st.dictionaries(
+    st.sampled_from(["request_parameters", "id", "finish_reason", "prompt_tokens",
+                     "response_sent_to_client_ts", "e2e_latency", "num_retractions"]),
+    json_values), max_size=5), cut=st.integers(0, 400))  # fmt: skip
+def test_random_metrics_records_are_stored_or_quarantined(objs: list[dict], cut: int) -> None:
+    # --export-metrics-to-file records with any values, one of them cut short
+    lines = [orjson.dumps(o) for o in objs if _encodable(o)]
+    if lines:
+        lines[-1] = lines[-1][:cut] or b"{"
+    ctx = ReadContext(name="sglang-request-metrics-20260920_14.log")
+    tables = list(read_stream(io.BytesIO(b"\n".join(lines) + b"\n"), "sglang-metrics", ctx))
+    n = sum(t.num_rows for t in tables)
+    assert n + len(ctx.quarantine) == sum(1 for ln in lines if ln.strip())
+    if n:  # and what was stored goes through every pattern without raising
+        msgs = pl.concat([pl.from_arrow(t.column("message")) for t in tables]).cast(pl.String)
+        apply(builtin(), msgs)
+
+
+@FUZZ
+@given(rid=st.text(max_size=30), message=st.text(max_size=40), as_json=st.booleans())
+def test_meta_info_with_any_strings_reads_back_exactly(rid: str, message: str,
+                                                        as_json: bool) -> None:  # fmt: skip
+    # reprs and JSON with nested quotes, braces, escapes and newlines in their strings
+    meta = {"id": rid, "finish_reason": {"type": "abort", "message": message}, "dp_rank": 1}
+    text = orjson.dumps(meta).decode() if as_json else repr(meta)
+    key = '"meta_info"' if as_json else "'meta_info'"
+    line = f"Finish: obj=GenerateReqInput(rid='…' ...), out={{{key}: {text}, 'x': 1}}"
+    r = meta_info.row(line)
+    assert (r["rid"], r["finish_message"], r["dp_rank"]) == (rid, message, "1")
+
+
+def test_scheduler_status_with_100k_rids_and_cut_short(tmp_path: Path) -> None:
+    rids = [f"{i:032x}" for i in range(100_000)]
+    status = orjson.dumps({"timestamp": "2026-09-20T14:03:14.5", "event": "scheduler.status",
+                           "running_rids": rids, "queued_rids": rids[:10]}).decode()  # fmt: skip
+    status = status.replace('":', '": ').replace('",', '", ')  # json.dumps' separators
+    log = tmp_path / "decode-0.log"
+    log.write_text(f"[2026-09-20 14:03:14] {status}\n"
+                   f"[2026-09-20 14:03:15] {status[:5000]}\n")  # fmt: skip
+    db = tmp_path / "f.duckdb"
+    res = forensics.ingest([str(log)], db)
+    assert (res.sources[0].entries, res.sources[0].quarantined) == (2, 0)
+    _, rows = forensics.query(
+        "SELECT json_array_length(running_rids), json_array_length(queued_rids) "
+        "FROM scheduler_status", db)  # fmt: skip
+    assert rows == [(100_000, 10)]  # the cut line is an entry, and no row

@@ -200,8 +200,10 @@ def _ingest_one(
         raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
     ctx = ReadContext(name=inp.name, year=year, host=host, mtime=opened.mtime)
     if inp.is_stdin and host is None:
-        ctx.note("stdin without --host: entries take the host the input names, else none "
-                 "(--host NAME sets it)")
+        ctx.note(
+            "stdin without --host: entries take the host the input names, else none "
+            "(--host NAME sets it)"
+        )
     if chosen in RESULT_FORMATS:
         return _ingest_results(con, inp, opened, chosen, run, tags, ctx)
     # Entries go straight into their table (no staging copy); the transaction undoes them
