@@ -44,14 +44,19 @@ def demo(
         incident.write_short_iso_precise(inc.decode, decode)
     decode_export.unlink()
     results = incident.write_results(inc.results, d / "results.jsonl")
+    metrics = []
+    for name, lines in inc.metrics.items():  # decode's folder names its host
+        (d / "decode-0").mkdir(exist_ok=True)
+        metrics.append(d / "decode-0" / name)
+        metrics[-1].write_text("".join(f"{ln}\n" for ln in lines), encoding="utf-8")
     dbp = Path(db) if db is not None else d / "forensics.duckdb"
     for p in (dbp, dbp.with_name(dbp.name + ".wal")):
         p.unlink(missing_ok=True)  # the demo starts from nothing each time
     res = ingest(
-        [str(prefill), str(decode), str(results)],
+        [str(prefill), str(decode), str(results), *map(str, metrics)],
         dbp,
         run="demo",
         tags={"source": "forensics demo --stock" if stock else "forensics demo"},
     )
     board = dashboard(dbp, out=d / "dashboard.html")
-    return DemoResult(d, [prefill, decode, results], res, inc.truth, real, board)
+    return DemoResult(d, [prefill, decode, results, *metrics], res, inc.truth, real, board)

@@ -45,6 +45,8 @@ class Incident:
     decode: list[Entry]
     results: list[dict]
     truth: dict  # what was planted: room verdicts, burst steps, corrupted rids, offset
+    # decode's --export-metrics-to-file records: file name -> JSON lines (stock only)
+    metrics: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _sglang(ts_us: int, text: str, rank: str = " TP0") -> str:

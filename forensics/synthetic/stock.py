@@ -1,6 +1,7 @@
 """A PD incident as stock SGLang prints it, with no probe records: the flags of the
 README's "before the next incident" list on (--enable-request-time-stats-logging,
---log-requests, --enable-metrics), and a known truth.
+--log-requests, --enable-metrics, SGLANG_LOG_SCHEDULER_STATUS_TARGET=stdout,
+--export-metrics-to-file on decode), and a known truth.
 
 Corrupted requests each have one planted cause on their decode host and in their own
 window: a retraction (and num_retractions = 1 in their meta_info), another request's
@@ -12,6 +13,7 @@ at the end, a CUDA error.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 
 from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
@@ -28,6 +30,10 @@ def _time_stats(
 
 
 CAPTURED = [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+
+
+def _hour(ts_us: int) -> str:
+    return dt.datetime.fromtimestamp(ts_us / 1e6, dt.UTC).strftime("%Y%m%d_%H")
 
 
 def _iso(ts_us: int) -> str:
@@ -57,6 +63,7 @@ def generate_stock(
     t = T0_US
     D(t, _sglang(t, f"Capture cuda graph bs [{', '.join(map(str, CAPTURED))}]"))
     rids: list[str] = []
+    metrics: dict[str, list[str]] = {}
     for i in range(n):
         sess, rnd = divmod(i, rounds)
         rid = f"{rng.getrandbits(128):032x}"
@@ -95,7 +102,7 @@ def generate_stock(
                                           '"event": "scheduler.status", "running_rids": '
                                           f'[{peers}], "queued_rids": []}}', ""))  # fmt: skip
         retractions = 0
-        finish = "{'type': 'stop', 'matched': 151645}"
+        finish: dict = {"type": "stop", "matched": 151645}
         status = "ok"
         if cause == "retract":
             D(t + 100_000, _sglang(t + 100_000, "KV cache pool is full. Retract requests. "
@@ -111,8 +118,8 @@ def generate_stock(
                                                 f"with exception KVTransferError(bootstrap_room={room}): "
                                                 f"Request {room} timed out after 300.0s in KVPoll.WaitingForInput"),
               priority=3)  # fmt: skip
-            finish = ("{'type': 'abort', 'message': 'KVTransferError(bootstrap_room="
-                      f"{room})', 'status_code': 500, 'err_type': None}}")  # fmt: skip
+            finish = {"type": "abort", "message": f"KVTransferError(bootstrap_room={room})",
+                      "status_code": 500, "err_type": None}  # fmt: skip
         out_len = rng.randint(40, 400)
         t += rng.randint(600_000, 1_500_000)
         D(t, _sglang(t, _time_stats(
@@ -122,10 +129,19 @@ def generate_stock(
             f"forward_duration={rng.uniform(500, 1400):.2f}ms, entry_time={start / 1e6:.3f}")))  # fmt: skip
         D(t + 1_000, _sglang(t + 1_000, f"Finish: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
                                         f"bootstrap_room={room}), out={{'text': '…' ... , 'meta_info': "
-                                        f"{{'id': '{rid}', 'finish_reason': {finish}, 'prompt_tokens': {prompt}, "
+                                        f"{{'id': '{rid}', 'finish_reason': {finish!r}, 'prompt_tokens': {prompt}, "
                                         f"'completion_tokens': {out_len}, 'cached_tokens': {cached}, "
                                         f"'num_retractions': {retractions}, 'e2e_latency': {(t - start) / 1e6:.3f}, "
                                         f"'dp_rank': 0}}}}", ""))  # fmt: skip
+        sent = t + 1_000
+        metrics.setdefault(f"sglang-request-metrics-{_hour(sent)}.log", []).append(json.dumps({
+            "request_parameters": json.dumps({"rid": rid, "bootstrap_host": "10.0.4.11",
+                                              "bootstrap_room": room, "stream": False}),
+            "id": rid, "finish_reason": finish, "prompt_tokens": prompt,
+            "completion_tokens": out_len, "cached_tokens": cached,
+            "num_retractions": retractions, "e2e_latency": round((t - start) / 1e6, 3),
+            "response_sent_to_client_ts": sent / 1e6,
+        }))  # fmt: skip
         D(
             t + 2_000,
             _sglang(t + 2_000, 'INFO:     127.0.0.1:40052 - "POST /generate HTTP/1.1" 200 OK', ""),
@@ -152,4 +168,4 @@ def generate_stock(
         "http_error": sorted(rids[i] for i, c in bad.items() if c == "own_timeout"),
         "captured": CAPTURED,
     }
-    return Incident(pre, dec, results, truth)
+    return Incident(pre, dec, results, truth, metrics)
