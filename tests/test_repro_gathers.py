@@ -154,6 +154,7 @@ def test_golden_sends_a_failed_solo_request_again(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     with running(ModelServer(fail_first=2)) as url:
         res = repro(url, sessions=1, rounds=1, out=out, golden=True)
+    assert [h["retries"] for h in _lines(out) if "forensics_run" in h] == [2, 0]
     solo = [r for r in _rows(out) if r["rid"] in _solo_rids(out)]
     assert [(r["attempt"], r["status"]) for r in solo[:3]] == [
         (0, "http_error"), (1, "http_error"), (2, "ok")]  # fmt: skip

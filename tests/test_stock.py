@@ -39,11 +39,14 @@ def test_stock_demo_has_no_probe_records_and_fills_the_stock_tables(stock) -> No
     assert _q(db, """SELECT pattern, host, count(*) FROM request_meta
                      WHERE finish_type IS NOT NULL GROUP BY ALL ORDER BY ALL""") == [
         ("finish_meta_info", "decode-0", 48), ("request_metrics_file", "decode-0", 48)]  # fmt: skip
-    assert _q(db, """SELECT count(*) FROM request_meta f JOIN request_meta m USING (rid)
+    assert _q(
+        db,
+        """SELECT count(*) FROM request_meta f JOIN request_meta m USING (rid)
                      WHERE f.pattern = 'finish_meta_info' AND m.pattern = 'request_metrics_file'
                        AND f.finish_type = m.finish_type AND f.room = m.room
                        AND f.num_retractions = m.num_retractions
-                       AND m.ts_us - f.ts_us BETWEEN 0 AND 1000000""") == [(48,)]
+                       AND m.ts_us - f.ts_us BETWEEN 0 AND 1000000""",
+    ) == [(48,)]
     assert _q(db, "SELECT count(*) FROM events WHERE kind = 'retract'")[0][0] == sum(
         c == "retract" for c in stock.truth["causes"].values()
     )

@@ -219,7 +219,8 @@ class _Runner:
         stats = RunStats(name, sessions, sessions * plan.rounds)
         into.append(stats)
         self.writer.line({"forensics_run": name, **header, "sessions": sessions,
-                          "solo": solo, "started": datetime.now(UTC).isoformat()})  # fmt: skip
+                          "solo": solo, "retries": plan.retries,
+                          "started": datetime.now(UTC).isoformat()})  # fmt: skip
 
         async def one(key: Key, req: Request) -> Outcome:
             self.inflight += 1
