@@ -221,7 +221,7 @@ class PlainReader:
             except (orjson.JSONDecodeError, TypeError):
                 self.ctx.reject(n, "sglang-metrics: not a request metrics record", text)
                 continue
-            when = next((_epoch_us(obj[k]) for k in _METRICS_TIMES if _epoch_us(obj.get(k))), None)
+            when = next(filter(None, map(_epoch_us, map(obj.get, _METRICS_TIMES))), None)
             if when is None and hour is not None:
                 when, by_name = hour, by_name + 1
             yield n, text, when, {}

@@ -8,22 +8,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from forensics.parsers.tables import PATTERN_TABLES
 
 import forensics
 from forensics.synthetic.journal_writer import export_entry, render, write_journal
 
 DATA = Path(__file__).parent / "data" / "sglang-real-lines.tsv"
 T0 = 1_789_912_992_000_000  # 2026-09-20 14:03:12 UTC
-TABLES = (
-    "batches",
-    "transfers",
-    "rid_rooms",
-    "http",
-    "req_stats",
-    "request_meta",
-    "events",
-    "scheduler_status",
-)
+TABLES = tuple(PATTERN_TABLES)  # every declared table SGLang's lines fill
 
 
 def real_lines() -> list[tuple[str, str, str]]:
