@@ -314,6 +314,33 @@ def correlate(
 
 
 @app.command()
+def suspects(
+    db: DbOpt = None,
+    run: Annotated[
+        list[str] | None, typer.Option("--run", help="Only these runs (repeatable) [default: all].")
+    ] = None,
+    fdr: Annotated[float, typer.Option(help="False discovery rate a suspect must pass.")] = 0.05,
+    min_support: Annotated[
+        int, typer.Option(help="Requests a predicate must hold for to be tested.")
+    ] = 5,
+    dependent: Annotated[
+        bool, typer.Option(help="Benjamini–Yekutieli (any dependence) instead of –Hochberg.")
+    ] = False,
+    top: Annotated[int, typer.Option(help="Lines of the ranking to show.")] = 15,
+    json: JsonOpt = False,
+) -> None:
+    """Every recorded factor ranked by its association with corruption: Fisher, exact
+    intervals, FDR, load strata, known causes and the next experiment.
+
+    Example: forensics suspects --run incident --fdr 0.05
+    """
+    from .analyses.suspects import suspects as run_suspects
+
+    res = run_suspects(db, run or None, fdr, min_support, dependent)
+    _emit(res, json, lambda con, r: terminal.suspects(con, r, top))
+
+
+@app.command()
 def compare(
     runs: Annotated[
         list[str] | None, typer.Argument(help="Runs to compare [default: all].")

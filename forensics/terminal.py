@@ -20,6 +20,7 @@ from .analyses.stats import fmt_num, fmt_p, fmt_pct
 from .timefmt import iso_us
 
 if TYPE_CHECKING:
+    from .analyses.suspects import Suspects
     from .repro import ReproResult, RunStats
 
 
@@ -76,6 +77,46 @@ def correlation(con: Console, c: Correlation) -> None:
         )  # fmt: skip
     con.print(t)
     _sentences(con, c.sentences())
+
+
+def suspects(con: Console, r: Suspects, top: int = 15) -> None:
+    """The ranking, one line per group, best first; then the sentences (known causes and
+    the next experiment for the top ones)."""
+    from .analyses.stats import fmt_ci
+
+    k = r.ranking
+    lines = r.lines()
+    if lines:
+        t = Table(title=f"suspects ({', '.join(r.runs)}: {k.requests:,} judged requests, "
+                        f"{k.corrupted:,} corrupted; {len(k.tested)} predicates tested, "
+                        f"{r.method} q)", title_justify="left")  # fmt: skip
+        for col in ("#", "predicate", "with", "without", "RR", "OR (exact 95 % CI)", "p", "q",
+                    "covers", "MH p", "verdict"):  # fmt: skip
+            if col == "predicate":
+                t.add_column(col, min_width=36, ratio=1)
+            else:
+                t.add_column(col, no_wrap=True, justify="right" if col != "verdict" else "left")
+        for s in lines[:top]:
+            x = s.table
+            alike = f" (+{len(s.members)} alike)" if s.members else ""
+            strat = s.stratified
+            mh = "-" if strat is None or strat.p is None else _bare(fmt_p(strat.p))
+            t.add_row(
+                str(s.group), escape(s.predicate) + alike,
+                f"{x.exposed_cases}/{x.exposed_total}", f"{x.control_cases}/{x.control_total}",
+                fmt_num(x.relative_risk),
+                f"{fmt_num(x.odds_ratio)} ({fmt_ci(x.or_low, x.or_high).removeprefix('95 % CI ')})",
+                _bare(fmt_p(x.p_value)), _bare(fmt_p(s.q, "q")), str(s.covers), mh, s.verdict,
+            )  # fmt: skip
+        con.print(t)
+        if len(lines) > top:
+            con.print(f"… {len(lines) - top} more lines (--top, or --json for all)")
+    _sentences(con, r.sentences())
+
+
+def _bare(p: str) -> str:
+    """ "p = 0.03" → "0.03", "q < 1e-6" → "< 1e-6": the column names the statistic."""
+    return p.split(" ", 1)[1].removeprefix("= ")
 
 
 def comparison(con: Console, c: Comparison) -> None:

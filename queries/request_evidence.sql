@@ -70,6 +70,8 @@
 -- @column bs_captured         BOOLEAN  running_req is a captured CUDA-graph batch size (see above)
 -- @column status_samples      BIGINT   scheduler.status snapshots on the decode host in the window that list it running
 -- @column status_peers        BIGINT   the most other requests running beside it in one of those snapshots
+-- @column source_id           INTEGER  the results file (with `line`, the key of a result)
+-- @column line                BIGINT   its line
 WITH stats AS (
     -- one ReqTimeStats row per (run, key, side): by rid and by room
     SELECT run, rid AS k_rid, NULL::UBIGINT AS k_room, type, arg_max(s, ts_us) AS s
@@ -224,7 +226,7 @@ SELECT w.run, w.session, w.round, w.rid, w.linked_room AS room, w.status, w.corr
        ld.running_req, ld.token_usage, ld.load_lag_ms, pk.max_running_req,
        CASE WHEN cap.sizes IS NULL OR ld.running_req IS NULL THEN NULL
             ELSE list_contains(cap.sizes, ld.running_req) END AS bs_captured,
-       coalesce(ps.status_samples, 0) AS status_samples, ps.status_peers
+       coalesce(ps.status_samples, 0) AS status_samples, ps.status_peers, w.source_id, w.line
 FROM win w
 LEFT JOIN counted c USING (source_id, line)
 LEFT JOIN own o USING (source_id, line)

@@ -32,6 +32,8 @@
 -- @column last_step         BIGINT   last of those steps
 -- @column first_step_us     BIGINT   time of the first of those step records, µs (decode's clock)
 -- @column last_step_us      BIGINT   time of the last of those step records, µs (decode's clock)
+-- @column source_id         INTEGER  the results file (with `line`, the key of a result)
+-- @column line              BIGINT   its line
 WITH worst AS (
     SELECT run, room,
            arg_max(verdict, CASE verdict WHEN 'conflict' THEN 7 WHEN 'mismatch' THEN 6
@@ -69,7 +71,7 @@ SELECT l.run, l.session, l.round, l.rid, l.linked_room AS room, w.verdict, l.evi
        l.status, l.corrupted,
        l.reason, l.start_us, l.end_us, coalesce(pr.steps, 0) AS steps,
        coalesce(pr.unexpected_steps, 0) AS unexpected_steps, pr.first_step, pr.last_step,
-       pr.first_step_us, pr.last_step_us
+       pr.first_step_us, pr.last_step_us, l.source_id, l.line
 FROM result_links l
 LEFT JOIN worst w ON w.run = l.evidence_run AND w.room = l.linked_room
 LEFT JOIN per_req pr

@@ -7,7 +7,6 @@ difference is not significant, how many requests per run would show one of that 
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass
 from itertools import combinations
@@ -17,9 +16,7 @@ import duckdb
 from ..statuses import NO_REPLY_SQL
 from ..store import connect_read_only
 from .runs import Runs, all_runs, selected_runs
-from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, two_by_two, wilson
-
-POWER = 0.8  # for "requests needed": the chance of seeing a difference that is there
+from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, requests_needed, two_by_two, wilson
 
 
 @dataclass
@@ -123,19 +120,6 @@ def compare_con(con: duckdb.DuckDBPyConnection, runs: Runs = None) -> Comparison
         pairs.append(_pair(a, b, t, p_adj, len(tables)))
     without = [r for r in chosen if r not in counts]
     return Comparison(rates, pairs, without)
-
-
-def requests_needed(p1: float, p2: float) -> int | None:
-    """Requests per run for a two-sided test at ALPHA to detect p1 vs p2 with POWER
-    (normal approximation for two proportions)."""
-    from scipy.stats import norm  # lazily: see stats.two_by_two
-
-    if p1 == p2:
-        return None
-    za, zb = norm.ppf(1 - ALPHA / 2), norm.ppf(POWER)
-    pbar = (p1 + p2) / 2
-    num = za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
-    return math.ceil(num**2 / (p1 - p2) ** 2)
 
 
 def _pair(a: RunRate, b: RunRate, t: TwoByTwo, p_adj: float | None, m: int) -> PairTest:

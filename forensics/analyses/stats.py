@@ -1,20 +1,32 @@
 """The statistics behind the conclusions: 2×2 tables, rates with intervals, in words.
 
-Everything numeric comes from scipy.stats; this module only arranges the counts and says
-what they mean, so that "22 % vs 17 %" is answered with a p-value, not by eye.
+Built on numpy and the standard library alone: importing scipy.stats costs 1.1–1.5 s,
+more than a whole `suspects` answer may take. Every function here is tested equal to
+scipy.stats or statsmodels (tests/test_stats.py): Fisher's exact test (two-sided, as
+scipy sums the tables no likelier than the one seen), the conditional maximum-likelihood
+odds ratio with its exact interval (scipy's `odds_ratio(kind="conditional")`), the
+relative risk with Katz's interval, Wilson's interval, Holm, Benjamini–Hochberg and
+–Yekutieli, and Mantel–Haenszel over strata (statsmodels' `StratifiedTable`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
+from statistics import NormalDist
+
+import numpy as np
 
 ALPHA = 0.05  # significance level of every conclusion
+Z95 = NormalDist().inv_cdf(0.975)
+_TIE = 1 + 1e-7  # tables this close in probability to the one seen count as "as likely"
 
 
 @dataclass
 class TwoByTwo:
-    """Exposure × outcome counts with Fisher's exact test and the relative risk."""
+    """Exposure × outcome counts with Fisher's exact test, the relative risk and the
+    conditional odds ratio (each with its 95 % interval)."""
 
     exposed_cases: int
     exposed_total: int
@@ -22,54 +34,213 @@ class TwoByTwo:
     control_total: int
     p_value: float | None
     relative_risk: float | None
-    rr_low: float | None  # 95 % confidence interval of the relative risk
+    rr_low: float | None  # Katz 95 % interval of the relative risk
     rr_high: float | None
-    odds_ratio: float | None
+    odds_ratio: float | None  # conditional maximum-likelihood estimate
+    or_low: float | None = None  # its exact 95 % interval
+    or_high: float | None = None
 
     @property
     def significant(self) -> bool:
         return self.p_value is not None and self.p_value < ALPHA
 
+    @property
+    def interval_agrees(self) -> bool:
+        """The exact interval excludes 1 exactly when Fisher's p is below the level. They
+        are different inversions of the same test, so at the edge they can part; a
+        conclusion is drawn only where they agree."""
+        excludes = (self.or_low is not None and self.or_low > 1) or (
+            self.or_high is not None and self.or_high < 1
+        )
+        return excludes == self.significant
+
     def as_dict(self) -> dict:
-        return {k: _finite(v) for k, v in asdict(self).items()}
+        return {k: finite(v) for k, v in asdict(self).items()}
 
 
 def two_by_two(
     exposed_cases: int, exposed_total: int, control_cases: int, control_total: int
 ) -> TwoByTwo:
-    """Fisher's exact p (two-sided) and the relative risk exposed/control with its 95 % CI.
+    """Fisher's exact p (two-sided), the relative risk exposed/control and the conditional
+    odds ratio, each with a 95 % interval. Without both groups there is nothing to
+    compare: the statistics are None."""
+    a, n1, c, n0 = exposed_cases, exposed_total, control_cases, control_total
+    if n1 == 0 or n0 == 0:
+        return TwoByTwo(a, n1, c, n0, None, None, None, None, None)
+    h = Hypergeom(n1, n0, a + c)
+    rr, rr_lo, rr_hi = relative_risk(a, n1, c, n0)
+    or_, or_lo, or_hi = h.odds_ratio(a)
+    return TwoByTwo(a, n1, c, n0, h.fisher(a), rr, rr_lo, rr_hi, or_, or_lo, or_hi)
 
-    Without both groups there is nothing to compare: the statistics are None.
+
+class Hypergeom:
+    """The cases among the exposed, given the margins: `n1` exposed, `n0` not, `k` cases.
+
+    Under no association it is hypergeometric; with odds ratio ω, Fisher's noncentral
+    hypergeometric. Everything is computed on the log scale over the whole support.
     """
-    if exposed_total == 0 or control_total == 0:
-        return TwoByTwo(exposed_cases, exposed_total, control_cases, control_total,
-                        None, None, None, None, None)  # fmt: skip
-    # scipy.stats takes 1.5 s to import here: only a test with something to test pays.
-    from scipy.stats import fisher_exact
-    from scipy.stats.contingency import relative_risk
 
-    table = [
-        [exposed_cases, exposed_total - exposed_cases],
-        [control_cases, control_total - control_cases],
-    ]
-    fisher = fisher_exact(table)
-    rr = relative_risk(exposed_cases, exposed_total, control_cases, control_total)
-    ci = rr.confidence_interval(confidence_level=0.95)
-    return TwoByTwo(
-        exposed_cases, exposed_total, control_cases, control_total,
-        float(fisher.pvalue), float(rr.relative_risk), float(ci.low), float(ci.high),
-        float(fisher.statistic),
-    )  # fmt: skip
+    def __init__(self, n1: int, n0: int, k: int) -> None:
+        self.n1, self.n0, self.k = n1, n0, k
+        self.lo, self.hi = max(0, k - n0), min(n1, k)
+        x = np.arange(self.lo, self.hi + 1)
+        lf = log_factorials(n1 + n0)
+        self.x = x
+        self.logw = lf[n1] - lf[x] - lf[n1 - x] + lf[n0] - lf[k - x] - lf[n0 - k + x]
+        self.pmf = np.exp(self.logw - _logsumexp(self.logw))
+
+    def fisher(self, a: int) -> float:
+        """Two-sided p: the probability of every table no likelier than this one."""
+        seen = self.pmf[a - self.lo]
+        return min(1.0, float(self.pmf[self.pmf <= seen * _TIE].sum()))
+
+    def least_p(self) -> float:
+        """The smallest two-sided p these margins allow (Tarone): at an end of the support."""
+        return min(self.fisher(self.lo), self.fisher(self.hi))
+
+    def _moments(self, theta: float, a: int, upper: bool) -> tuple[float, float, float, float]:
+        """With odds ratio e^θ: (mean, variance, P(X ≥ a) or P(X ≤ a), its slope in θ)."""
+        lw = self.logw + theta * self.x
+        w = np.exp(lw - _logsumexp(lw))
+        wx = w * self.x
+        mean = float(wx.sum())
+        var = float(wx @ self.x) - mean * mean
+        cut = slice(a - self.lo, None) if upper else slice(None, a - self.lo + 1)
+        tail = float(w[cut].sum())
+        return mean, var, tail, float(wx[cut].sum()) - tail * mean
+
+    def odds_ratio(self, a: int) -> tuple[float | None, float | None, float | None]:
+        """The conditional maximum-likelihood odds ratio and its exact 95 % interval
+        (each end where one one-sided test has probability 2.5 %)."""
+        if self.lo == self.hi:
+            return None, None, None
+        log_alpha = math.log(ALPHA / 2)
+
+        def mle(t: float) -> tuple[float, float]:
+            mean, var, _, _ = self._moments(t, a, True)
+            return mean - a, var
+
+        # The tails on the log scale: nearly straight in θ, so Newton takes few steps.
+        def low(t: float) -> tuple[float, float]:  # P(X ≥ a) rises with θ
+            _, _, sf, slope = self._moments(t, a, True)
+            return (math.log(sf) - log_alpha, slope / sf) if sf > 0 else (-math.inf, 1.0)
+
+        def high(t: float) -> tuple[float, float]:  # P(X ≤ a) falls with θ
+            _, _, cdf, slope = self._moments(t, a, False)
+            return (log_alpha - math.log(cdf), -slope / cdf) if cdf > 0 else (math.inf, 1.0)
+
+        # Woolf's interval (½ added to each cell) as the starting points
+        n1, k = self.n1, self.k
+        b, c, d = n1 - a, k - a, self.n0 - k + a
+        guess = math.log((a + 0.5) * (d + 0.5) / ((b + 0.5) * (c + 0.5)))
+        se = Z95 * math.sqrt(1 / (a + 0.5) + 1 / (b + 0.5) + 1 / (c + 0.5) + 1 / (d + 0.5))
+        lower = 0.0 if a == self.lo else math.exp(_solve(low, guess - se))
+        upper = math.inf if a == self.hi else math.exp(_solve(high, guess + se))
+        est = 0.0 if a == self.lo else math.inf if a == self.hi else math.exp(_solve(mle, guess))
+        return est, lower, upper
+
+
+def _solve(f, t: float) -> float:
+    """The root in θ = log ω of an increasing f(θ) → (value, slope), from `t`: Newton's
+    steps, kept inside the bracket the signs seen so far give, else bisecting it (θ within
+    ±745: ω's float range)."""
+    lo, hi = -745.0, 745.0
+    for _ in range(200):
+        v, slope = f(t)
+        if v == 0:
+            return t
+        if v < 0:
+            lo = t
+        else:
+            hi = t
+        step = t - v / slope if slope > 0 and math.isfinite(v) else math.nan
+        if not lo < step < hi:  # also NaN
+            step = (lo + hi) / 2 if hi - lo < 16 else t + (4.0 if v < 0 else -4.0)
+        if abs(step - t) < 1e-12 * max(1.0, abs(t)) or hi - lo < 1e-12 * max(1.0, abs(t)):
+            return step
+        t = step
+    return t
+
+
+def _logsumexp(v: np.ndarray) -> float:
+    m = float(v.max())
+    return m + math.log(float(np.exp(v - m).sum()))
+
+
+@lru_cache(maxsize=8)
+def _log_factorials(n: int) -> np.ndarray:
+    return np.array([math.lgamma(i + 1) for i in range(n + 1)])
+
+
+def log_factorials(n: int) -> np.ndarray:
+    """log k! for k = 0..n (one table per size, grown in steps so sizes share it)."""
+    size = 1 << max(6, (n + 1).bit_length())
+    return _log_factorials(size)
+
+
+def relative_risk(
+    a: int, n1: int, c: int, n0: int
+) -> tuple[float | None, float | None, float | None]:
+    """(a/n1) / (c/n0) with Katz's 95 % interval (scipy's conventions where a count is 0:
+    the undefined end is None)."""
+    if a == 0 and c == 0:
+        return None, None, None
+    if a == 0:
+        return 0.0, 0.0, None
+    if c == 0:
+        return math.inf, None, math.inf
+    rr = (a / n1) / (c / n0)
+    d = Z95 * math.sqrt(1 / a - 1 / n1 + 1 / c - 1 / n0)
+    return rr, rr * math.exp(-d), rr * math.exp(d)
+
+
+def mantel_haenszel(tables: list[tuple[int, int, int, int]]) -> tuple[float | None, float | None]:
+    """Pooled odds ratio and the Cochran–Mantel–Haenszel p (no continuity correction)
+    over strata given as (a, b, c, d): exposed cases, exposed non-cases, unexposed cases,
+    unexposed non-cases. Strata of fewer than two requests say nothing and are dropped."""
+    num = den = s = e = v = 0.0
+    for a, b, c, d in tables:
+        n = a + b + c + d
+        if n < 2:
+            continue
+        num += a * d / n
+        den += b * c / n
+        s += a
+        e += (a + b) * (a + c) / n
+        v += (a + b) * (c + d) * (a + c) * (b + d) / (n * n * (n - 1))
+    if v == 0:
+        return None, None
+    pooled = num / den if den else (math.inf if num else None)
+    chi2 = (s - e) ** 2 / v
+    return pooled, math.erfc(math.sqrt(chi2 / 2))  # χ² with one degree of freedom
 
 
 def wilson(k: int, n: int) -> tuple[float | None, float | None]:
     """Wilson 95 % interval of a proportion k/n (None without trials)."""
     if n == 0:
         return None, None
-    from scipy.stats import binomtest
+    z2 = Z95 * Z95
+    centre = (k + z2 / 2) / (n + z2)
+    half = Z95 / (n + z2) * math.sqrt(k * (n - k) / n + z2 / 4)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
+
+def normal_ppf(q: float) -> float:
+    return NormalDist().inv_cdf(q)
+
+
+POWER = 0.8  # for "requests needed": the chance of seeing a difference that is there
+
+
+def requests_needed(p1: float, p2: float) -> int | None:
+    """Requests per group for a two-sided test at ALPHA to tell rate p1 from p2 with
+    POWER (normal approximation for two proportions)."""
+    if p1 == p2:
+        return None
+    za, zb = normal_ppf(1 - ALPHA / 2), normal_ppf(POWER)
+    pbar = (p1 + p2) / 2
+    num = za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
+    return math.ceil(num**2 / (p1 - p2) ** 2)
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -84,12 +255,28 @@ def holm(p_values: list[float]) -> list[float]:
     return out
 
 
-def fmt_p(p: float | None) -> str:
+def fdr(p_values: list[float], dependent: bool = False) -> list[float]:
+    """Benjamini–Hochberg q-values (same order); Benjamini–Yekutieli's when the tests may
+    depend on each other in any way (`dependent`)."""
+    m = len(p_values)
+    if m == 0:
+        return []
+    scale = sum(1 / i for i in range(1, m + 1)) if dependent else 1.0
+    order = sorted(range(m), key=lambda i: p_values[i], reverse=True)
+    out = [0.0] * m
+    running = 1.0
+    for k, i in enumerate(order):
+        running = min(running, p_values[i] * m * scale / (m - k))
+        out[i] = min(1.0, running)
+    return out
+
+
+def fmt_p(p: float | None, name: str = "p") -> str:
     if p is None:
-        return "p n/a"
+        return f"{name} n/a"
     if p < 1e-6:
-        return "p < 1e-6"
-    return f"p = {p:.2g}" if p < 0.01 else f"p = {p:.2f}"
+        return f"{name} < 1e-6"
+    return f"{name} = {p:.2g}" if p < 0.01 else f"{name} = {p:.2f}"
 
 
 def fmt_num(x: float | None) -> str:
@@ -100,15 +287,18 @@ def fmt_num(x: float | None) -> str:
     return f"{x:.2g}" if abs(x) < 10 else f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}"
 
 
+def fmt_ci(low: float | None, high: float | None) -> str:
+    return f"95 % CI {fmt_num(low)}–{fmt_num(high)}"
+
+
 def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
 
 
-def _finite(v: object) -> object:
-    """JSON has no inf or NaN: NaN → None, ±inf → "inf"/"-inf"."""
-    if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
+def finite(v: object) -> object:
+    """JSON numbers only: NaN and ±inf (an estimate without a bound) are null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, np.floating | np.integer):
+        return finite(v.item())
     return v

@@ -1,0 +1,221 @@
+"""`forensics suspects`: every recorded factor ranked by its association with corruption.
+
+The factors (features.toml) come from the `request_features` view: the harness's own
+fields, stock SGLang's evidence about each request and the probes' where there are
+some; over several runs, their tags and server arguments too. Each is turned into
+yes/no predicates (predicates.py), tested and ranked (rank.py) and matched against the
+known causes (causes.toml) with the experiment that tells each apart.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import duckdb
+
+from ...store import connect_read_only
+from ..runs import Runs, all_runs, selected_runs
+from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
+from .causes import known_causes
+from .features import Feature, declared, load_table
+from .rank import LOAD, SUSPECT, Ranking, Suspect, rank
+
+
+@dataclass
+class Suspects:
+    runs: list[str]
+    fdr: float
+    method: str  # Benjamini–Hochberg | Benjamini–Yekutieli
+    min_support: int
+    ranking: Ranking
+    left_out: dict[str, int]  # requests with no outcome: why -> count
+    missing_evidence: list[dict[str, str]]  # factors no request has: feature, needs
+    peers: dict[str, int] = field(default_factory=dict)  # corrupted requests' peers' outcomes
+
+    @property
+    def suspects(self) -> list[Suspect]:
+        return self.ranking.tested
+
+    def lines(self) -> list[Suspect]:
+        """One predicate per group, the best-ranked: the ranking's lines."""
+        seen: set[int] = set()
+        out = []
+        for s in self.suspects:
+            if s.group not in seen:
+                seen.add(s.group)
+                out.append(s)
+        return out
+
+    def found(self) -> list[Suspect]:
+        """The lines that pass as suspects."""
+        return [s for s in self.lines() if s.verdict == SUSPECT]
+
+    def as_dict(self) -> dict:
+        r = self.ranking
+        return {
+            "runs": self.runs, "fdr": self.fdr, "method": self.method,
+            "min_support": self.min_support, "requests": r.requests, "corrupted": r.corrupted,
+            "tested": len(r.tested), "suspects": [s.as_dict() for s in r.tested],
+            "screened_out": [s.as_dict() for s in r.screened_out],
+            "not_factors": [{"feature": s.feature, "why": s.why} for s in r.skipped],
+            "left_out": self.left_out, "missing_evidence": self.missing_evidence,
+            "load_strata": [{"concurrency_from": lo, "concurrency_to": hi, "requests": n}
+                            for lo, hi, n in r.strata],
+            "peers": self.peers, "requests_needed": self.requests_needed(),
+            "conclusions": self.sentences(),
+        }  # fmt: skip
+
+    def requests_needed(self) -> int | None:
+        """Nothing passes: requests per group that would tell the strongest predicate's
+        two rates apart (as `compare` says for two runs)."""
+        if self.found() or not self.suspects:
+            return None
+        best = min(self.suspects, key=lambda s: s.table.p_value or 1.0)
+        t = best.table
+        return requests_needed(t.exposed_cases / t.exposed_total, t.control_cases / t.control_total)
+
+    def sentences(self) -> list[str]:
+        r = self.ranking
+        how = (f"{len(r.tested)} predicates tested ({self.method}, FDR {self.fdr:g}; "
+               f"{len(r.screened_out)} screened out before testing)")  # fmt: skip
+        if not r.requests:
+            return ["suspects: no judged harness request to test factors against"]
+        if not r.corrupted:
+            return [f"suspects: none of {r.requests:,} judged requests is corrupted: "
+                    "nothing to explain"]  # fmt: skip
+        found = self.found()
+        out = []
+        if not found:
+            needed = self.requests_needed()
+            more = ""
+            if needed and self.suspects:
+                best = min(self.suspects, key=lambda s: s.table.p_value or 1.0)
+                more = (
+                    f"; the strongest, {best.predicate} ({_counts(best)}, "
+                    f"{fmt_p(best.table.p_value)}), would need about {needed:,} requests "
+                    "with it and as many without to tell apart"
+                )
+            out.append(f"suspects: insufficient evidence — no factor passes over "
+                       f"{r.requests:,} judged requests ({r.corrupted:,} corrupted); "
+                       f"{how}{more}")  # fmt: skip
+        else:
+            out.append(f"suspects: {len(found)} factor{'s' if len(found) > 1 else ''} "
+                       f"associated with corruption over {r.requests:,} judged requests "
+                       f"({r.corrupted:,} corrupted); {how}")  # fmt: skip
+            for s in found[:3]:
+                out.append(describe(s, r.corrupted))
+            top = next((s for s in found if s.experiment), None)
+            if top:
+                e = top.experiment
+                out.append(f"next experiment ({top.known_causes[0]}): {e['toggle']}; run "
+                           f"`{e['repro']}` and `forensics compare` it with this run — "
+                           f"if the rate falls: {e['if_gone']}; "
+                           f"if not: {e['if_stays']}")  # fmt: skip
+        explained = [s for s in self.lines() if s.verdict == LOAD]
+        if explained:
+            names = "; ".join(s.predicate for s in explained[:3])
+            out.append(f"explained by load (no association within load strata): {names}")
+        if self.left_out:
+            out.append("left out as outcomes: " + ", ".join(
+                f"{n:,} {why}" for why, n in self.left_out.items()))  # fmt: skip
+        if self.missing_evidence:
+            out.append("missing evidence: " + "; ".join(
+                f"{m['feature']} ({m['needs']})" for m in self.missing_evidence[:4]))  # fmt: skip
+        return out
+
+
+def _counts(s: Suspect) -> str:
+    t = s.table
+    return (f"{t.exposed_cases}/{t.exposed_total} corrupted with it vs "
+            f"{t.control_cases}/{t.control_total} without")  # fmt: skip
+
+
+def describe(s: Suspect, corrupted: int) -> str:
+    """One suspect as a sentence for the bug report: counts, the relative risk, the
+    exact interval of the odds ratio with Fisher's p and q — the interval and the
+    conclusion agree."""
+    t = s.table
+    units = ""
+    if s.units == "runs":
+        units = f", runs as the units ({', '.join(s.runs_with)} vs {', '.join(s.runs_without)})"
+    strat = ""
+    if s.stratified and s.stratified.p is not None:
+        strat = (f"; within load strata OR {fmt_num(s.stratified.odds_ratio)}, "
+                 f"{fmt_p(s.stratified.p)}")  # fmt: skip
+    also = f"; alike: {'; '.join(s.members)}" if s.members else ""
+    causes = f"; known causes: {', '.join(s.known_causes)}" if s.known_causes else ""
+    return (f"{s.predicate}: {_counts(s)} — RR {fmt_num(t.relative_risk)} "
+            f"({fmt_ci(t.rr_low, t.rr_high)}), OR {fmt_num(t.odds_ratio)} (exact "
+            f"{fmt_ci(t.or_low, t.or_high)}), Fisher {fmt_p(t.p_value)}, {fmt_p(s.q, 'q')}; "
+            f"covers {s.covers} of {corrupted} corrupted{units}{strat}{also}{causes}")  # fmt: skip
+
+
+def suspects(
+    db: str | os.PathLike | None = None,
+    runs: Runs = None,
+    fdr: float = ALPHA,
+    min_support: int = 5,
+    dependent: bool = False,
+) -> Suspects:
+    """Every factor of the judged requests of `runs` (all when None), ranked by its
+    association with corruption. See the module's docstring and rank.py."""
+    with connect_read_only(db) as con:
+        return suspects_con(con, runs, fdr, min_support, dependent)
+
+
+def suspects_con(
+    con: duckdb.DuckDBPyConnection,
+    runs: Runs = None,
+    fdr: float = ALPHA,
+    min_support: int = 5,
+    dependent: bool = False,
+    features: tuple[Feature, ...] | None = None,
+) -> Suspects:
+    from ...errors import ForensicsError
+
+    if not 0 < fdr < 1:
+        raise ForensicsError(f"--fdr must be between 0 and 1, not {fdr:g}")
+    if min_support < 1:
+        raise ForensicsError(f"--min-support must be at least 1, not {min_support}")
+    chosen = selected_runs(con, runs)
+    tags = dict(all_runs(con))
+    features = features or declared()
+    table = load_table(con, chosen, tags, features)
+    ranking = rank(table, features, fdr, min_support, dependent)
+    needs = {f.name: f.needs for f in features}
+    missing = [
+        {"feature": s.feature, "needs": needs[s.feature]}
+        for s in ranking.skipped
+        if s.why.startswith("no request") and s.feature in needs
+    ]
+    method = "Benjamini–Yekutieli" if dependent else "Benjamini–Hochberg"
+    return Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
+                    _peers(con, chosen))  # fmt: skip
+
+
+def _peers(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, int]:
+    """Reported apart, never a factor (it is the outcome of others): how many corrupted
+    requests ran beside another corrupted one in a scheduler.status snapshot."""
+    marks = ", ".join("?" * len(runs))
+    row = con.execute(
+        f"""WITH snap AS (
+                SELECT run, host, ts_us, unnest(from_json(running_rids, '["VARCHAR"]')) AS rid
+                FROM scheduler_status WHERE json_valid(running_rids) AND run IN ({marks})
+            ), bad AS (
+                SELECT DISTINCT run, rid FROM results WHERE corrupted AND run IN ({marks})
+            ), together AS (
+                SELECT s.run, s.host, s.ts_us, list(s.rid) AS rids, count(*) AS n
+                FROM snap s JOIN bad b USING (run, rid) GROUP BY ALL
+            )
+            SELECT (SELECT count(*) FROM bad),
+                   (SELECT count(DISTINCT r.rid) FROM together, unnest(rids) AS r(rid)
+                    WHERE n > 1),
+                   (SELECT count(DISTINCT rid) FROM snap JOIN bad USING (run, rid))""",
+        runs * 2,
+    ).fetchall()[0]
+    corrupted, beside, seen = row
+    return {"corrupted": corrupted, "in_a_snapshot": seen, "beside_another_corrupted": beside}
+
+
+__all__ = ["Suspects", "describe", "known_causes", "suspects", "suspects_con"]

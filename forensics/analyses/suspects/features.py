@@ -1,0 +1,111 @@
+"""The factors `suspects` weighs (declared in features.toml) and the table of them: one
+row per judged harness request, read once from the `request_features` view."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import duckdb
+import numpy as np
+
+from ...statuses import NO_REPLY, UNCOMPARED
+
+KINDS = ("numeric", "event", "level", "verdict", "step")
+# How an event's window reads in a predicate (the request_evidence view's window).
+WINDOWS = {
+    "request": "in its window (decode's Receive→Finish for it, else the client's send→reply ±1 s)",
+    "run": "anywhere in the run",
+}
+MAX_LEVELS = 20  # a categorical with more values is an identifier in disguise
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str  # a column of request_features
+    kind: str  # see KINDS and features.toml
+    label: str  # what it is, in words
+    needs: str  # what gives the evidence
+    load: bool = False  # a measure of load
+    window: str | None = None  # events: request | run
+    levels: dict[str, str] = field(default_factory=dict)  # level -> how it reads
+
+
+@lru_cache(maxsize=1)
+def declared() -> tuple[Feature, ...]:
+    """The factors of features.toml, checked."""
+    text = resources.files(__package__).joinpath("features.toml").read_text()
+    out = []
+    for d in tomllib.loads(text)["feature"]:
+        f = Feature(**d)
+        if f.kind not in KINDS:
+            raise ValueError(f"feature {f.name}: unknown kind {f.kind!r}")
+        if (f.kind == "event") != (f.window in WINDOWS):
+            raise ValueError(f"feature {f.name}: an event, and only an event, has a window")
+        out.append(f)
+    return tuple(out)
+
+
+@dataclass
+class Table:
+    """Judged requests (rows) × factors (columns), with their outcome and run.
+
+    Numeric, event, step and verdict columns: float (NaN: not known) or, for verdict,
+    text (None: not known); level columns: text (None: not known)."""
+
+    columns: dict[str, np.ndarray]
+    corrupted: np.ndarray  # bool
+    run: np.ndarray  # text
+    run_tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)  # outcome unknown: why -> requests
+    steps: np.ndarray | None = None  # decode step records per request (step's known mask)
+
+    def __len__(self) -> int:
+        return len(self.corrupted)
+
+
+def _as_column(values: np.ndarray, kind: str) -> np.ndarray:
+    if kind in ("level", "verdict"):
+        out = np.ma.filled(np.ma.asarray(values).astype(object), None)
+        return np.array([None if v is None else str(v) for v in out], dtype=object)
+    return np.asarray(values, dtype=float)
+
+
+def load_table(
+    con: duckdb.DuckDBPyConnection,
+    runs: list[str],
+    run_tags: dict[str, dict[str, str]],
+    features: tuple[Feature, ...],
+) -> Table:
+    """The judged requests of `runs`; those without a verdict counted in `left_out`."""
+    exprs = []
+    for f in features:
+        if f.kind in ("level", "verdict"):
+            exprs.append(f'"{f.name}"::VARCHAR AS "{f.name}"')
+        else:  # booleans and counts as numbers, NULL as NaN (fetched without a mask)
+            exprs.append(f'coalesce("{f.name}"::DOUBLE, \'NaN\'::DOUBLE) AS "{f.name}"')
+    marks = ", ".join("?" * len(runs))
+    unjudged = ", ".join(f"'{s}'" for s in (*NO_REPLY, UNCOMPARED))
+    got = con.execute(
+        f"""SELECT coalesce(status IN ({unjudged}), false) AS unjudged, status,
+                   corrupted, run, coalesce(steps::DOUBLE, 0) AS steps, {", ".join(exprs)}
+            FROM request_features WHERE run IN ({marks})""",
+        runs,
+    ).fetchnumpy()
+    unjudged_rows = np.asarray(np.ma.filled(got["unjudged"], False), dtype=bool)
+    status = np.ma.filled(np.ma.asarray(got["status"]).astype(object), None)
+    left_out = {
+        "no reply (http_error, timeout)": int(np.isin(status[unjudged_rows], NO_REPLY).sum()),
+        f"unjudged ({UNCOMPARED})": int((status[unjudged_rows] == UNCOMPARED).sum()),
+    }
+    keep = ~unjudged_rows
+    return Table(
+        {f.name: _as_column(got[f.name], f.kind)[keep] for f in features},
+        np.asarray(np.ma.filled(got["corrupted"], False), dtype=bool)[keep],
+        np.asarray(np.ma.filled(got["run"], ""), dtype=object)[keep],
+        {r: run_tags.get(r, {}) for r in runs},
+        {k: v for k, v in left_out.items() if v},
+        np.asarray(got["steps"], dtype=float)[keep],
+    )

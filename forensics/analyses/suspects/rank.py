@@ -1,0 +1,298 @@
+"""Test every predicate against corruption and rank them.
+
+Per predicate: a 2×2 table over the requests for which it is known; Fisher's exact p;
+the relative risk (Katz interval) and the conditional odds ratio (exact interval).
+Tarone's screen first: a predicate whose margins cannot give a p below the level is not
+tested and not counted. Then Benjamini–Hochberg (or –Yekutieli) q over the tested ones;
+Mantel–Haenszel within load strata (quintiles of concurrency at send) to tell a factor
+from load; predicates whose corrupted requests mostly coincide (Jaccard ≥ 0.8) grouped.
+
+A factor set per run (a tag, a server argument) is tested with runs as the units: each
+run with it against each run without (Fisher, as `compare` does for a pair), and its p
+is the largest of those (an intersection–union test: every pair must differ, the same
+way), so that a flag is never credited with each request as a draw of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..stats import ALPHA, Hypergeom, TwoByTwo, fdr, finite, mantel_haenszel, two_by_two
+from .causes import causes_for
+from .features import Feature, Table
+from .predicates import Predicate, Skipped, predicates
+
+STRATA = 5  # load strata: quintiles of concurrency at send
+MIN_STRATUM = 10  # requests a stratum must hold (thinner ones merge with a neighbour)
+JACCARD = 0.8  # predicates covering these nearly the same corrupted requests are one line
+# verdicts, in the order the ranking shows them
+SUSPECT, LOAD, LESS, BORDERLINE, NOISE = (
+    "suspect", "explained by load", "less corruption with it", "borderline", "not significant",
+)  # fmt: skip
+TIERS = {SUSPECT: 0, LOAD: 1, LESS: 2, BORDERLINE: 3, NOISE: 4}
+
+
+@dataclass
+class Stratified:
+    odds_ratio: float | None  # Mantel–Haenszel pooled
+    p: float | None  # Cochran–Mantel–Haenszel
+    verdict: str
+
+    def as_dict(self) -> dict:
+        return {"odds_ratio": finite(self.odds_ratio), "p": finite(self.p),
+                "verdict": self.verdict}  # fmt: skip
+
+
+@dataclass
+class Suspect:
+    feature: str
+    predicate: str
+    table: TwoByTwo
+    q: float
+    covers: int  # corrupted requests with it
+    verdict: str
+    stratified: Stratified | None
+    load: bool
+    level: str | None
+    units: str = "requests"  # or runs
+    runs_with: list[str] = field(default_factory=list)
+    runs_without: list[str] = field(default_factory=list)
+    group: int = 0  # 1-based: its line in the ranking
+    members: list[str] = field(default_factory=list)  # the group's other predicates
+    known_causes: list[str] = field(default_factory=list)
+    experiment: dict | None = None
+
+    def as_dict(self) -> dict:
+        t = self.table
+        return {
+            "feature": self.feature, "predicate": self.predicate,
+            "corrupted_with": t.exposed_cases, "n_with": t.exposed_total,
+            "corrupted_without": t.control_cases, "n_without": t.control_total,
+            "rr": finite(t.relative_risk), "rr_ci": [finite(t.rr_low), finite(t.rr_high)],
+            "odds_ratio": finite(t.odds_ratio), "or_ci": [finite(t.or_low), finite(t.or_high)],
+            "p": finite(t.p_value), "q": finite(self.q), "covers": self.covers,
+            "stratified": self.stratified.as_dict() if self.stratified else None,
+            "group": self.group, "verdict": self.verdict, "load": self.load,
+            "units": self.units, "runs_with": self.runs_with, "runs_without": self.runs_without,
+            "known_causes": self.known_causes, "experiment": self.experiment,
+        }  # fmt: skip
+
+
+@dataclass
+class Screened:
+    feature: str
+    predicate: str
+    n_with: int
+    why: str
+
+    def as_dict(self) -> dict:
+        return {"feature": self.feature, "predicate": self.predicate, "n_with": self.n_with,
+                "why": self.why}  # fmt: skip
+
+
+@dataclass
+class Ranking:
+    requests: int  # judged requests
+    corrupted: int
+    tested: list[Suspect]  # best first
+    screened_out: list[Screened]
+    skipped: list[Skipped]  # factors that gave no predicate
+    strata: list[tuple[float, float, int]]  # load strata: (lowest, highest concurrency, requests)
+
+
+def rank(
+    table: Table,
+    features: tuple[Feature, ...],
+    level: float = ALPHA,
+    min_support: int = 5,
+    dependent: bool = False,
+) -> Ranking:
+    preds, skipped = predicates(table, features)
+    y = table.corrupted
+    tested: list[tuple[Predicate, TwoByTwo]] = []
+    screened: list[Screened] = []
+    for p in preds:
+        table_or_why = _screen(p, y, table, level, min_support)
+        if isinstance(table_or_why, str):
+            screened.append(Screened(p.feature, p.text, int((p.exposed & p.known).sum()),
+                                     table_or_why))  # fmt: skip
+        else:
+            tested.append((p, table_or_why))
+    qs = fdr([t.p_value if t.p_value is not None else 1.0 for _, t in tested], dependent)
+    strata, bounds = _strata(table)
+    pairs = []
+    for (p, t), q in zip(tested, qs, strict=True):
+        strat = None if p.per_run else _stratified(p, y, strata, q, level)
+        pairs.append((Suspect(
+            p.feature, p.text, t, q, t.exposed_cases, _verdict(t, q, strat, level), strat,
+            p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
+        ), p))  # fmt: skip
+    pairs.sort(key=lambda sp: _order(sp[0]))
+    _group(pairs, y)
+    out = [s for s, _ in pairs]
+    for s in out:
+        causes = causes_for(s.feature, s.level)
+        s.known_causes = [c.id for c in causes]
+        s.experiment = causes[0].experiment.as_dict() if causes else None
+    return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds)
+
+
+def _screen(
+    p: Predicate, y: np.ndarray, table: Table, level: float, min_support: int
+) -> TwoByTwo | str:
+    """The predicate's table, or why it is not tested (never from the outcome: its
+    margins, and the smallest p they allow)."""
+    n_with = int((p.exposed & p.known).sum())
+    n_without = int((p.known & ~p.exposed).sum())
+    if n_with < min_support:
+        return f"fewer than {min_support} requests with it"
+    if n_without == 0:
+        return "every request has it"
+    k = int(y[p.known].sum())
+    if p.per_run:
+        return _per_run(p, y, table, level)
+    least = Hypergeom(n_with, n_without, k).least_p()
+    if least >= level:
+        return f"its margins allow no p below {least:.2g} (Tarone)"
+    return _oriented(p, y)
+
+
+def _counts(exposed: np.ndarray, known: np.ndarray, y: np.ndarray) -> tuple[int, int, int, int]:
+    w = exposed & known
+    wo = known & ~exposed
+    return int((w & y).sum()), int(w.sum()), int((wo & y).sum()), int(wo.sum())
+
+
+def _oriented(p: Predicate, y: np.ndarray) -> TwoByTwo:
+    """A two-level factor is one question: asked of the level with the higher rate (the
+    other's table is this one mirrored, with the same p)."""
+    a, n1, c, n0 = _counts(p.exposed, p.known, y)
+    if p.mirror and a * n0 < c * n1:
+        p.level, p.text = p.mirror
+        p.exposed = p.known & ~p.exposed
+        p.runs_with, p.runs_without = p.runs_without, p.runs_with
+        a, n1, c, n0 = c, n0, a, n1
+    return two_by_two(a, n1, c, n0)
+
+
+def _per_run(p: Predicate, y: np.ndarray, table: Table, level: float) -> TwoByTwo | str:
+    """Runs as the units: every run with it against every run without; the p of the
+    weakest pair, and that pair's table (interval and p agree)."""
+    pooled = _oriented(p, y)
+    per = {r: (int(y[table.run == r].sum()), int((table.run == r).sum()))
+           for r in p.runs_with + p.runs_without}  # fmt: skip
+    pairs = [(per[a], per[b]) for a in p.runs_with for b in p.runs_without]
+    least = max(Hypergeom(n1, n0, a + c).least_p() for (a, n1), (c, n0) in pairs)
+    if least >= level:
+        return f"its runs allow no p below {least:.2g} (Tarone, runs as the units)"
+    tables = [two_by_two(a, n1, c, n0) for (a, n1), (c, n0) in pairs]
+    higher = [t.exposed_cases * t.control_total > t.control_cases * t.exposed_total
+              for t in tables]  # fmt: skip
+    weakest = max(tables, key=lambda t: t.p_value if t.p_value is not None else 1.0)
+    if len(tables) > 1 and len(set(higher)) > 1:  # the pairs disagree on the direction
+        weakest.p_value = 1.0
+    weakest.exposed_cases, weakest.exposed_total = pooled.exposed_cases, pooled.exposed_total
+    weakest.control_cases, weakest.control_total = pooled.control_cases, pooled.control_total
+    return weakest
+
+
+def _strata(table: Table) -> tuple[np.ndarray | None, list[tuple[float, float, int]]]:
+    """Each request's load stratum (-1: concurrency not known), or None with one stratum."""
+    conc = table.columns.get("concurrency")
+    if conc is None:
+        return None, []
+    known = ~np.isnan(conc)
+    if known.sum() < 2 * MIN_STRATUM:
+        return None, []
+    values = conc[known]
+    edges = np.unique(np.quantile(values, np.arange(1, STRATA) / STRATA, method="inverted_cdf"))
+    idx = np.searchsorted(edges, values, side="right")
+    groups = [list(np.flatnonzero(idx == i)) for i in range(len(edges) + 1)]
+    groups = [g for g in groups if g]
+    while len(groups) > 1:  # merge the thinnest with its thinner neighbour
+        thin = min(range(len(groups)), key=lambda i: len(groups[i]))
+        if len(groups[thin]) >= MIN_STRATUM:
+            break
+        left = len(groups[thin - 1]) if thin > 0 else math.inf
+        right = len(groups[thin + 1]) if thin + 1 < len(groups) else math.inf
+        other = thin - 1 if left <= right else thin + 1
+        lo, hi = sorted((thin, other))
+        groups[lo : hi + 1] = [groups[lo] + groups[hi]]
+    if len(groups) < 2:
+        return None, [(float(values.min()), float(values.max()), len(values))]
+    stratum = np.full(len(conc), -1)
+    rows = np.flatnonzero(known)
+    bounds = []
+    for i, g in enumerate(groups):
+        stratum[rows[g]] = i
+        bounds.append((float(values[g].min()), float(values[g].max()), len(g)))
+    return stratum, bounds
+
+
+def _order(s: Suspect) -> tuple:
+    """Verdict first (suspects, then those load explains, …), then q, then the lower
+    bound of the relative risk's interval, then coverage."""
+    return (TIERS[s.verdict], s.q, -(s.table.rr_low or 0.0), -s.covers)
+
+
+def _stratified(
+    p: Predicate, y: np.ndarray, strata: np.ndarray | None, q: float, level: float
+) -> Stratified | None:
+    if strata is None:
+        return None
+    if p.feature == "concurrency":
+        return Stratified(None, None, "the strata themselves")
+    k = int(strata.max()) + 1
+    inside = p.known & (strata >= 0)
+    s = strata[inside]
+    e, o = p.exposed[inside], y[inside]
+    a = np.bincount(s, weights=e & o, minlength=k)
+    b = np.bincount(s, weights=e & ~o, minlength=k)
+    c = np.bincount(s, weights=~e & o, minlength=k)
+    d = np.bincount(s, weights=~e & ~o, minlength=k)
+    pooled, mh_p = mantel_haenszel(
+        [tuple(int(v) for v in row) for row in zip(a, b, c, d, strict=True)]
+    )
+    if mh_p is None:
+        return Stratified(pooled, None, "no stratum has both")
+    if p.load:
+        why = "a measure of load itself"
+    elif q < level and mh_p >= level:
+        why = LOAD
+    elif mh_p < level:
+        why = "holds within load strata"
+    else:
+        why = "not significant within load strata either"
+    return Stratified(pooled, mh_p, why)
+
+
+def _verdict(t: TwoByTwo, q: float, s: Stratified | None, level: float) -> str:
+    if q >= level:
+        return NOISE
+    if not t.interval_agrees:
+        return BORDERLINE
+    if s is not None and s.verdict == LOAD:
+        return LOAD
+    if (t.odds_ratio or 0.0) < 1:
+        return LESS
+    return SUSPECT
+
+
+def _group(ranked: list[tuple[Suspect, Predicate]], y: np.ndarray) -> None:
+    """Number each line; a predicate whose corrupted requests nearly coincide (Jaccard ≥
+    0.8) with a better-ranked line's, with the same verdict, joins that line."""
+    leaders: list[tuple[np.ndarray, Suspect]] = []
+    for s, p in ranked:
+        mine = p.exposed & p.known & y
+        for theirs, lead in leaders:
+            union = int((mine | theirs).sum())
+            if union and (mine & theirs).sum() / union >= JACCARD and lead.verdict == s.verdict:
+                s.group = lead.group
+                lead.members.append(s.predicate)
+                break
+        else:
+            s.group = len(leaders) + 1
+            leaders.append((mine, s))

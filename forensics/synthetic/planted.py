@@ -1,0 +1,152 @@
+"""Stock PD incidents with one planted cause of corruption and load as a confounder:
+the known truth `forensics suspects` is tested against.
+
+Requests go to one of two decode hosts through load phases (low, mid, high). High load
+raises the requests in flight, the decode batch and the chance of another request's
+abort and of a retraction on the request's decode host — so every one of them goes with
+corruption when one causes it. The planted cause alone decides the outcome:
+
+- "abort": another request aborted on the same decode host right after this one's
+  transfer (sglang #24527's shape)
+- "retract": decode retracted requests while this one ran (it was among them)
+- "host": decoded on decode-1
+- None: no cause; corruption at one rate everywhere (the null)
+"""
+
+from __future__ import annotations
+
+import random
+
+from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
+from .stock import CAPTURED, _time_stats
+
+CAUSES = ("abort", "retract", "host")
+LOADS = {  # concurrency at send, P(another abort), P(retraction) in a request's window
+    "low": ((6, 20), 0.04, 0.03),
+    "mid": ((20, 40), 0.08, 0.06),
+    "high": ((40, 64), 0.30, 0.25),
+}
+BASE_RATE = 0.03  # corruption without the cause
+CAUSED_RATE = 0.55  # with it (decode-1: HOST_RATE)
+HOST_RATE = 0.2
+NULL_RATE = 0.06
+
+
+def generate_planted(
+    cause: str | None, *, seed: int = 0, requests: int = 600, sessions: int = 40
+) -> Incident:
+    """`requests` requests in `sessions` sessions with `cause` planted (see the module)."""
+    if cause is not None and cause not in CAUSES:
+        raise ValueError(f"unknown cause {cause!r}; choose from {', '.join(CAUSES)} or None")
+    rng = random.Random(f"planted:{cause}:{seed}")
+    pre: list[Entry] = []
+    dec: list[Entry] = []
+    results: list[dict] = []
+    truth: dict[str, list[str]] = {"caused": [], "corrupted": []}
+
+    def P(ts: int, msg: str, **kw) -> None:
+        pre.append(Entry(ts, ts - T0_US + 5_000_000, PREFILL_BOOT, "prefill-0",
+                         "sglang-prefill.service", "python3", 2001, msg, **kw))  # fmt: skip
+
+    def D(host: str, ts: int, msg: str, **kw) -> None:
+        boot = DECODE_BOOT if host == "decode-0" else DECODE_BOOT[::-1]
+        dec.append(Entry(ts, ts - T0_US + 9_000_000, boot, host, "sglang-decode.service",
+                         "python3", 3001, msg, **kw))  # fmt: skip
+
+    t = T0_US
+    for host in ("decode-0", "decode-1"):
+        D(host, t, _sglang(t, f"Capture cuda graph bs [{', '.join(map(str, CAPTURED))}]"))
+    recent: dict[str, list[str]] = {"decode-0": [], "decode-1": []}
+    phase = "low"
+    rounds = max(1, requests // sessions)
+    for i in range(requests):
+        if i % 40 == 0:
+            phase = rng.choice(tuple(LOADS))
+        (c_lo, c_hi), p_abort, p_retract = LOADS[phase]
+        concurrency = rng.randint(c_lo, c_hi)
+        host = rng.choice(("decode-0", "decode-1"))
+        rid = f"{rng.getrandbits(128):032x}"
+        room = rng.getrandbits(63)
+        t += rng.randint(1_000_000, 1_600_000)
+        start = t
+        recv = (f"Receive: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
+                f"bootstrap_host='10.0.4.11', bootstrap_port=8998, bootstrap_room={room}, "
+                f"stream=False)")  # fmt: skip
+        P(t, _sglang(t, recv, ""))
+        D(host, t + 2_000, _sglang(t + 2_000, recv, ""))
+        prompt = rng.randint(1_500, 9_000)
+        cached = rng.randint(0, prompt // 2)
+        P(t + 100_000, _sglang(t + 100_000, _time_stats(
+            rid, room, "prefill", prompt, cached, 1,
+            f"bootstrap_duration=0.40ms, queue_duration={rng.uniform(0.2, 30):.2f}ms, "
+            f"forward_duration={rng.uniform(80, 900):.2f}ms, entry_time={start / 1e6:.3f}, "
+            f"transfer_speed={rng.uniform(8, 14):.2f} GB/s, transfer_total={prompt * 0.07:.2f} MB")))  # fmt: skip
+        running = max(1, concurrency // 2 + rng.randint(-3, 3))
+        t_batch = t + 200_000
+        D(host, t_batch, _sglang(t_batch, f"Decode batch, #running-req: {running}, #token: "
+                                          f"{running * 4000}, token usage: 0.{rng.randint(20, 95)}, "
+                                          "pre-allocated usage: 0.02, #prealloc-req: 1, #transfer-req: 0, "
+                                          "#retracted-req: 0, cuda graph: True, gen throughput "
+                                          f"(token/s): {rng.uniform(500, 2500):.2f}, #queue-req: 0"))  # fmt: skip
+        aborted = rng.random() < p_abort and recent[host]
+        retracted = rng.random() < p_retract
+        if aborted:  # another request on this host, right after this one's transfer
+            other = recent[host][-1]
+            D(host, t + 250_000, _sglang(t + 250_000, f"Abort running request. req.rid='{other}'"))
+        if retracted:
+            D(host, t + 300_000, _sglang(t + 300_000, "KV cache pool is full. Retract requests. "
+                                                      "#retracted_reqs: 2, #new_token_ratio: 0.4100 -> 0.7000",
+                                         " DP0 TP0 EP0"), priority=4)  # fmt: skip
+        caused = {
+            "abort": bool(aborted), "retract": retracted, "host": host == "decode-1", None: False,
+        }[cause]  # fmt: skip
+        rate = (HOST_RATE if cause == "host" else CAUSED_RATE) if caused else (
+            NULL_RATE if cause is None else BASE_RATE)  # fmt: skip
+        corrupted = rng.random() < rate
+        out_len = rng.randint(40, 400)
+        t_end = t + rng.randint(600_000, 900_000)
+        D(host, t_end, _sglang(t_end, _time_stats(
+            rid, room, "decode", prompt, 0, out_len,
+            f"bootstrap_duration=0.90ms, alloc_wait_duration=1.10ms, "
+            f"transfer_duration={rng.uniform(5, 40):.2f}ms, queue_duration=0.50ms, "
+            f"forward_duration={rng.uniform(300, 600):.2f}ms, entry_time={start / 1e6:.3f}")))  # fmt: skip
+        finish = {"type": "stop", "matched": 151645}
+        D(host, t_end + 1_000, _sglang(t_end + 1_000, f"Finish: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
+                                                      f"bootstrap_room={room}), out={{'text': '…' ... , 'meta_info': "
+                                                      f"{{'id': '{rid}', 'finish_reason': {finish!r}, 'prompt_tokens': {prompt}, "
+                                                      f"'completion_tokens': {out_len}, 'cached_tokens': {cached}, "
+                                                      f"'num_retractions': {int(retracted)}, "
+                                                      f"'e2e_latency': {(t_end - start) / 1e6:.3f}, 'dp_rank': 0}}}}", ""))  # fmt: skip
+        recent[host] = [*recent[host][-3:], rid]
+        status = "corrupted" if corrupted else "ok"
+        if rng.random() < 0.01:  # a few replies never come: left out, counted
+            status, corrupted = "http_error", False
+        if caused:
+            truth["caused"].append(rid)
+        if corrupted:
+            truth["corrupted"].append(rid)
+        sess, rnd = i % sessions, i // sessions % rounds
+        results.append({
+            "session": sess, "round": rnd, "rid": rid, "corrupted": corrupted,
+            "reason": "tool-call markup in content" if corrupted else "", "status": status,
+            "start": start / 1e6, "end": (t_end + 20_000) / 1e6, "concurrency": concurrency,
+        })  # fmt: skip
+        t = t_end
+    dec.sort(key=lambda e: e.ts_us)
+    return Incident(pre, dec, results, {"cause": cause, **truth})
+
+
+def write_planted(inc: Incident, out_dir) -> list:
+    """The incident as inputs: prefill's and both decode hosts' journal exports, and the
+    results; the paths."""
+    from pathlib import Path
+
+    from .incident import write_export, write_results
+
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    return [
+        write_export(inc.prefill, d / "prefill-0.export"),
+        write_export(inc.decode, d / "decode.export"),
+        write_results(inc.results, d / "results.jsonl"),
+    ]

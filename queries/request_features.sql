@@ -1,0 +1,95 @@
+-- request_features: one row per harness request, with every factor `forensics suspects`
+-- weighs against its outcome: the harness's own fields (round, step, concurrency,
+-- tokens), stock SGLang's evidence from `request_evidence` and the probe evidence from
+-- `requests`.
+--
+-- A factor SGLang did not log is NULL, not zero: token counts come from ReqTimeStats,
+-- else SGLang's meta_info, else the reply's usage; events on the decode host are NULL
+-- where the decode host is not known (nothing was matched, so nothing is absent).
+-- Outcome columns (`corrupted`, `status`) are here to be tested against, never as
+-- factors. Rows are not sorted.
+--
+-- @depends request_evidence
+-- @depends requests
+--
+-- @column run                     VARCHAR  the run the results were ingested under
+-- @column source_id               INTEGER  the results file
+-- @column line                    BIGINT   its line
+-- @column session                 VARCHAR  harness session
+-- @column rid                     VARCHAR  request id
+-- @column status                  VARCHAR  the harness's status (outcome)
+-- @column corrupted               BOOLEAN  the harness marked the response corrupted (outcome)
+-- @column round                   BIGINT   round within the session
+-- @column step                    BIGINT   the harness's step within the round (tool-call turns)
+-- @column session_rounds          BIGINT   requests the harness sent in this session
+-- @column attempt                 BIGINT   the harness's attempt (a retry of a failed request is 2, …)
+-- @column concurrency             BIGINT   requests in flight when it was sent
+-- @column seconds_into_run        DOUBLE   seconds from the run's first request to this one's send
+-- @column prompt_tokens           BIGINT   prompt tokens (ReqTimeStats, else meta_info, else usage)
+-- @column cached_tokens           BIGINT   prompt tokens served from the prefix cache
+-- @column output_tokens           BIGINT   tokens generated
+-- @column num_retractions         BIGINT   times SGLang retracted it (meta_info, SGLang's or the reply's)
+-- @column attempts                BIGINT   SGLang's attempts (decode's ReqTimeStats, newer versions)
+-- @column prefill_retries         BIGINT   prefill's transfer #retries
+-- @column prefill_queue_ms        DOUBLE   prefill: waiting queue, ms
+-- @column transfer_speed_gb_s     DOUBLE   prefill: KV transfer speed, GB/s
+-- @column decode_prealloc_ms      DOUBLE   decode: pre-allocation queue, ms
+-- @column decode_transfer_ms      DOUBLE   decode: waiting for the KV transfer, ms
+-- @column decode_queue_ms         DOUBLE   decode: waiting queue, ms
+-- @column prefill_host            VARCHAR  host that prefilled it
+-- @column decode_host             VARCHAR  host that decoded it
+-- @column dp_rank                 BIGINT   data-parallel rank (meta_info)
+-- @column clock                   VARCHAR  its window: decode (Receive→Finish on decode) or client (send→reply)
+-- @column running_req             BIGINT   decode load: #running-req of the nearest Decode batch line
+-- @column max_running_req         BIGINT   the most #running-req logged on its decode host in its window
+-- @column token_usage             DOUBLE   decode load: KV token usage of that line
+-- @column status_peers            BIGINT   the most requests running beside it in a scheduler.status snapshot
+-- @column bs_captured             BOOLEAN  its decode batch size was a captured CUDA-graph size (false: padded)
+-- @column own_abort               BOOLEAN  an abort line names it
+-- @column own_transfer_failed     BOOLEAN  a transfer failure names it
+-- @column other_aborts            BIGINT   aborts of other requests on its decode host in its window
+-- @column other_transfer_failures BIGINT   transfer failures of other requests there
+-- @column retractions             BIGINT   requests retracted there (sum of #retracted_reqs)
+-- @column lost_connections        BIGINT   lost-connection lines there
+-- @column errors                  BIGINT   tracebacks, CUDA and NCCL errors there
+-- @column transfer_layer          BIGINT   other transfer-layer errors there
+-- @column verdict                 VARCHAR  its room's worst checksum verdict (probes; NULL without)
+-- @column steps                   BIGINT   decode steps a canary recorded it in (probes)
+-- @column unexpected_steps        BIGINT   of those, steps with unexpected page writes
+WITH harness AS (
+    SELECT source_id, line,
+           TRY_CAST(json_extract_string(extra, '$.step') AS BIGINT) AS step,
+           TRY_CAST(json_extract_string(extra, '$.attempt') AS BIGINT) AS attempt,
+           TRY_CAST(json_extract_string(extra, '$.usage.prompt_tokens') AS BIGINT) AS u_prompt,
+           TRY_CAST(json_extract_string(extra, '$.usage.completion_tokens') AS BIGINT) AS u_out,
+           TRY_CAST(json_extract_string(extra, '$.meta_info.prompt_tokens') AS BIGINT) AS m_prompt,
+           TRY_CAST(json_extract_string(extra, '$.meta_info.cached_tokens') AS BIGINT) AS m_cached,
+           TRY_CAST(json_extract_string(extra, '$.meta_info.completion_tokens') AS BIGINT) AS m_out,
+           TRY_CAST(json_extract_string(extra, '$.meta_info.num_retractions') AS BIGINT) AS m_retr,
+           TRY_CAST(json_extract_string(extra, '$.meta_info.dp_rank') AS BIGINT) AS m_dp,
+           count(*) OVER (PARTITION BY run, session) AS session_rounds,
+           (start_us - min(start_us) OVER (PARTITION BY run)) / 1e6 AS seconds_into_run
+    FROM results
+)
+SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.round,
+       h.step, h.session_rounds, h.attempt, e.concurrency, h.seconds_into_run,
+       coalesce(e.input_len, h.m_prompt, h.u_prompt) AS prompt_tokens,
+       coalesce(e.cached_input_len, e.cached_tokens, h.m_cached) AS cached_tokens,
+       coalesce(e.output_len, h.m_out, h.u_out) AS output_tokens,
+       coalesce(e.num_retractions, h.m_retr) AS num_retractions,
+       e.attempts, e.prefill_retries, e.prefill_queue_ms, e.transfer_speed_gb_s,
+       e.decode_prealloc_ms, e.decode_transfer_ms, e.decode_queue_ms,
+       e.prefill_host, e.decode_host, coalesce(e.dp_rank, h.m_dp) AS dp_rank, e.clock,
+       e.running_req, e.max_running_req, e.token_usage, e.status_peers, e.bs_captured,
+       e.own_abort, e.own_transfer_failed,
+       CASE WHEN e.decode_host IS NOT NULL THEN e.other_aborts END AS other_aborts,
+       CASE WHEN e.decode_host IS NOT NULL THEN e.other_transfer_failures END
+           AS other_transfer_failures,
+       CASE WHEN e.decode_host IS NOT NULL THEN e.retractions END AS retractions,
+       CASE WHEN e.decode_host IS NOT NULL THEN e.lost_connections END AS lost_connections,
+       CASE WHEN e.decode_host IS NOT NULL THEN e.errors END AS errors,
+       CASE WHEN e.decode_host IS NOT NULL THEN e.transfer_layer END AS transfer_layer,
+       r.verdict, r.steps, r.unexpected_steps
+FROM request_evidence e
+JOIN requests r USING (source_id, line)
+JOIN harness h USING (source_id, line)
