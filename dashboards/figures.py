@@ -21,6 +21,9 @@ from plotly.subplots import make_subplots
 
 from ..analyses.canary import page_ranges
 from ..analyses.compare import Comparison, compare_con
+from ..analyses.stats import fmt_ci, fmt_num, fmt_p
+from ..analyses.suspects import Suspects
+from ..analyses.suspects.rank import Suspect
 from ..store import connect_read_only
 from .data import Panels, panels
 
@@ -323,3 +326,65 @@ def runs_figure(c: Comparison) -> go.Figure:
         margin=dict(l=70, r=40, t=60, b=50), yaxis=dict(rangemode="tozero"),
     )  # fmt: skip
     return fig
+
+
+SUSPECT_COLOURS = {"suspect": "#e15759", "explained by load": "#f28e2b",
+                   "less corruption with it": "#59a14f", "borderline": "#b07aa1",
+                   "not significant": "#9c9c9c"}  # fmt: skip
+FOREST_LINES = 25  # the ranking's first lines: past them, every line is noise
+
+
+def suspects_figure(r: Suspects) -> go.Figure:
+    """Forest plot: each of the ranking's first lines as its relative risk with the 95 %
+    interval on a log axis, best at the top, the counts in the hover. A line without a
+    finite relative risk (no corrupted request on one side) is left off and counted."""
+    fig = go.Figure()
+    lines = r.lines()[:FOREST_LINES]
+    drawn = [s for s in lines if _finite_rr(s)]
+    for verdict, colour in SUSPECT_COLOURS.items():
+        mine = [s for s in drawn if s.verdict == verdict]
+        if not mine:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[s.table.relative_risk for s in mine],
+            y=[f"{s.group}. {esc(_short(s.predicate))}" for s in mine],
+            mode="markers", marker=dict(color=colour, size=10), name=verdict,
+            error_x=dict(
+                type="data", symmetric=False,
+                array=[s.table.rr_high - s.table.relative_risk for s in mine],
+                arrayminus=[s.table.relative_risk - s.table.rr_low for s in mine],
+            ),
+            hovertext=[_suspect_hover(s) for s in mine], hoverinfo="text",
+        ))  # fmt: skip
+    order = [f"{s.group}. {esc(_short(s.predicate))}" for s in drawn]
+    left_off = len(lines) - len(drawn)
+    title = "Suspects: relative risk of corruption with each predicate (95 % CI)"
+    if left_off:
+        title += f" — {left_off} without a finite RR left off"
+    fig.add_vline(x=1, line_dash="dot", line_color="#555")
+    fig.update_layout(
+        title=title, template="plotly_white", height=max(260, 120 + 28 * len(drawn)),
+        width=1200, margin=dict(l=460, r=40, t=60, b=50),
+        xaxis=dict(type="log", title="relative risk (log scale; 1 = no association)"),
+        yaxis=dict(categoryorder="array", categoryarray=order[::-1], automargin=True),
+    )  # fmt: skip
+    return fig
+
+
+def _finite_rr(s: Suspect) -> bool:
+    t = s.table
+    return all(v is not None and 0 < v < float("inf")
+               for v in (t.relative_risk, t.rr_low, t.rr_high))  # fmt: skip
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _suspect_hover(s: Suspect) -> str:
+    t = s.table
+    return (f"{esc(s.predicate)}<br>{t.exposed_cases}/{t.exposed_total} corrupted with it vs "
+            f"{t.control_cases}/{t.control_total} without<br>RR {fmt_num(t.relative_risk)} "
+            f"({fmt_ci(t.rr_low, t.rr_high)}); OR {fmt_num(t.odds_ratio)} (exact "
+            f"{fmt_ci(t.or_low, t.or_high)})<br>{fmt_p(t.p_value)}, {fmt_p(s.q, 'q')}; "
+            f"{s.verdict}")  # fmt: skip

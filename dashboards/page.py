@@ -200,7 +200,7 @@ def steps_table(c: CanaryReport) -> str:
 
 
 def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],
-           empty: list[str]) -> str:  # fmt: skip
+           empty: list[str], suspects: go.Figure | None = None) -> str:  # fmt: skip
     """The page. `empty`: one line per panel that had nothing to draw."""
     has_timeline = bool(timeline.data)
     body = [
@@ -217,6 +217,9 @@ def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],
         "<h2>Runs compared</h2>",
         _plot("runs", runs) if runs.data and runs.data[0].x else
         '<p class="empty">Runs compared: no harness results.</p>',
+        "<h2>Suspects</h2>",
+        _plot("suspects", suspects) if suspects is not None and suspects.data else
+        f'<p class="empty">Suspects: {esc(rep.suspects.sentences()[0])}</p>',
         "<h2>Worst rooms</h2>",
         rooms_table(rep),
         "<h2>Worst steps (unexpected page writes)</h2>",

@@ -43,7 +43,7 @@ def dashboard(
     ./forensics-dashboard.html)."""
     # Plotly takes 0.2 s to import: only this command pays for it.
     from .data import panels
-    from .figures import runs_figure, timeline_figure
+    from .figures import runs_figure, suspects_figure, timeline_figure
     from .page import render
 
     t0 = time.perf_counter()
@@ -56,7 +56,8 @@ def dashboard(
     finally:
         con.close()
     timeline = timeline_figure(p)
-    page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty)
+    page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty,
+                  suspects_figure(rep.suspects))  # fmt: skip
     path = Path(out) if out is not None else Path(DEFAULT_NAME)
     write_text(path, page, make_parents=True)
     res = DashboardResult(

@@ -67,19 +67,21 @@ def correlation(con: Console, c: Correlation) -> None:
         f"{c.corrupted} corrupted)",
         title_justify="left",
     )
-    for col in ("exposure", "corrupted / with", "corrupted / without", "RR", "95 % CI", "Fisher p"):
+    for col in ("exposure", "corrupted / with", "corrupted / without", "RR", "OR",
+                "exact 95 % CI", "Fisher p"):  # fmt: skip
         t.add_column(col)
     for a in c.associations:
         x = a.table
         t.add_row(
             a.label, f"{x.exposed_cases}/{x.exposed_total}", f"{x.control_cases}/{x.control_total}",
-            fmt_num(x.relative_risk), f"{fmt_num(x.rr_low)}–{fmt_num(x.rr_high)}", fmt_p(x.p_value),
+            fmt_num(x.relative_risk), fmt_num(x.odds_ratio),
+            f"{fmt_num(x.or_low)}–{fmt_num(x.or_high)}", fmt_p(x.p_value),
         )  # fmt: skip
     con.print(t)
     _sentences(con, c.sentences())
 
 
-def suspects(con: Console, r: Suspects, top: int = 15) -> None:
+def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -> None:
     """The ranking, one line per group, best first; then the sentences (known causes and
     the next experiment for the top ones)."""
     from .analyses.stats import fmt_ci
@@ -111,7 +113,8 @@ def suspects(con: Console, r: Suspects, top: int = 15) -> None:
         con.print(t)
         if len(lines) > top:
             con.print(f"… {len(lines) - top} more lines (--top, or --json for all)")
-    _sentences(con, r.sentences())
+    if sentences:
+        _sentences(con, r.sentences())
 
 
 def _bare(p: str) -> str:
@@ -206,6 +209,7 @@ def report(con: Console, r: Report) -> None:
     rooms(con, r.rooms)
     _sentences(con, r.stock.sentences())
     correlation(con, r.correlation)
+    suspects(con, r.suspects, top=5, sentences=False)
     if len(r.comparison.rates) > 1:
         comparison(con, r.comparison)
     canary(con, r.canary)

@@ -18,7 +18,7 @@ from ..statuses import NO_REPLY_SQL
 from ..store import connect_read_only
 from .rooms import SEVERITY
 from .runs import Runs, run_filter, selected_runs
-from .stats import TwoByTwo, fmt_num, fmt_p, two_by_two
+from .stats import TwoByTwo, fmt_ci, fmt_num, fmt_p, two_by_two
 
 BAD_VERDICTS = ("partial", "mismatch", "stale")
 ONE_SIDED = ("missing_dst", "missing_src")  # exposure unknown: left out and counted
@@ -159,12 +159,19 @@ def _association(
         missing = "no request had" if t.exposed_total == 0 else "every request had"
         text = f"cannot test {label}: {missing} it ({counts})"
     else:
+        # the exact interval of the odds ratio is the one Fisher's test inverts: printed
+        # beside the p, they say the same thing (where they part, at the edge, it says so)
         rr = (
-            f"RR {fmt_num(t.relative_risk)} (95 % CI {fmt_num(t.rr_low)}–{fmt_num(t.rr_high)}),"
-            f" Fisher {fmt_p(t.p_value)}"
+            f"RR {fmt_num(t.relative_risk)}, OR {fmt_num(t.odds_ratio)} "
+            f"(exact {fmt_ci(t.or_low, t.or_high)}), Fisher {fmt_p(t.p_value)}"
         )
-        rr_value = t.relative_risk if t.relative_risk is not None else float("nan")
-        if t.significant and rr_value > 1:
+        rr_value = t.odds_ratio if t.odds_ratio is not None else float("nan")
+        if not t.interval_agrees:
+            text = (
+                f"borderline evidence on {label}: Fisher's p and the exact interval disagree at "
+                f"the 5 % level: {rr} ({counts}); more requests would settle it"
+            )
+        elif t.significant and rr_value > 1:
             text = (
                 f"corruption is associated with {label}: {rr}; {t.exposed_cases} of "
                 f"{corrupted} corrupted requests had it ({counts})"

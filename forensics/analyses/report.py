@@ -22,6 +22,7 @@ from .rooms import RoomsReport, rooms_con
 from .runs import Runs, all_runs, run_filter, selected_runs
 from .skew import Skew, skew_con
 from .stock import StockEvidence, stock_con
+from .suspects import Suspects, suspects_con
 
 SUPPRESSED = r"^Suppressed (\d+) messages from (\S+)"
 
@@ -98,6 +99,7 @@ class Report:
     skew: Skew
     canary: CanaryReport
     stock: StockEvidence
+    suspects: Suspects
 
     def as_dict(self) -> dict:
         return {
@@ -109,6 +111,7 @@ class Report:
             "skew": self.skew.as_dict(),
             "canary": self.canary.as_dict(),
             "stock": self.stock.as_dict(),
+            "suspects": self.suspects.as_dict(),
             "conclusions": self.sentences(),
         }
 
@@ -119,6 +122,7 @@ class Report:
             *self.rooms.sentences(),
             *self.stock.sentences(),
             *self.correlation.sentences(),
+            *self.suspects.sentences(),
             *self.comparison.sentences(),
             *self.canary.sentences(),
             *self.skew.sentences(),
@@ -141,6 +145,7 @@ def report_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 5) -
         skew_con(con, run),
         canary_con(con, run, top),
         stock_con(con, run),
+        suspects_con(con, runs),
     )
 
 

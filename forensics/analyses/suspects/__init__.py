@@ -110,8 +110,8 @@ class Suspects:
                 e = top.experiment
                 out.append(f"next experiment ({top.known_causes[0]}): {e['toggle']}; run "
                            f"`{e['repro']}` and `forensics compare` it with this run — "
-                           f"if the rate falls: {e['if_gone']}; "
-                           f"if not: {e['if_stays']}")  # fmt: skip
+                           f"if it is the cause, {e['if_cause']}; "
+                           f"if not, {e['if_not']}")  # fmt: skip
         explained = [s for s in self.lines() if s.verdict == LOAD]
         if explained:
             names = "; ".join(s.predicate for s in explained[:3])

@@ -13,8 +13,8 @@ from importlib import resources
 class Experiment:
     toggle: str  # what to change on the servers
     repro: str  # the `forensics repro` line that runs it as a tagged run
-    if_gone: str  # what it means if the rate falls
-    if_stays: str  # … and if it does not
+    if_cause: str  # what the run shows if this is the cause
+    if_not: str  # … and if it is not
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -1,0 +1,234 @@
+"""`forensics suspects` on incidents with a known truth: a planted cause with load as a
+confounder ranks first; with nothing planted, nothing passes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import forensics
+from forensics.analyses.compare import compare
+from forensics.analyses.suspects import suspects
+from forensics.analyses.suspects.features import Feature, Table, declared
+from forensics.analyses.suspects.rank import LOAD, NOISE, SUSPECT, rank
+from forensics.synthetic.planted import generate_planted, write_planted
+from tests.helpers import cli
+
+PLANTED = {  # cause -> the factors that are it
+    "abort": {"other_aborts"},
+    "retract": {"num_retractions", "retractions"},
+    "host": {"decode_host"},
+}
+
+
+def _incident(tmp: Path, cause: str | None, seed: int = 0, run: str = "incident") -> Path:
+    files = write_planted(generate_planted(cause, seed=seed), tmp)
+    db = tmp / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db, run=run)
+    return db
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {c: _incident(tmp_path_factory.mktemp(c), c) for c in PLANTED}
+
+
+@pytest.mark.parametrize("cause", sorted(PLANTED))
+def test_the_planted_cause_ranks_first_and_load_does_not_pass_for_it(planted, cause) -> None:
+    res = suspects(planted[cause])
+    lines = res.lines()
+    first = lines[0]
+    assert first.feature in PLANTED[cause] and first.verdict == SUSPECT
+    if cause == "host":
+        assert first.level == "decode-1"
+    # the cause holds within load strata; load's own predicates rank below it (or are
+    # explained by load)
+    assert first.stratified is not None and first.stratified.verdict == "holds within load strata"
+    load = {f.name for f in declared() if f.load}
+    for s in res.suspects[1:]:
+        if s.feature in load or s.verdict == LOAD:
+            assert (s.q, -(s.table.rr_low or 0)) >= (first.q, -(first.table.rr_low or 0))
+    # the known cause and its experiment come with it
+    assert (
+        first.known_causes and first.experiment and "forensics repro" in first.experiment["repro"]
+    )
+    text = " ".join(res.sentences())
+    assert "next experiment" in text and first.predicate in text
+
+
+def test_a_load_confounded_factor_is_explained_by_load(tmp_path: Path) -> None:
+    """Aborts rise with load; corruption is planted on retraction: aborts go with
+    corruption through load alone, and the strata say so (or they do not pass)."""
+    res = suspects(_incident(tmp_path, "retract", seed=3))
+    aborts = [s for s in res.suspects if s.feature == "other_aborts"]
+    assert aborts and all(s.verdict in (LOAD, NOISE) for s in aborts)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_null_incident_has_no_discovery(tmp_path: Path, seed: int) -> None:
+    res = suspects(_incident(tmp_path, None, seed))
+    assert res.ranking.corrupted > 10 and len(res.suspects) > 20
+    assert all(s.q >= 0.05 for s in res.suspects)
+    first = res.sentences()[0]
+    assert first.startswith("suspects: insufficient evidence — no factor passes")
+    assert f"would need about {res.requests_needed():,} requests" in first
+
+
+def _random_table(rng: np.random.Generator, n: int = 400) -> tuple[Table, tuple[Feature, ...]]:
+    """Factors of every kind, and an outcome drawn independently of all of them."""
+    features = (
+        Feature("concurrency", "numeric", "in flight", "-", load=True),
+        Feature("tokens", "numeric", "tokens", "-"),
+        Feature("latency", "numeric", "latency", "-"),
+        Feature("round", "numeric", "round", "-"),
+        Feature("host", "level", "host", "-"),
+        Feature("rank", "level", "rank", "-"),
+        Feature("abort", "event", "abort", "-", window="request"),
+        Feature("retract", "event", "retract", "-", window="request"),
+    )
+    cols = {
+        "concurrency": rng.integers(1, 64, n).astype(float),
+        "tokens": rng.lognormal(8, 1, n),
+        "latency": rng.gamma(2, 100, n),
+        "round": rng.integers(0, 8, n).astype(float),
+        "host": rng.choice(np.array(["d0", "d1", "d2"], dtype=object), n),
+        "rank": rng.choice(np.array(["0", "1"], dtype=object), n),
+        "abort": (rng.random(n) < 0.1).astype(float),
+        "retract": (rng.random(n) < 0.05).astype(float),
+    }
+    corrupted = rng.random(n) < 0.08
+    return Table(cols, corrupted, np.full(n, "r", dtype=object), {"r": {}}), features
+
+
+def test_over_200_null_feature_tables_at_most_15_have_a_discovery() -> None:
+    rng = np.random.default_rng(2026)
+    with_discovery = 0
+    for _ in range(200):
+        table, features = _random_table(rng)
+        ranking = rank(table, features)
+        assert len(ranking.tested) > 10
+        with_discovery += any(s.q < 0.05 for s in ranking.tested)
+    assert with_discovery <= 15
+
+
+def test_screening_never_reads_the_outcome() -> None:
+    """Tarone's screen uses the margins: shuffling who is corrupted (same count) leaves
+    the same predicates tested and screened out."""
+    rng = np.random.default_rng(7)
+    table, features = _random_table(rng, 150)
+    # corruption common and a factor rare: its margins cannot give a small p, whoever is
+    # corrupted (3 requests with it, half of all corrupted: p ≥ (1/2)³ · 2)
+    table.corrupted = rng.random(150) < 0.5
+    table.columns["abort"] = np.isin(np.arange(150), [3, 70, 140]).astype(float)
+    before = rank(table, features, min_support=2)
+    table.corrupted = rng.permutation(table.corrupted)
+    after = rank(table, features, min_support=2)
+    assert sorted(s.predicate for s in before.screened_out) == sorted(
+        s.predicate for s in after.screened_out
+    )
+    assert before.screened_out  # something was screened
+    assert len(before.tested) == len(after.tested)
+
+
+def test_a_categorical_with_more_than_20_values_is_not_a_factor() -> None:
+    rng = np.random.default_rng(3)
+    table, features = _random_table(rng)
+    table.columns["host"] = np.array([f"h{i % 25}" for i in range(len(table))], dtype=object)
+    ranking = rank(table, features)
+    assert any(s.feature == "host" and "more than 20" in s.why for s in ranking.skipped)
+    assert not any(s.feature == "host" for s in ranking.tested)
+
+
+def test_the_factors_are_not_identifiers_or_the_outcome() -> None:
+    con = forensics.connect(":memory:")
+    columns = {r[0] for r in con.execute("DESCRIBE request_features").fetchall()}
+    names = {f.name for f in declared()}
+    assert names <= columns
+    assert not names & {"rid", "session", "room", "status", "corrupted", "reason", "run",
+                        "source_id", "line"}  # fmt: skip
+
+
+def test_a_run_level_factor_is_tested_with_runs_as_the_units(tmp_path: Path) -> None:
+    """Two runs that differ by a tag: the tag's p is compare's for the pair, not a
+    request-level draw; with two runs a side, the weakest pair's."""
+    db = tmp_path / "db.duckdb"
+    specs = [("base-a", "host", 0, "on"), ("fix-a", None, 0, "off"),
+             ("base-b", "host", 1, "on"), ("fix-b", None, 1, "off")]  # fmt: skip
+    for run, cause, seed, overlap in specs:
+        d = tmp_path / run
+        files = write_planted(generate_planted(cause, seed=seed, requests=240), d)
+        forensics.ingest([str(f) for f in files], db, run=run, tags={"overlap": overlap})
+    two = suspects(db, ["base-a", "fix-a"])
+    tag = next(s for s in two.suspects if s.feature == "tag overlap")
+    pair = compare(db, ["base-a", "fix-a"]).pairs[0]
+    assert tag.units == "runs" and tag.table.p_value == pytest.approx(pair.table.p_value)
+    assert tag.runs_with == ["base-a"] and tag.level == "on"
+    four = suspects(db)
+    tag4 = next(s for s in four.suspects if s.feature == "tag overlap")
+    pairs = {(p.a, p.b): p.table.p_value for p in compare(db).pairs}
+    cross = [pairs.get((a, b), pairs.get((b, a))) for a in ("base-a", "base-b")
+             for b in ("fix-a", "fix-b")]  # fmt: skip
+    assert tag4.table.p_value == pytest.approx(max(cross))
+    # pooled counts, as many requests as the four runs judged
+    assert tag4.table.exposed_total + tag4.table.control_total == four.ranking.requests
+
+
+def test_cli_json_has_the_documented_fields_and_numbers_only(planted) -> None:
+    proc = cli("suspects", "--db", str(planted["abort"]), "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    doc = json.loads(proc.stdout)
+    for key in ("suspects", "tested", "screened_out", "left_out", "missing_evidence"):
+        assert key in doc
+    assert doc["tested"] == len(doc["suspects"]) > 10
+    first = doc["suspects"][0]
+    for key in ("feature", "predicate", "corrupted_with", "n_with", "corrupted_without",
+                "n_without", "rr", "rr_ci", "odds_ratio", "or_ci", "p", "q", "covers",
+                "stratified", "group", "known_causes", "experiment"):  # fmt: skip
+        assert key in first, key
+
+    def numbers(v: object) -> None:
+        if isinstance(v, dict):
+            for x in v.values():
+                numbers(x)
+        elif isinstance(v, list):
+            for x in v:
+                numbers(x)
+        else:
+            assert not isinstance(v, str) or v.lower() not in ("inf", "-inf", "nan")
+            assert not isinstance(v, float) or math.isfinite(v)
+
+    numbers(doc)
+    assert doc["left_out"] == {"no reply (http_error, timeout)": sum(
+        1 for r in generate_planted("abort").results if r["status"] == "http_error")}  # fmt: skip
+    out = cli("suspects", "--db", str(planted["abort"]), "--top", "3").stdout.decode()
+    assert "another request's abort" in out and "next experiment" in out
+
+
+def test_bad_options_are_one_line_errors(planted) -> None:
+    proc = cli("suspects", "--db", str(planted["host"]), "--fdr", "2")
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == "error: --fdr must be between 0 and 1, not 2"
+    proc = cli("suspects", "--db", str(planted["host"]), "--run", "nope")
+    assert proc.returncode == 2 and "no run named 'nope'" in proc.stderr.decode()
+
+
+def test_dependent_tests_use_benjamini_yekutieli(planted) -> None:
+    bh = suspects(planted["host"])
+    by = suspects(planted["host"], dependent=True)
+    assert by.method == "Benjamini–Yekutieli" and bh.method == "Benjamini–Hochberg"
+    q_bh = {s.predicate: s.q for s in bh.suspects}
+    assert all(s.q >= q_bh[s.predicate] for s in by.suspects)
+    assert any(s.q > q_bh[s.predicate] for s in by.suspects)
+
+
+def test_report_and_dashboard_carry_the_suspects(planted, tmp_path: Path) -> None:
+    rep = forensics.report(planted["host"])
+    text = rep.sentences()
+    assert any(s.startswith("suspects: 1 factor associated with corruption") for s in text)
+    assert rep.as_dict()["suspects"]["suspects"][0]["feature"] == "decode_host"
+    page = forensics.dashboard(planted["host"], out=tmp_path / "d.html").path.read_text()
+    assert 'id="suspects"' in page and "relative risk" in page
