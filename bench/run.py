@@ -1,7 +1,7 @@
 """The benchmarks: one command, every figure measured in the same run on the same file.
 
     python3 bench/run.py [--lines 1500000] [--decode-lines 5000000] [--skip-scaling]
-                         [--skip-dashboard] [--skip-repro]
+                         [--skip-dashboard] [--skip-repro] [--skip-suspects]
 
 Generates (once, cached in bench/out/) an incident journal through the real systemd tools,
 then times on it: `forensics ingest` (short-iso-precise and json renderings; and with record
@@ -12,7 +12,8 @@ record-heavy decode journal (94 % records, about 800 MB). Prints Markdown tables
 against lnav and grep measured here and now, never against remembered numbers. Then the
 dashboard benchmark (bench/dashboard.py): HTML size, build and render time at 10 k, 100 k
 and 1 M canary rows; then the reproducer's (bench/repro.py): requests/s of `forensics repro`
-against the stand-in server and the harness's cost against bare clients.
+against the stand-in server and the harness's cost against bare clients; then
+`forensics suspects` on 10 k requests and 100 predicates (bench/suspects.py).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def main() -> None:
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--skip-dashboard", action="store_true")
     ap.add_argument("--skip-repro", action="store_true")
+    ap.add_argument("--skip-suspects", action="store_true")
     ap.add_argument(
         "--decode-lines", type=int, default=5_000_000,
         help="entries of the record-heavy decode journal (0: skip it)",
@@ -126,6 +128,10 @@ def main() -> None:
 
         print("\nreproducer (bench/repro.py):")
         repro.main([])
+    if not args.skip_suspects:
+        import suspects  # bench/suspects.py
+
+        suspects.main([])
 
 
 def ingest_benchmark(args: argparse.Namespace) -> None:

@@ -39,6 +39,7 @@ _WHERE = {
     "run_named": ".named",
     "skew": ".analyses.skew",
     "summarize": ".store.summary",
+    "suspects": ".analyses.suspects",
 }
 __all__ = [
     "ForensicsError",
@@ -63,6 +64,7 @@ __all__ = [
     "run_named",
     "skew",
     "summarize",
+    "suspects",
 ]
 
 
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from .analyses.report import report
     from .analyses.rooms import rooms
     from .analyses.skew import skew
+    from .analyses.suspects import suspects
     from .dashboards.write import dashboard
     from .errors import ForensicsError
     from .named import list_queries, run_named

@@ -10,7 +10,7 @@ from .sql import query
 
 
 def list_queries() -> list[NamedQuery]:
-    return all_queries()
+    return list(all_queries())
 
 
 def view_sql(name: str) -> str:

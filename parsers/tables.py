@@ -10,8 +10,10 @@ here (and a migration where databases exist).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:  # polars loads with the readers that cast, not with every command
+    import polars as pl
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ _NUMBER = r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 
 
 def _cast(c: C, units: bool) -> pl.Expr:
+    import polars as pl
+
     col = pl.col(c.name).cast(pl.String)
     # With units the number in front is the value, in the unit the column's name gives.
     number = col.str.extract(_NUMBER, 1) if units else col

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 
 _COLUMN = re.compile(r"^-- @column\s+(\w+)\s+(\S+)\s+(.*)$", re.M)
@@ -43,8 +44,10 @@ def names() -> list[str]:
     )
 
 
-def all_queries() -> list[NamedQuery]:
-    """Every named query, each after the ones it depends on."""
+@lru_cache(maxsize=1)
+def all_queries() -> tuple[NamedQuery, ...]:
+    """Every named query, each after the ones it depends on (read once a process: every
+    connection installs them)."""
     pending = {q.name: q for q in (load(n) for n in names())}
     ordered: list[NamedQuery] = []
     while pending:
@@ -53,4 +56,4 @@ def all_queries() -> list[NamedQuery]:
             raise ValueError(f"queries depend on each other in a cycle: {sorted(pending)}")
         for q in sorted(ready, key=lambda q: q.name):
             ordered.append(pending.pop(q.name))
-    return ordered
+    return tuple(ordered)

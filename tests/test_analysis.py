@@ -106,6 +106,26 @@ def test_correlate_finds_the_real_effect_with_scipys_numbers(effect) -> None:
     assert res.requests == 200 and res.corrupted == len(inc.truth["corrupted"])
 
 
+@pytest.mark.parametrize("fixture", ["effect", "independent"])
+def test_correlate_gives_the_numbers_of_suspects_probe_rows(fixture, request) -> None:
+    """`correlate` stays a command of its own; its two tables are the two probe rows of
+    `suspects` (a bad room, a step with unexpected page writes), number for number."""
+    from forensics.analyses.suspects import suspects
+
+    db, _ = request.getfixturevalue(fixture)
+    rows = {s.feature: s for s in suspects(db, min_support=1).suspects}
+    for assoc, feature in zip(correlate(db).associations, ("verdict", "unexpected_steps"),
+                              strict=True):  # fmt: skip
+        if feature not in rows:  # screened out: its margins could not give a small p
+            continue
+        mine, theirs = assoc.table, rows[feature].table
+        for key in ("exposed_cases", "exposed_total", "control_cases", "control_total",
+                    "p_value", "relative_risk", "rr_low", "rr_high", "odds_ratio", "or_low",
+                    "or_high"):  # fmt: skip
+            assert getattr(mine, key) == getattr(theirs, key), (feature, key)
+    assert "verdict" in rows  # the bad-room row is tested in both incidents
+
+
 def test_correlate_says_no_evidence_when_corruption_is_independent(independent) -> None:
     db, inc = independent
     res = correlate(db)

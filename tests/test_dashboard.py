@@ -282,8 +282,10 @@ def test_markup_in_logs_shows_as_text_and_runs_nothing(browser: Browser, tmp_pat
     cells = o.page.eval_on_selector_all("#rooms-table td", "ts => ts.map(t => t.textContent)")
     assert SCRIPT in cells
     assert any(IMG in c and SCRIPT in c for c in cells)
-    # plotly.js, the two figures and the page's own script: no fifth, no image
-    assert o.page.evaluate("document.scripts.length") == 4
+    # plotly.js, the three figures (timeline, runs, suspects) and the page's own script:
+    # no sixth, no image
+    assert o.page.evaluate("document.getElementById('suspects') !== null")
+    assert o.page.evaluate("document.scripts.length") == 5
     assert o.page.evaluate("document.querySelectorAll('img').length") == 0
     o.page.click("#rooms-table th:nth-child(3)")  # sorting re-inserts rows: still inert
     assert o.page.evaluate("document.querySelectorAll('img').length") == 0

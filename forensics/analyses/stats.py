@@ -59,15 +59,20 @@ class TwoByTwo:
 
 
 def two_by_two(
-    exposed_cases: int, exposed_total: int, control_cases: int, control_total: int
+    exposed_cases: int,
+    exposed_total: int,
+    control_cases: int,
+    control_total: int,
+    margins: Hypergeom | None = None,
 ) -> TwoByTwo:
     """Fisher's exact p (two-sided), the relative risk exposed/control and the conditional
     odds ratio, each with a 95 % interval. Without both groups there is nothing to
-    compare: the statistics are None."""
+    compare: the statistics are None. `margins`: these margins' distribution, where the
+    caller has it already."""
     a, n1, c, n0 = exposed_cases, exposed_total, control_cases, control_total
     if n1 == 0 or n0 == 0:
         return TwoByTwo(a, n1, c, n0, None, None, None, None, None)
-    h = Hypergeom(n1, n0, a + c)
+    h = margins if margins is not None else Hypergeom(n1, n0, a + c)
     rr, rr_lo, rr_hi = relative_risk(a, n1, c, n0)
     or_, or_lo, or_hi = h.odds_ratio(a)
     return TwoByTwo(a, n1, c, n0, h.fisher(a), rr, rr_lo, rr_hi, or_, or_lo, or_hi)
@@ -101,13 +106,14 @@ class Hypergeom:
     def _moments(self, theta: float, a: int, upper: bool) -> tuple[float, float, float, float]:
         """With odds ratio e^θ: (mean, variance, P(X ≥ a) or P(X ≤ a), its slope in θ)."""
         lw = self.logw + theta * self.x
-        w = np.exp(lw - _logsumexp(lw))
+        w = np.exp(lw - lw.max())
+        total = float(w.sum())
         wx = w * self.x
-        mean = float(wx.sum())
-        var = float(wx @ self.x) - mean * mean
+        mean = float(wx.sum()) / total
+        var = float(wx @ self.x) / total - mean * mean
         cut = slice(a - self.lo, None) if upper else slice(None, a - self.lo + 1)
-        tail = float(w[cut].sum())
-        return mean, var, tail, float(wx[cut].sum()) - tail * mean
+        tail = float(w[cut].sum()) / total
+        return mean, var, tail, float(wx[cut].sum()) / total - tail * mean
 
     def odds_ratio(self, a: int) -> tuple[float | None, float | None, float | None]:
         """The conditional maximum-likelihood odds ratio and its exact 95 % interval
@@ -156,7 +162,7 @@ def _solve(f, t: float) -> float:
         step = t - v / slope if slope > 0 and math.isfinite(v) else math.nan
         if not lo < step < hi:  # also NaN
             step = (lo + hi) / 2 if hi - lo < 16 else t + (4.0 if v < 0 else -4.0)
-        if abs(step - t) < 1e-12 * max(1.0, abs(t)) or hi - lo < 1e-12 * max(1.0, abs(t)):
+        if abs(step - t) < 1e-10 * max(1.0, abs(t)) or hi - lo < 1e-10 * max(1.0, abs(t)):
             return step
         t = step
     return t

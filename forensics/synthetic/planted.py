@@ -33,9 +33,16 @@ NULL_RATE = 0.06
 
 
 def generate_planted(
-    cause: str | None, *, seed: int = 0, requests: int = 600, sessions: int = 40
+    cause: str | None,
+    *,
+    seed: int = 0,
+    requests: int = 600,
+    sessions: int = 40,
+    decode_hosts: int = 2,
+    dp_ranks: int = 1,
 ) -> Incident:
-    """`requests` requests in `sessions` sessions with `cause` planted (see the module)."""
+    """`requests` requests in `sessions` sessions with `cause` planted (see the module),
+    over `decode_hosts` decode hosts of `dp_ranks` DP ranks each."""
     if cause is not None and cause not in CAUSES:
         raise ValueError(f"unknown cause {cause!r}; choose from {', '.join(CAUSES)} or None")
     rng = random.Random(f"planted:{cause}:{seed}")
@@ -48,15 +55,17 @@ def generate_planted(
         pre.append(Entry(ts, ts - T0_US + 5_000_000, PREFILL_BOOT, "prefill-0",
                          "sglang-prefill.service", "python3", 2001, msg, **kw))  # fmt: skip
 
+    hosts = [f"decode-{i}" for i in range(max(2, decode_hosts))]
+
     def D(host: str, ts: int, msg: str, **kw) -> None:
-        boot = DECODE_BOOT if host == "decode-0" else DECODE_BOOT[::-1]
+        boot = DECODE_BOOT[: -len(host)] + host  # one boot per host
         dec.append(Entry(ts, ts - T0_US + 9_000_000, boot, host, "sglang-decode.service",
                          "python3", 3001, msg, **kw))  # fmt: skip
 
     t = T0_US
-    for host in ("decode-0", "decode-1"):
+    for host in hosts:
         D(host, t, _sglang(t, f"Capture cuda graph bs [{', '.join(map(str, CAPTURED))}]"))
-    recent: dict[str, list[str]] = {"decode-0": [], "decode-1": []}
+    recent: dict[str, list[str]] = {h: [] for h in hosts}
     phase = "low"
     rounds = max(1, requests // sessions)
     for i in range(requests):
@@ -64,7 +73,8 @@ def generate_planted(
             phase = rng.choice(tuple(LOADS))
         (c_lo, c_hi), p_abort, p_retract = LOADS[phase]
         concurrency = rng.randint(c_lo, c_hi)
-        host = rng.choice(("decode-0", "decode-1"))
+        host = rng.choice(hosts)
+        dp_rank = rng.randrange(dp_ranks)
         rid = f"{rng.getrandbits(128):032x}"
         room = rng.getrandbits(63)
         t += rng.randint(1_000_000, 1_600_000)
@@ -108,7 +118,7 @@ def generate_planted(
         D(host, t_end, _sglang(t_end, _time_stats(
             rid, room, "decode", prompt, 0, out_len,
             f"bootstrap_duration=0.90ms, alloc_wait_duration=1.10ms, "
-            f"transfer_duration={rng.uniform(5, 40):.2f}ms, queue_duration=0.50ms, "
+            f"transfer_duration={rng.uniform(5, 40):.2f}ms, queue_duration={rng.uniform(0.1, 9):.2f}ms, "
             f"forward_duration={rng.uniform(300, 600):.2f}ms, entry_time={start / 1e6:.3f}")))  # fmt: skip
         finish = {"type": "stop", "matched": 151645}
         D(host, t_end + 1_000, _sglang(t_end + 1_000, f"Finish: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
@@ -116,7 +126,7 @@ def generate_planted(
                                                       f"{{'id': '{rid}', 'finish_reason': {finish!r}, 'prompt_tokens': {prompt}, "
                                                       f"'completion_tokens': {out_len}, 'cached_tokens': {cached}, "
                                                       f"'num_retractions': {int(retracted)}, "
-                                                      f"'e2e_latency': {(t_end - start) / 1e6:.3f}, 'dp_rank': 0}}}}", ""))  # fmt: skip
+                                                      f"'e2e_latency': {(t_end - start) / 1e6:.3f}, 'dp_rank': {dp_rank}}}}}", ""))  # fmt: skip
         recent[host] = [*recent[host][-3:], rid]
         status = "corrupted" if corrupted else "ok"
         if rng.random() < 0.01:  # a few replies never come: left out, counted
@@ -130,6 +140,7 @@ def generate_planted(
             "session": sess, "round": rnd, "rid": rid, "corrupted": corrupted,
             "reason": "tool-call markup in content" if corrupted else "", "status": status,
             "start": start / 1e6, "end": (t_end + 20_000) / 1e6, "concurrency": concurrency,
+            "step": rng.randrange(4), "attempt": 1,
         })  # fmt: skip
         t = t_end
     dec.sort(key=lambda e: e.ts_us)

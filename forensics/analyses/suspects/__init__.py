@@ -116,6 +116,12 @@ class Suspects:
         if explained:
             names = "; ".join(s.predicate for s in explained[:3])
             out.append(f"explained by load (no association within load strata): {names}")
+        peers = self.peers
+        if peers.get("in_a_snapshot"):  # the outcome of others: reported, never a factor
+            beside, seen = peers["beside_another_corrupted"], peers["in_a_snapshot"]
+            out.append(f"peers (not a factor: their outcome): {beside:,} of {seen:,} corrupted "
+                       "requests seen in a scheduler.status snapshot ran beside another "
+                       "corrupted request")  # fmt: skip
         if self.left_out:
             out.append("left out as outcomes: " + ", ".join(
                 f"{n:,} {why}" for why, n in self.left_out.items()))  # fmt: skip

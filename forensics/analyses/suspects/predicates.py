@@ -16,7 +16,7 @@ from ..correlate import BAD_VERDICTS, ONE_SIDED
 from ..stats import fmt_num
 from .features import MAX_LEVELS, WINDOWS, Feature, Table
 
-QUANTILES = (0.25, 0.5, 0.75, 0.9)
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 FEW_VALUES = 5  # a numeric factor with this many values or fewer: every value a threshold
 
 
