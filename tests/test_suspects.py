@@ -175,6 +175,8 @@ def test_a_run_level_factor_is_tested_with_runs_as_the_units(tmp_path: Path) -> 
     cross = [pairs.get((a, b), pairs.get((b, a))) for a in ("base-a", "base-b")
              for b in ("fix-a", "fix-b")]  # fmt: skip
     assert tag4.table.p_value == pytest.approx(max(cross))
+    a, b = tag4.weakest_pair
+    assert pairs.get((a, b), pairs.get((b, a))) == pytest.approx(max(cross))
     # pooled counts, as many requests as the four runs judged
     assert tag4.table.exposed_total + tag4.table.control_total == four.ranking.requests
 

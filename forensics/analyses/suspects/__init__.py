@@ -144,7 +144,11 @@ def describe(s: Suspect, corrupted: int) -> str:
     t = s.table
     units = ""
     if s.units == "runs":
-        units = f", runs as the units ({', '.join(s.runs_with)} vs {', '.join(s.runs_without)})"
+        units = f", runs as the units ({', '.join(s.runs_with)} vs {', '.join(s.runs_without)}"
+        if len(s.runs_with) * len(s.runs_without) > 1 and s.weakest_pair:
+            a, b = s.weakest_pair
+            units += f"; counts pooled, the statistics of the weakest pair, {a} vs {b}"
+        units += ")"
     strat = ""
     if s.stratified and s.stratified.p is not None:
         strat = (f"; within load strata OR {fmt_num(s.stratified.odds_ratio)}, "

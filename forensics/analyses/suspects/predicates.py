@@ -31,6 +31,7 @@ class Predicate:
     mirror: tuple[str, str] | None = None  # two-level factor: (other level, its text)
     runs_with: list[str] = field(default_factory=list)  # run-level predicates only
     runs_without: list[str] = field(default_factory=list)
+    weakest_pair: tuple[str, str] | None = None  # set when tested: see rank._per_run
 
     @property
     def per_run(self) -> bool:

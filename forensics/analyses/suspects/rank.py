@@ -60,6 +60,7 @@ class Suspect:
     units: str = "requests"  # or runs
     runs_with: list[str] = field(default_factory=list)
     runs_without: list[str] = field(default_factory=list)
+    weakest_pair: tuple[str, str] | None = None  # runs as units: the pair p and CIs come from
     group: int = 0  # 1-based: its line in the ranking
     members: list[str] = field(default_factory=list)  # the group's other predicates
     known_causes: list[str] = field(default_factory=list)
@@ -77,6 +78,7 @@ class Suspect:
             "stratified": self.stratified.as_dict() if self.stratified else None,
             "group": self.group, "verdict": self.verdict, "load": self.load,
             "units": self.units, "runs_with": self.runs_with, "runs_without": self.runs_without,
+            "weakest_pair": list(self.weakest_pair) if self.weakest_pair else None,
             "known_causes": self.known_causes, "experiment": self.experiment,
         }  # fmt: skip
 
@@ -129,6 +131,7 @@ def rank(
         pairs.append((Suspect(
             p.feature, p.text, t, q, t.exposed_cases, _verdict(t, q, strat, level), strat,
             p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
+            p.weakest_pair,
         ), p))  # fmt: skip
     pairs.sort(key=lambda sp: _order(sp[0]))
     _group(pairs, y)
@@ -186,14 +189,17 @@ def _per_run(p: Predicate, y: np.ndarray, table: Table, level: float) -> TwoByTw
     pooled = _oriented(p, y)
     per = {r: (int(y[table.run == r].sum()), int((table.run == r).sum()))
            for r in p.runs_with + p.runs_without}  # fmt: skip
-    pairs = [(per[a], per[b]) for a in p.runs_with for b in p.runs_without]
+    names = [(a, b) for a in p.runs_with for b in p.runs_without]
+    pairs = [(per[a], per[b]) for a, b in names]
     least = max(Hypergeom(n1, n0, a + c).least_p() for (a, n1), (c, n0) in pairs)
     if least >= level:
         return f"its runs allow no p below {least:.2g} (Tarone, runs as the units)"
     tables = [two_by_two(a, n1, c, n0) for (a, n1), (c, n0) in pairs]
     higher = [t.exposed_cases * t.control_total > t.control_cases * t.exposed_total
               for t in tables]  # fmt: skip
-    weakest = max(tables, key=lambda t: t.p_value if t.p_value is not None else 1.0)
+    i = max(range(len(tables)), key=lambda i: tables[i].p_value or 1.0)
+    weakest = tables[i]
+    p.weakest_pair = names[i]
     if len(tables) > 1 and len(set(higher)) > 1:  # the pairs disagree on the direction
         weakest.p_value = 1.0
     weakest.exposed_cases, weakest.exposed_total = pooled.exposed_cases, pooled.exposed_total
