@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from ...errors import ForensicsError
 from ...store import connect_read_only
 from ..runs import Runs, all_runs, selected_runs
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
@@ -182,8 +183,6 @@ def suspects_con(
     dependent: bool = False,
     features: tuple[Feature, ...] | None = None,
 ) -> Suspects:
-    from ...errors import ForensicsError
-
     if not 0 < fdr < 1:
         raise ForensicsError(f"--fdr must be between 0 and 1, not {fdr:g}")
     if min_support < 1:

@@ -11,7 +11,7 @@ from importlib import resources
 import duckdb
 import numpy as np
 
-from ...statuses import NO_REPLY, UNCOMPARED
+from ...statuses import NO_REPLY, NO_REPLY_SQL, UNCOMPARED
 
 KINDS = ("numeric", "event", "level", "verdict", "step")
 # How an event's window reads in a predicate (the request_evidence view's window).
@@ -87,9 +87,8 @@ def load_table(
         else:  # booleans and counts as numbers, NULL as NaN (fetched without a mask)
             exprs.append(f'coalesce("{f.name}"::DOUBLE, \'NaN\'::DOUBLE) AS "{f.name}"')
     marks = ", ".join("?" * len(runs))
-    unjudged = ", ".join(f"'{s}'" for s in (*NO_REPLY, UNCOMPARED))
     got = con.execute(
-        f"""SELECT coalesce(status IN ({unjudged}), false) AS unjudged, status,
+        f"""SELECT {NO_REPLY_SQL} AS unjudged, status,
                    corrupted, run, coalesce(steps::DOUBLE, 0) AS steps, {", ".join(exprs)}
             FROM request_features WHERE run IN ({marks})""",
         runs,
