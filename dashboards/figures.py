@@ -20,7 +20,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from ..analyses.canary import page_ranges
-from ..analyses.compare import Comparison, compare_con
+from ..analyses.compare import Comparison, compare
 from ..analyses.stats import fmt_ci, fmt_num, fmt_p
 from ..analyses.suspects import Suspects
 from ..analyses.suspects.rank import Suspect
@@ -296,7 +296,7 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
 
 def runs_compared(db: str | os.PathLike | None = None, runs: list[str] | None = None) -> go.Figure:
     with connect_read_only(db) as con:
-        return runs_figure(compare_con(con, runs))
+        return runs_figure(compare(con, runs))
 
 
 def runs_figure(c: Comparison) -> go.Figure:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analyses.report import report_con
+from ..analyses.report import report
 from ..analyses.runs import Runs, selected_runs
 from ..outputs import write_text
 from ..store import connect_read_only, first_row
@@ -51,7 +51,7 @@ def dashboard(
     try:
         chosen = selected_runs(con, runs)
         p = panels(con, chosen)
-        rep = report_con(con, chosen, top=200)
+        rep = report(con, chosen, top=200)
         empty = _empty_lines(con, p, chosen)
     finally:
         con.close()

@@ -25,17 +25,11 @@ import pyarrow as pa
 from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import TS_MAX_US
+from .tables import RESULTS
 
 RESULT_FORMATS = ("results-jsonl", "results-csv")
-SCHEMA = pa.schema(
-    [
-        ("line", pa.int64()), ("run", pa.string()), ("status", pa.string()),
-        ("session", pa.string()), ("round", pa.int64()),
-        ("rid", pa.string()), ("room", pa.uint64()), ("corrupted", pa.bool_()),
-        ("reason", pa.string()), ("start_us", pa.int64()), ("end_us", pa.int64()),
-        ("concurrency", pa.int64()), ("extra", pa.string()),
-    ]
-)  # fmt: skip
+# The results table's declared columns but the source (ingest stamps it).
+SCHEMA = RESULTS.arrow(skip=("source_id",))
 _KNOWN = {
     "session",
     "round",

@@ -392,3 +392,18 @@ def test_correlate_with_a_chosen_set_of_bad_verdicts(effect) -> None:
     assert proc.returncode == 2 and proc.stderr.decode().startswith(
         "error: not a bad verdict: match"
     )
+
+
+def test_every_answer_takes_a_path_or_a_connection(effect) -> None:
+    """One face for the store: a path opens (and closes) its own read-only connection; a
+    connection given is used as it is and left open for its owner."""
+    db, _ = effect
+    con = forensics.connect_read_only(db)
+    try:
+        for answer in (forensics.rooms, forensics.correlate, forensics.compare,
+                       forensics.skew, forensics.canary, forensics.report,
+                       forensics.suspects):  # fmt: skip
+            assert answer(con).as_dict() == answer(db).as_dict(), answer.__name__
+        assert con.execute("SELECT 1").fetchall() == [(1,)]  # still open
+    finally:
+        con.close()

@@ -21,6 +21,9 @@ SCHEMA = """SELECT table_name, column_name, data_type, is_nullable
             ORDER BY table_name, ordinal_position"""
 
 
+SPELLED = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}  # as information_schema spells it
+
+
 def _columns(path: Path) -> list[tuple]:
     con = duckdb.connect(str(path), read_only=True)
     try:
@@ -42,13 +45,33 @@ def test_old_schema_plus_migrations_equals_declaration(tmp_path: Path) -> None:
 
 
 def test_declared_columns_are_the_stored_ones(tmp_path: Path) -> None:
+    """Every stored table, column, type and NOT NULL, is its declaration (nothing else
+    creates tables: the DDL derives from parsers/tables.py)."""
     path = tmp_path / "new.duckdb"
     database.connect(path).close()
-    stored = {}
-    for table, column, *_ in _columns(path):
-        stored.setdefault(table, []).append(column)
-    for t in tables.PATTERN_TABLES.values():
-        assert stored[t.name] == [c.name for c in t.all_columns]
+    stored: dict[str, list[tuple]] = {}
+    for table, column, dtype, nullable in _columns(path):
+        stored.setdefault(table, []).append((column, dtype, nullable == "NO"))
+    assert set(stored) == set(tables.TABLES)
+    for t in tables.TABLES.values():
+        declared = [(c.name, SPELLED.get(c.type, c.type), c.not_null or c.key == "PRIMARY KEY")
+                    for c in t.all_columns]  # fmt: skip
+        assert stored[t.name] == declared, t.name
+
+
+def test_what_readers_fill_is_declared() -> None:
+    """The readers' columns are the tables' (ingest fills the rest): a column added to a
+    declaration and not to a reader, or the other way round, fails here."""
+    from forensics.parsers.journald.schema import ENTRY_SCHEMA
+    from forensics.parsers.results import SCHEMA as RESULT_SCHEMA
+
+    from forensics.store.records import TABLES as RECORD_TABLES
+
+    entries = tables.ENTRIES.names
+    assert set(entries) - set(ENTRY_SCHEMA.names) == {"source_id", "parts", "key"}
+    assert set(ENTRY_SCHEMA.names) <= set(entries)
+    assert RESULT_SCHEMA.names == [n for n in tables.RESULTS.names if n != "source_id"]
+    assert set(RECORD_TABLES.values()) <= set(tables.TABLES)
 
 
 def test_tables_page_is_generated() -> None:

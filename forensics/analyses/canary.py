@@ -6,12 +6,9 @@ which layers saw the writes, how many pages and which, who was in the batch.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
-import duckdb
-
-from ..store import connect_read_only, first_row
+from ..store import Db, first_row, reading
 from .runs import Runs, run_filter, selected_runs
 
 
@@ -71,41 +68,39 @@ class CanaryReport:
         ]
 
 
-def canary(db: str | os.PathLike | None = None, run: Runs = None, top: int = 10) -> CanaryReport:
-    with connect_read_only(db) as con:
-        return canary_con(con, run, top)
-
-
-def canary_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 10) -> CanaryReport:
-    selected_runs(con, run)
-    where, params = run_filter(run)
-    n_records = first_row(con, f"SELECT count(*) FROM canary WHERE {where}", params)[0]
-    n_steps = first_row(
-        con, f"SELECT count(DISTINCT (run, host, step)) FROM canary_writes WHERE {where}", params
-    )[0]
-    rows = con.execute(
-        f"""WITH ranked AS (
-                SELECT run, host, step, sum(n_unexpected) AS total
-                FROM canary_writes WHERE {where} GROUP BY ALL
-                ORDER BY total DESC, run, host, step LIMIT ?
-            )
-            SELECT w.run, w.host, w.step, min(w.ts_us), r.total,
-                   list(struct_pack(layer := w.layer, n_expected := w.n_expected,
-                                    n_changed := w.n_changed, n_unexpected := w.n_unexpected,
-                                    pages := w.pages) ORDER BY w.layer),
-                   any_value(w.rids), max(w.corrupted)
-            FROM canary_writes w
-            JOIN ranked r
-              ON r.run = w.run AND r.host IS NOT DISTINCT FROM w.host AND r.step = w.step
-            GROUP BY w.run, w.host, w.step, r.total
-            ORDER BY r.total DESC, w.run, w.host, w.step""",
-        [*params, top],
-    ).fetchall()
-    steps = []
-    for run_, host, step, ts, total, layers, rids, bad in rows:
-        writes = [LayerWrites(**x) for x in layers]
-        steps.append(CanaryStep(run_, host, step, ts, int(total), writes, rids or [], bad or 0))
-    return CanaryReport(steps, n_steps, n_records)
+def canary(db: Db = None, run: Runs = None, top: int = 10) -> CanaryReport:
+    with reading(db) as con:
+        selected_runs(con, run)
+        where, params = run_filter(run)
+        n_records = first_row(con, f"SELECT count(*) FROM canary WHERE {where}", params)[0]
+        n_steps = first_row(
+            con,
+            f"SELECT count(DISTINCT (run, host, step)) FROM canary_writes WHERE {where}",
+            params,
+        )[0]
+        rows = con.execute(
+            f"""WITH ranked AS (
+                    SELECT run, host, step, sum(n_unexpected) AS total
+                    FROM canary_writes WHERE {where} GROUP BY ALL
+                    ORDER BY total DESC, run, host, step LIMIT ?
+                )
+                SELECT w.run, w.host, w.step, min(w.ts_us), r.total,
+                       list(struct_pack(layer := w.layer, n_expected := w.n_expected,
+                                        n_changed := w.n_changed, n_unexpected := w.n_unexpected,
+                                        pages := w.pages) ORDER BY w.layer),
+                       any_value(w.rids), max(w.corrupted)
+                FROM canary_writes w
+                JOIN ranked r
+                  ON r.run = w.run AND r.host IS NOT DISTINCT FROM w.host AND r.step = w.step
+                GROUP BY w.run, w.host, w.step, r.total
+                ORDER BY r.total DESC, w.run, w.host, w.step""",
+            [*params, top],
+        ).fetchall()
+        steps = []
+        for run_, host, step, ts, total, layers, rids, bad in rows:
+            writes = [LayerWrites(**x) for x in layers]
+            steps.append(CanaryStep(run_, host, step, ts, int(total), writes, rids or [], bad or 0))
+        return CanaryReport(steps, n_steps, n_records)
 
 
 def page_ranges(pages: list[int] | None, limit: int = 6) -> str:

@@ -7,14 +7,11 @@ difference is not significant, how many requests per run would show one of that 
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
-import duckdb
-
 from ..statuses import NO_REPLY_SQL
-from ..store import connect_read_only
+from ..store import Db, reading
 from .runs import Runs, all_runs, selected_runs
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, requests_needed, two_by_two, wilson
 
@@ -84,42 +81,38 @@ class Comparison:
         return shared, [{k: v for k, v in r.tags.items() if k not in shared} for r in self.rates]
 
 
-def compare(db: str | os.PathLike | None = None, runs: Runs = None) -> Comparison:
+def compare(db: Db = None, runs: Runs = None) -> Comparison:
     """Corruption rate per run and a test for each pair (all runs when `runs` is None)."""
-    with connect_read_only(db) as con:
-        return compare_con(con, runs)
-
-
-def compare_con(con: duckdb.DuckDBPyConnection, runs: Runs = None) -> Comparison:
-    known = dict(all_runs(con))
-    chosen = selected_runs(con, runs)
-    failed = NO_REPLY_SQL
-    counts = {
-        r: (n, k, f)
-        for r, n, k, f in con.execute(
-            f"""SELECT run, count(*) FILTER (WHERE NOT {failed}),
-                       count(*) FILTER (WHERE corrupted AND NOT {failed}),
-                       count(*) FILTER (WHERE {failed})
-                FROM results GROUP BY run"""
-        ).fetchall()
-    }
-    rates = []
-    for r in chosen:
-        if r not in counts:
-            continue
-        n, k, f = counts[r]
-        low, high = wilson(k, n)
-        rates.append(RunRate(r, known[r], n, k, k / n if n else None, low, high, f))
-    tables = [(a, b, two_by_two(a.corrupted, a.requests, b.corrupted, b.requests))
-              for a, b in combinations(rates, 2)]  # fmt: skip
-    adjusted = holm([t.p_value for _, _, t in tables if t.p_value is not None])
-    pairs = []
-    it = iter(adjusted)
-    for a, b, t in tables:
-        p_adj = next(it) if t.p_value is not None else None
-        pairs.append(_pair(a, b, t, p_adj, len(tables)))
-    without = [r for r in chosen if r not in counts]
-    return Comparison(rates, pairs, without)
+    with reading(db) as con:
+        known = dict(all_runs(con))
+        chosen = selected_runs(con, runs)
+        failed = NO_REPLY_SQL
+        counts = {
+            r: (n, k, f)
+            for r, n, k, f in con.execute(
+                f"""SELECT run, count(*) FILTER (WHERE NOT {failed}),
+                           count(*) FILTER (WHERE corrupted AND NOT {failed}),
+                           count(*) FILTER (WHERE {failed})
+                    FROM results GROUP BY run"""
+            ).fetchall()
+        }
+        rates = []
+        for r in chosen:
+            if r not in counts:
+                continue
+            n, k, f = counts[r]
+            low, high = wilson(k, n)
+            rates.append(RunRate(r, known[r], n, k, k / n if n else None, low, high, f))
+        tables = [(a, b, two_by_two(a.corrupted, a.requests, b.corrupted, b.requests))
+                  for a, b in combinations(rates, 2)]  # fmt: skip
+        adjusted = holm([t.p_value for _, _, t in tables if t.p_value is not None])
+        pairs = []
+        it = iter(adjusted)
+        for a, b, t in tables:
+            p_adj = next(it) if t.p_value is not None else None
+            pairs.append(_pair(a, b, t, p_adj, len(tables)))
+        without = [r for r in chosen if r not in counts]
+        return Comparison(rates, pairs, without)
 
 
 def _pair(a: RunRate, b: RunRate, t: TwoByTwo, p_adj: float | None, m: int) -> PairTest:

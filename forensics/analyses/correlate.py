@@ -7,15 +7,12 @@ Fisher's exact p and the relative risk, and one sentence that says what they mea
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import duckdb
-
 from ..errors import ForensicsError
 from ..statuses import NO_REPLY_SQL
-from ..store import connect_read_only
+from ..store import Db, reading
 from .rooms import SEVERITY
 from .runs import Runs, run_filter, selected_runs
 from .stats import TwoByTwo, fmt_ci, fmt_num, fmt_p, two_by_two
@@ -66,60 +63,58 @@ class Correlation:
 
 
 def correlate(
-    db: str | os.PathLike | None = None,
+    db: Db = None,
     run: Runs = None,
     bad: tuple[str, ...] = BAD_VERDICTS,
 ) -> Correlation:
     """Bad room × corrupted and in-a-bad-step × corrupted over the requests of `run`
     (every run pooled when None)."""
-    with connect_read_only(db) as con:
-        return correlate_con(con, run, bad)
-
-
-def correlate_con(
-    con: duckdb.DuckDBPyConnection, run: Runs = None, bad: tuple[str, ...] = BAD_VERDICTS
-) -> Correlation:
-    unknown = [v for v in bad if v not in SEVERITY or v == "match"] or ([] if bad else ["(none)"])
-    if unknown:
-        known = ", ".join(v for v in SEVERITY if v != "match")
-        raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
-    runs = selected_runs(con, run)
-    where, params = run_filter(run)
-    # One pass over the view (it joins every step's batch), grouped to a few dozen rows;
-    # the tables are counted from those.
-    groups = con.execute(
-        f"""SELECT {NO_REPLY_SQL}, corrupted, verdict, steps > 0, unexpected_steps > 0, count(*)
-            FROM requests WHERE {where} GROUP BY ALL""",
-        params,
-    ).fetchall()
-    # A request with no reply has no outcome: it is in neither table.
-    failed = sum(n for f, *_, n in groups if f)
-    judged = [g[1:] for g in groups if not g[0]]
-    # A room with checksums on one side only says nothing about whether its bytes were
-    # intact: such requests have unknown exposure (unless those verdicts are chosen as bad).
-    one_sided = {v for v in ONE_SIDED if v not in bad}
-    room = _table(
-        judged,
-        exposed=lambda verdict, *_: verdict in bad,
-        known=lambda verdict, *_: verdict is not None and verdict not in one_sided,
-    )
-    step = _table(judged, exposed=lambda _v, _s, hit: bool(hit), known=lambda _v, s, _h: bool(s))
-    return Correlation(
-        runs,
-        sum(g[-1] for g in judged),
-        sum(g[-1] for g in judged if g[0]),
-        [
-            _association(
-                "bad_room", f"a bad room ({', '.join(bad)})", room,
-                "no checksum records for their room, or checksums on one side only",
-            ),
-            _association(
-                "bad_step", "a decode step with unexpected page writes", step,
-                "in no decode step record",
-            ),
-        ],
-        failed,
-    )  # fmt: skip
+    with reading(db) as con:
+        unknown = [v for v in bad if v not in SEVERITY or v == "match"] or (
+            [] if bad else ["(none)"]
+        )
+        if unknown:
+            known = ", ".join(v for v in SEVERITY if v != "match")
+            raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
+        runs = selected_runs(con, run)
+        where, params = run_filter(run)
+        # One pass over the view (it joins every step's batch), grouped to a few dozen rows;
+        # the tables are counted from those.
+        groups = con.execute(
+            f"""SELECT {NO_REPLY_SQL}, corrupted, verdict, steps > 0, unexpected_steps > 0, count(*)
+                FROM requests WHERE {where} GROUP BY ALL""",
+            params,
+        ).fetchall()
+        # A request with no reply has no outcome: it is in neither table.
+        failed = sum(n for f, *_, n in groups if f)
+        judged = [g[1:] for g in groups if not g[0]]
+        # A room with checksums on one side only says nothing about whether its bytes were
+        # intact: such requests have unknown exposure (unless those verdicts are chosen as bad).
+        one_sided = {v for v in ONE_SIDED if v not in bad}
+        room = _table(
+            judged,
+            exposed=lambda verdict, *_: verdict in bad,
+            known=lambda verdict, *_: verdict is not None and verdict not in one_sided,
+        )
+        step = _table(
+            judged, exposed=lambda _v, _s, hit: bool(hit), known=lambda _v, s, _h: bool(s)
+        )
+        return Correlation(
+            runs,
+            sum(g[-1] for g in judged),
+            sum(g[-1] for g in judged if g[0]),
+            [
+                _association(
+                    "bad_room", f"a bad room ({', '.join(bad)})", room,
+                    "no checksum records for their room, or checksums on one side only",
+                ),
+                _association(
+                    "bad_step", "a decode step with unexpected page writes", step,
+                    "in no decode step record",
+                ),
+            ],
+            failed,
+        )  # fmt: skip
 
 
 Group = tuple  # (corrupted, verdict, in a step, in a bad step, count)

@@ -9,15 +9,12 @@ exist (decode is the reference); the shifts, or why there are none, are stated.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 
-import duckdb
-
 from ..errors import ForensicsError
-from ..store import connect_read_only
+from ..store import Db, reading
 from .runs import Runs, run_filter
-from .skew import skew_con
+from .skew import skew
 
 MAX_LINES = 5_000  # a room's lines are a few dozen; more means the key is too common
 
@@ -48,48 +45,47 @@ class Follow:
         return asdict(self)
 
 
-def follow(db: str | os.PathLike | None, key: str, run: Runs = None) -> Follow:
-    with connect_read_only(db) as con:
-        return follow_con(con, key, run)
-
-
-def follow_con(con: duckdb.DuckDBPyConnection, key: str, run: Runs = None) -> Follow:
-    key = key.strip()
-    if len(key) < 4:
-        raise ForensicsError(f"follow takes a rid or a room, got {key!r}: too short to search")
-    where, params = run_filter(run)
-    rids, rooms = _linked(con, key, where, params)
-    if not rids and not rooms:
-        raise ForensicsError(f"no rid or room {key!r} in the database")
-    shifts, clock = _shifts(con, run)
-    needles = [*rids, *map(str, rooms)]
-    like = " OR ".join("contains(e.message, ?)" for _ in needles)
-    swhere, sparams = run_filter(run, "s.run")
-    rows = con.execute(
-        f"""SELECT e.ts_us, e.host, s.run, e.source_id, e.entry_no, e.message
-            FROM entries e JOIN sources s USING (source_id)
-            WHERE {swhere} AND ({like})
-            ORDER BY e.ts_us NULLS LAST, e.host, e.source_id, e.entry_no
-            LIMIT {MAX_LINES + 1}""",
-        [*sparams, *needles],
-    ).fetchall()
-    lines = [
-        FollowLine(ts + shifts.get(h or "", 0) if ts is not None else None, ts, h, r, sid, no, m)
-        for ts, h, r, sid, no, m in rows[:MAX_LINES]
-    ]
-    lines.sort(key=lambda ln: (ln.ts_us is None, ln.ts_us or 0, ln.host or "", ln.entry_no))
-    cols = ["run", "session", "round", "rid", "room", "status", "corrupted", "reason",
-            "start_us", "end_us"]  # fmt: skip
-    harness = [
-        dict(zip(cols, r, strict=True))
-        for r in con.execute(
-            f"""SELECT {", ".join(cols)} FROM results WHERE {where}
-                AND (rid IN (SELECT unnest(?::VARCHAR[])) OR room IN (SELECT unnest(?::UBIGINT[])))
-                ORDER BY start_us""",
-            [*params, rids, rooms],
+def follow(db: Db, key: str, run: Runs = None) -> Follow:
+    with reading(db) as con:
+        key = key.strip()
+        if len(key) < 4:
+            raise ForensicsError(f"follow takes a rid or a room, got {key!r}: too short to search")
+        where, params = run_filter(run)
+        rids, rooms = _linked(con, key, where, params)
+        if not rids and not rooms:
+            raise ForensicsError(f"no rid or room {key!r} in the database")
+        shifts, clock = _shifts(con, run)
+        needles = [*rids, *map(str, rooms)]
+        like = " OR ".join("contains(e.message, ?)" for _ in needles)
+        swhere, sparams = run_filter(run, "s.run")
+        rows = con.execute(
+            f"""SELECT e.ts_us, e.host, s.run, e.source_id, e.entry_no, e.message
+                FROM entries e JOIN sources s USING (source_id)
+                WHERE {swhere} AND ({like})
+                ORDER BY e.ts_us NULLS LAST, e.host, e.source_id, e.entry_no
+                LIMIT {MAX_LINES + 1}""",
+            [*sparams, *needles],
         ).fetchall()
-    ]
-    return Follow(key, rids, rooms, shifts, clock, lines, harness, len(rows) > MAX_LINES)
+        lines = [
+            FollowLine(
+                ts + shifts.get(h or "", 0) if ts is not None else None, ts, h, r, sid, no, m
+            )
+            for ts, h, r, sid, no, m in rows[:MAX_LINES]
+        ]
+        lines.sort(key=lambda ln: (ln.ts_us is None, ln.ts_us or 0, ln.host or "", ln.entry_no))
+        cols = ["run", "session", "round", "rid", "room", "status", "corrupted", "reason",
+                "start_us", "end_us"]  # fmt: skip
+        harness = [
+            dict(zip(cols, r, strict=True))
+            for r in con.execute(
+                f"""SELECT {", ".join(cols)} FROM results WHERE {where}
+                    AND (rid IN (SELECT unnest(?::VARCHAR[]))
+                         OR room IN (SELECT unnest(?::UBIGINT[])))
+                    ORDER BY start_us""",
+                [*params, rids, rooms],
+            ).fetchall()
+        ]
+        return Follow(key, rids, rooms, shifts, clock, lines, harness, len(rows) > MAX_LINES)
 
 
 def _linked(con, key: str, where: str, params: list) -> tuple[list[str], list[int]]:
@@ -118,7 +114,7 @@ def _linked(con, key: str, where: str, params: list) -> tuple[list[str], list[in
 
 
 def _shifts(con, run: Runs) -> tuple[dict[str, int], str]:
-    pairs = skew_con(con, run).pairs
+    pairs = skew(con, run).pairs
     shifts: dict[str, int] = {}
     unshifted = []
     for p in pairs:

@@ -8,21 +8,20 @@ missing; canary steps), then the conclusions (correlations, run comparison, skew
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
 import duckdb
 
-from ..store import connect_read_only
+from ..store import Db, reading
 from ..timefmt import span
-from .canary import CanaryReport, canary_con
-from .compare import Comparison, compare_con
-from .correlate import Correlation, correlate_con
-from .rooms import RoomsReport, rooms_con
+from .canary import CanaryReport, canary
+from .compare import Comparison, compare
+from .correlate import Correlation, correlate
+from .rooms import RoomsReport, rooms
 from .runs import Runs, all_runs, run_filter, selected_runs
-from .skew import Skew, skew_con
-from .stock import StockEvidence, stock_con
-from .suspects import Suspects, suspects_con
+from .skew import Skew, skew
+from .stock import StockEvidence, stock
+from .suspects import Suspects, suspects
 
 SUPPRESSED = r"^Suppressed (\d+) messages from (\S+)"
 
@@ -129,24 +128,20 @@ class Report:
         ]
 
 
-def report(db: str | os.PathLike | None = None, run: Runs = None, top: int = 5) -> Report:
-    with connect_read_only(db) as con:
-        return report_con(con, run, top)
-
-
-def report_con(con: duckdb.DuckDBPyConnection, run: Runs = None, top: int = 5) -> Report:
-    runs = selected_runs(con, run)
-    return Report(
-        run,
-        coverage(con, run),
-        rooms_con(con, run, limit=top),
-        correlate_con(con, run),
-        compare_con(con, runs),
-        skew_con(con, run),
-        canary_con(con, run, top),
-        stock_con(con, run),
-        suspects_con(con, runs),
-    )
+def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:
+    with reading(db) as con:
+        runs = selected_runs(con, run)
+        return Report(
+            run,
+            coverage(con, run),
+            rooms(con, run, limit=top),
+            correlate(con, run),
+            compare(con, runs),
+            skew(con, run),
+            canary(con, run, top),
+            stock(con, run),
+            suspects(con, runs),
+        )
 
 
 def coverage(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Coverage:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-import duckdb
-
 from ..errors import ForensicsError
-from ..store import connect_read_only
+from ..store import Db, reading
 from .runs import Runs, run_filter, selected_runs
 
 # Worst first: what makes a room's bytes untrustworthy before what only lost a log line.
@@ -37,39 +34,32 @@ class RoomsReport:
 
 
 def rooms(
-    db: str | os.PathLike | None = None,
+    db: Db = None,
     run: Runs = None,
     verdict: str | None = None,
     limit: int = 20,
 ) -> RoomsReport:
-    with connect_read_only(db) as con:
-        return rooms_con(con, run, verdict, limit)
-
-
-def rooms_con(
-    con: duckdb.DuckDBPyConnection,
-    run: Runs = None,
-    verdict: str | None = None,
-    limit: int = 20,
-) -> RoomsReport:
-    if verdict is not None and verdict not in SEVERITY:
-        raise ForensicsError(f"unknown verdict {verdict!r}; known: {', '.join(SEVERITY)}")
-    selected_runs(con, run)
-    where, params = run_filter(run)
-    counts: dict[str, dict[str, int]] = {}
-    for r, v, n in con.execute(
-        f"SELECT run, verdict, count(*) FROM rooms WHERE {where} GROUP BY ALL", params
-    ).fetchall():
-        counts.setdefault(r, {})[v] = n
-    counts = {r: {v: c[v] for v in SEVERITY if v in c} for r, c in sorted(counts.items())}
-    order = (
-        "CASE verdict " + " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(SEVERITY)) + " END"
-    )
-    pick = "verdict = ?" if verdict is not None else "verdict <> 'match'"
-    rel = con.execute(
-        f"""SELECT {", ".join(COLUMNS)} FROM rooms WHERE {where} AND {pick}
-            ORDER BY {order}, coalesce(dst_ts_us, src_ts_us), room LIMIT ?""",
-        [*params, *([verdict] if verdict is not None else []), limit],
-    )
-    worst = [dict(zip(COLUMNS, row, strict=True)) for row in rel.fetchall()]
-    return RoomsReport(counts, worst)
+    with reading(db) as con:
+        if verdict is not None and verdict not in SEVERITY:
+            raise ForensicsError(f"unknown verdict {verdict!r}; known: {', '.join(SEVERITY)}")
+        selected_runs(con, run)
+        where, params = run_filter(run)
+        counts: dict[str, dict[str, int]] = {}
+        for r, v, n in con.execute(
+            f"SELECT run, verdict, count(*) FROM rooms WHERE {where} GROUP BY ALL", params
+        ).fetchall():
+            counts.setdefault(r, {})[v] = n
+        counts = {r: {v: c[v] for v in SEVERITY if v in c} for r, c in sorted(counts.items())}
+        order = (
+            "CASE verdict "
+            + " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(SEVERITY))
+            + " END"
+        )
+        pick = "verdict = ?" if verdict is not None else "verdict <> 'match'"
+        rel = con.execute(
+            f"""SELECT {", ".join(COLUMNS)} FROM rooms WHERE {where} AND {pick}
+                ORDER BY {order}, coalesce(dst_ts_us, src_ts_us), room LIMIT ?""",
+            [*params, *([verdict] if verdict is not None else []), limit],
+        )
+        worst = [dict(zip(COLUMNS, row, strict=True)) for row in rel.fetchall()]
+        return RoomsReport(counts, worst)

@@ -8,12 +8,9 @@ the request). This module puts them in words.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
-import duckdb
-
-from ..store import connect_read_only
+from ..store import Db, reading
 from .runs import Runs, run_filter, selected_runs
 
 
@@ -47,21 +44,17 @@ class Skew:
         ]
 
 
-def skew(db: str | os.PathLike | None = None, run: Runs = None) -> Skew:
-    with connect_read_only(db) as con:
-        return skew_con(con, run)
-
-
-def skew_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Skew:
-    selected_runs(con, run)
-    where, params = run_filter(run)
-    rows = con.execute(
-        f"""SELECT run, src_host, dst_host, upper_us, upper_rooms, lower_us, lower_rooms,
-                   resolution_us
-            FROM skew WHERE {where} ORDER BY run, src_host, dst_host""",
-        params,
-    ).fetchall()
-    return Skew([HostPairSkew(*r, sentence=_sentence(*r)) for r in rows])
+def skew(db: Db = None, run: Runs = None) -> Skew:
+    with reading(db) as con:
+        selected_runs(con, run)
+        where, params = run_filter(run)
+        rows = con.execute(
+            f"""SELECT run, src_host, dst_host, upper_us, upper_rooms, lower_us, lower_rooms,
+                       resolution_us
+                FROM skew WHERE {where} ORDER BY run, src_host, dst_host""",
+            params,
+        ).fetchall()
+        return Skew([HostPairSkew(*r, sentence=_sentence(*r)) for r in rows])
 
 
 def ms(us: int) -> str:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 
+from ..store import Db, reading
 from ..timefmt import iso_us
 from .runs import Runs, run_filter
 
@@ -106,64 +107,65 @@ class StockEvidence:
         return out
 
 
-def stock_con(con: duckdb.DuckDBPyConnection, run: Runs = None) -> StockEvidence:
-    where, params = run_filter(run)
-    counts: dict[str | None, dict[str, int]] = {}
-    for host, kind, n in con.execute(
-        f"SELECT host, kind, count(*) FROM events WHERE {where} GROUP BY ALL ORDER BY ALL",
-        params,
-    ).fetchall():
-        counts.setdefault(host, {})[kind] = n
-    fails: dict[str | None, int] = {}
-    kvpoll: dict[str | None, dict[str, int]] = {}
-    for host, state, n in con.execute(
-        f"""SELECT host, nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
-            FROM transfers WHERE {where} AND pattern IN ('transfer_failed',
-                 'bootstrap_failed', 'handshake_failed')
-            GROUP BY ALL ORDER BY ALL""",
-        params,
-    ).fetchall():
-        fails[host] = fails.get(host, 0) + n
-        if state:
-            kvpoll.setdefault(host, {})[state] = n
-    hosts = sorted(set(counts) | set(fails), key=lambda h: h or "")
-    errors = con.execute(
-        f"""SELECT ts_us, host, kind, coalesce(detail, '') FROM events
-            WHERE {where} AND kind IN {ERRORS} ORDER BY ts_us NULLS LAST LIMIT 5""",
-        params,
-    ).fetchall()
-    # one entry can be both a traceback and the CUDA error it ends in: count entries
-    n_errors = con.execute(
-        f"""SELECT count(DISTINCT (source_id, entry_no)) FROM events
-            WHERE {where} AND kind IN {ERRORS}""",
-        params,
-    ).fetchall()[0][0]
-    retracted = con.execute(
-        f"SELECT coalesce(sum(count), 0) FROM events WHERE {where} AND kind = 'retract'", params
-    ).fetchall()[0][0]
-    by_minute = con.execute(
-        f"""SELECT ts_us // 60000000 * 60000000 AS m, host,
-                   nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
-            FROM transfers WHERE {where} AND ts_us IS NOT NULL GROUP BY ALL
-            ORDER BY m, host NULLS FIRST, 3 NULLS FIRST""",
-        params,
-    ).fetchall()
-    peak = dict(
-        con.execute(
-            f"""SELECT host, max(running_req) FROM batches
-                WHERE {where} AND phase = 'Decode' AND host IS NOT NULL GROUP BY ALL""",
+def stock(db: Db = None, run: Runs = None) -> StockEvidence:
+    with reading(db) as con:
+        where, params = run_filter(run)
+        counts: dict[str | None, dict[str, int]] = {}
+        for host, kind, n in con.execute(
+            f"SELECT host, kind, count(*) FROM events WHERE {where} GROUP BY ALL ORDER BY ALL",
+            params,
+        ).fetchall():
+            counts.setdefault(host, {})[kind] = n
+        fails: dict[str | None, int] = {}
+        kvpoll: dict[str | None, dict[str, int]] = {}
+        for host, state, n in con.execute(
+            f"""SELECT host, nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
+                FROM transfers WHERE {where} AND pattern IN ('transfer_failed',
+                     'bootstrap_failed', 'handshake_failed')
+                GROUP BY ALL ORDER BY ALL""",
+            params,
+        ).fetchall():
+            fails[host] = fails.get(host, 0) + n
+            if state:
+                kvpoll.setdefault(host, {})[state] = n
+        hosts = sorted(set(counts) | set(fails), key=lambda h: h or "")
+        errors = con.execute(
+            f"""SELECT ts_us, host, kind, coalesce(detail, '') FROM events
+                WHERE {where} AND kind IN {ERRORS} ORDER BY ts_us NULLS LAST LIMIT 5""",
             params,
         ).fetchall()
-    )
-    return StockEvidence(
-        [HostEvents(h, counts.get(h, {}), fails.get(h, 0), kvpoll.get(h, {})) for h in hosts],
-        int(retracted),
-        errors,
-        n_errors,
-        by_minute,
-        peak,
-        _missing(con, where, params),
-    )
+        # one entry can be both a traceback and the CUDA error it ends in: count entries
+        n_errors = con.execute(
+            f"""SELECT count(DISTINCT (source_id, entry_no)) FROM events
+                WHERE {where} AND kind IN {ERRORS}""",
+            params,
+        ).fetchall()[0][0]
+        retracted = con.execute(
+            f"SELECT coalesce(sum(count), 0) FROM events WHERE {where} AND kind = 'retract'", params
+        ).fetchall()[0][0]
+        by_minute = con.execute(
+            f"""SELECT ts_us // 60000000 * 60000000 AS m, host,
+                       nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
+                FROM transfers WHERE {where} AND ts_us IS NOT NULL GROUP BY ALL
+                ORDER BY m, host NULLS FIRST, 3 NULLS FIRST""",
+            params,
+        ).fetchall()
+        peak = dict(
+            con.execute(
+                f"""SELECT host, max(running_req) FROM batches
+                    WHERE {where} AND phase = 'Decode' AND host IS NOT NULL GROUP BY ALL""",
+                params,
+            ).fetchall()
+        )
+        return StockEvidence(
+            [HostEvents(h, counts.get(h, {}), fails.get(h, 0), kvpoll.get(h, {})) for h in hosts],
+            int(retracted),
+            errors,
+            n_errors,
+            by_minute,
+            peak,
+            _missing(con, where, params),
+        )
 
 
 def _missing(con: duckdb.DuckDBPyConnection, where: str, params: list) -> list[str]:

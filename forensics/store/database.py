@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import ForensicsError
+from ..parsers import tables
 from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
 
@@ -43,103 +44,9 @@ INGEST_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "320MB")
 # repeats a stored 742 MB one: 1,302 MB peak RSS with 1 GB here, in one pass).
 WHOLE_SOURCE_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "512MB")
 
-_DDL = """
-CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE runs (
-    run       VARCHAR PRIMARY KEY,
-    tags      MAP(VARCHAR, VARCHAR),
-    created   TIMESTAMPTZ DEFAULT current_timestamp
-);
-CREATE TABLE sources (
-    source_id    INTEGER PRIMARY KEY,
-    run          VARCHAR NOT NULL,
-    path         VARCHAR NOT NULL,
-    sha256       VARCHAR NOT NULL UNIQUE,
-    bytes        BIGINT,
-    format       VARCHAR,
-    compression  VARCHAR,
-    lines        BIGINT,
-    entries      BIGINT,
-    duplicates   BIGINT,
-    rejoined     BIGINT,
-    quarantined  BIGINT,
-    markers      BIGINT,
-    notes        VARCHAR[],
-    ingested_at  TIMESTAMPTZ DEFAULT current_timestamp
-);
--- Messages are most of the bytes: zstd stores them 2.5x smaller and twice as fast as the
--- default string compression (measured on the benchmark journal).
-CREATE TABLE entries (
-    source_id    INTEGER NOT NULL,
-    entry_no     BIGINT NOT NULL,
-    ts_us        BIGINT,
-    mono_us      BIGINT,
-    boot_id      VARCHAR,
-    host         VARCHAR,
-    unit         VARCHAR,
-    ident        VARCHAR,
-    pid          BIGINT,
-    priority     TINYINT,
-    message      VARCHAR USING COMPRESSION zstd,
-    message_raw  BLOB,
-    cursor       VARCHAR,
-    line_first   BIGINT,
-    line_last    BIGINT,
-    truncated    BOOLEAN,
-    invalid_utf8 BOOLEAN,
-    line_break   VARCHAR,
-    fields       VARCHAR USING COMPRESSION zstd,
-    parts        SMALLINT NOT NULL DEFAULT 1,
-    key          UBIGINT NOT NULL
-);
--- Forensic records (docs/log-contract.md). Each row keeps where it came from: the run,
--- the host and time of its journal entry, and (source_id, entry_no) of that entry.
-CREATE TABLE checksums (
-    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
-    entry_no BIGINT NOT NULL,
-    side VARCHAR NOT NULL, room UBIGINT NOT NULL, rid VARCHAR, buf VARCHAR NOT NULL,
-    layer VARCHAR, tp BIGINT, dtype VARCHAR, nbytes BIGINT,
-    head VARCHAR, tail VARCHAR, "full" VARCHAR, extra VARCHAR
-);
-CREATE TABLE canary (
-    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
-    entry_no BIGINT NOT NULL,
-    step BIGINT NOT NULL, layer BIGINT NOT NULL, bs BIGINT, mode VARCHAR,
-    expected BIGINT[], changed BIGINT[], unexpected BIGINT[],
-    n_expected BIGINT, n_changed BIGINT, n_unexpected BIGINT, extra VARCHAR
-);
-CREATE TABLE steps (
-    run VARCHAR NOT NULL, host VARCHAR, ts_us BIGINT, source_id INTEGER NOT NULL,
-    entry_no BIGINT NOT NULL,
-    step BIGINT NOT NULL, bs BIGINT,
-    rids VARCHAR,  -- the batch's request ids, comma-separated ('' when it logged none)
-    rooms VARCHAR, -- the batch's rooms, comma-separated
-    extra VARCHAR
-);
-{pattern_tables}
--- The reproducer harness: one row per request it sent, marked ok or corrupted.
-CREATE TABLE results (
-    run VARCHAR NOT NULL, source_id INTEGER NOT NULL, line BIGINT,
-    session VARCHAR NOT NULL, round BIGINT, rid VARCHAR NOT NULL, room UBIGINT,
-    corrupted BOOLEAN NOT NULL, reason VARCHAR, start_us BIGINT, end_us BIGINT,
-    concurrency BIGINT, extra VARCHAR, status VARCHAR
-);
-CREATE TABLE quarantine (
-    source_id INTEGER NOT NULL,
-    line      BIGINT,
-    reason    VARCHAR NOT NULL,
-    raw       VARCHAR
-);
-"""
-# The tables SGLang's lines fill are declared in parsers/tables.py; their DDL is derived.
-DDL = _DDL.replace("{pattern_tables}", "\n".join(t.ddl() for t in PATTERN_TABLES.values()))
-
-
-ENTRY_COLUMNS = [
-    "source_id", "entry_no", "ts_us", "mono_us", "boot_id", "host", "unit", "ident", "pid",
-    "priority", "message", "message_raw", "cursor", "line_first", "line_last", "truncated",
-    "invalid_utf8", "line_break", "fields", "parts", "key",
-]  # fmt: skip
+# Every table is declared once, in parsers/tables.py: the DDL derives from it.
+DDL = tables.ddl()
+ENTRY_COLUMNS = tables.ENTRIES.names
 
 
 def db_path(path: str | os.PathLike | None) -> Path:
@@ -240,6 +147,25 @@ def connect(
             raise
         install_views(con)  # views follow the code that wrote last
     return con
+
+
+# What every reader takes: a database's path (None: the default one), or a connection
+# already open on one (its owner closes it) — one face for a file or a session.
+Db = str | os.PathLike | duckdb.DuckDBPyConnection | None
+
+
+@contextmanager
+def reading(db: Db) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A checked read-only connection for the block: opened (and closed) from a path,
+    or the caller's own connection, used as it is."""
+    if isinstance(db, duckdb.DuckDBPyConnection):
+        yield db
+        return
+    con = connect_read_only(db)
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyConnection:

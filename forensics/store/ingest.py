@@ -30,6 +30,7 @@ from ..parsers.journald.text import TEXT_FORMATS
 from ..parsers.patterns import Pattern, PatternError
 from ..parsers.patterns import load_file as load_patterns
 from ..parsers.results import RESULT_FORMATS, NotResults, read_results
+from ..parsers.tables import RESULTS
 from .database import (
     ENTRY_COLUMNS,
     INGEST_MEMORY_LIMIT,
@@ -374,7 +375,7 @@ def _ingest_results(
         _ensure_run(con, name, {**own, **tags})
     source_id = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     res.source_id = source_id
-    cols = [c[0] for c in con.execute("DESCRIBE results").fetchall()]
+    cols = RESULTS.names
     rows = pl.from_arrow(table).with_columns(
         run=pl.col("run").fill_null(pl.lit(run)), source_id=pl.lit(source_id, pl.Int32)
     )

@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..parsers.patterns import Pattern, apply, builtin, record_rows
 from ..parsers.records import parse_records
 from ..parsers.tables import PATTERN_TABLES
+from ..parsers.tables import TABLES as STORED
 
 # record kind -> table: the probes' kinds, then the declared pattern tables
 TABLES = {
@@ -131,9 +132,7 @@ class RecordSink:
         self.held_rows = self.held_bytes = 0
         self.counts = dict.fromkeys(TABLES, 0)
         self.rejects: list[Reject] = []
-        self.columns = {
-            t: [c[0] for c in con.execute(f"DESCRIBE {t}").fetchall()] for t in TABLES.values()
-        }
+        self.columns = {t: STORED[t].names for t in TABLES.values()}
 
     def submit(self, batch: pa.Table) -> None:
         part = batch.select(_COLUMNS)

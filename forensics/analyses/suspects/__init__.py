@@ -9,13 +9,12 @@ known causes (causes.toml) with the experiment that tells each apart.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import duckdb
 
 from ...errors import ForensicsError
-from ...store import connect_read_only
+from ...store import Db, reading
 from ..runs import Runs, all_runs, selected_runs
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes
@@ -163,44 +162,35 @@ def describe(s: Suspect, corrupted: int) -> str:
 
 
 def suspects(
-    db: str | os.PathLike | None = None,
-    runs: Runs = None,
-    fdr: float = ALPHA,
-    min_support: int = 5,
-    dependent: bool = False,
-) -> Suspects:
-    """Every factor of the judged requests of `runs` (all when None), ranked by its
-    association with corruption. See the module's docstring and rank.py."""
-    with connect_read_only(db) as con:
-        return suspects_con(con, runs, fdr, min_support, dependent)
-
-
-def suspects_con(
-    con: duckdb.DuckDBPyConnection,
+    db: Db = None,
     runs: Runs = None,
     fdr: float = ALPHA,
     min_support: int = 5,
     dependent: bool = False,
     features: tuple[Feature, ...] | None = None,
 ) -> Suspects:
-    if not 0 < fdr < 1:
-        raise ForensicsError(f"--fdr must be between 0 and 1, not {fdr:g}")
-    if min_support < 1:
-        raise ForensicsError(f"--min-support must be at least 1, not {min_support}")
-    chosen = selected_runs(con, runs)
-    tags = dict(all_runs(con))
-    features = features or declared()
-    table = load_table(con, chosen, tags, features)
-    ranking = rank(table, features, fdr, min_support, dependent)
-    needs = {f.name: f.needs for f in features}
-    missing = [
-        {"feature": s.feature, "needs": needs[s.feature]}
-        for s in ranking.skipped
-        if s.why.startswith("no request") and s.feature in needs
-    ]
-    method = "Benjamini–Yekutieli" if dependent else "Benjamini–Hochberg"
-    return Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
-                    _peers(con, chosen))  # fmt: skip
+    """Every factor of the judged requests of `runs` (all when None), ranked by its
+    association with corruption (`features`: the declared ones unless given). See the
+    module's docstring and rank.py."""
+    with reading(db) as con:
+        if not 0 < fdr < 1:
+            raise ForensicsError(f"--fdr must be between 0 and 1, not {fdr:g}")
+        if min_support < 1:
+            raise ForensicsError(f"--min-support must be at least 1, not {min_support}")
+        chosen = selected_runs(con, runs)
+        tags = dict(all_runs(con))
+        features = features or declared()
+        table = load_table(con, chosen, tags, features)
+        ranking = rank(table, features, fdr, min_support, dependent)
+        needs = {f.name: f.needs for f in features}
+        missing = [
+            {"feature": s.feature, "needs": needs[s.feature]}
+            for s in ranking.skipped
+            if s.why.startswith("no request") and s.feature in needs
+        ]
+        method = "Benjamini–Yekutieli" if dependent else "Benjamini–Hochberg"
+        return Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
+                        _peers(con, chosen))  # fmt: skip
 
 
 def _peers(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, int]:
@@ -227,4 +217,4 @@ def _peers(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, int]:
     return {"corrupted": corrupted, "in_a_snapshot": seen, "beside_another_corrupted": beside}
 
 
-__all__ = ["Suspects", "describe", "known_causes", "suspects", "suspects_con"]
+__all__ = ["Suspects", "describe", "known_causes", "suspects"]
