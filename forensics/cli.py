@@ -182,12 +182,19 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
         out.print(f"  {n:,} × {reason}")
 
 
-@app.command()
-def sources(db: DbOpt = None, json: JsonOpt = False) -> None:
-    """List ingested sources: path, format, sha256, entries, quarantined lines, run.
+sources_app = typer.Typer(rich_markup_mode=None)  # its help: the callback's docstring
+app.add_typer(sources_app, name="sources")
 
-    Example: forensics sources --json
+
+@sources_app.callback(invoke_without_command=True)
+def sources(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None:
+    """List ingested sources: path, format, sha256, entries, quarantined lines, run;
+    remove one, or relabel its host or run.
+
+    Example: forensics sources --json; forensics sources relabel 3 --host decode-1
     """
+    if ctx.invoked_subcommand:
+        return
     rows = list_sources(db)
     if json:
         sys.stdout.write(
@@ -203,6 +210,49 @@ def sources(db: DbOpt = None, json: JsonOpt = False) -> None:
             f"{r['duplicates']:,}", f"{r['quarantined']:,}", r["sha256"][:12],
         )  # fmt: skip
     out.print(t)
+
+
+@sources_app.command("remove")
+def sources_remove(
+    source_id: Annotated[int, typer.Argument(help="The source's id (forensics sources).")],
+    db: DbOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Remove every row of one source (refused, with why, when that could lose entries).
+
+    Example: forensics sources remove 3
+    """
+    from .store.sources import remove_source
+
+    res = remove_source(db, source_id)
+    _done(res, json, f"removed source {source_id} ({res['path']}): " + ", ".join(
+        f"{n:,} {t}" for t, n in res["removed"].items()))  # fmt: skip
+
+
+@sources_app.command("relabel")
+def sources_relabel(
+    source_id: Annotated[int, typer.Argument(help="The source's id (forensics sources).")],
+    host: Annotated[str | None, typer.Option(help="Its host, for entries and records.")] = None,
+    run: Annotated[str | None, typer.Option(help="Its run.")] = None,
+    db: DbOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Give one source's rows another host or run (an ingest with the wrong --host).
+
+    Example: forensics sources relabel 3 --host decode-1
+    """
+    from .store.sources import relabel_source
+
+    res = relabel_source(db, source_id, host, run)
+    _done(res, json, f"relabelled source {source_id} ({res['path']}): " + ", ".join(
+        f"{n:,} {c}" for c, n in res["changed"].items()))  # fmt: skip
+
+
+def _done(res: dict, as_json: bool, text: str) -> None:
+    if as_json:
+        sys.stdout.write(orjson.dumps(res, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.print(text)
 
 
 LimitOpt = Annotated[

@@ -17,6 +17,7 @@ from .helpers import cli
 
 def test_every_command_has_help_with_an_example() -> None:
     names = [c.name or c.callback.__name__ for c in app.registered_commands]
+    names += [g.name for g in app.registered_groups]  # `sources` and its subcommands
     assert {"ingest", "sources", "sql", "demo"} <= set(names)
     for name in names:
         proc = cli(name, "--help")

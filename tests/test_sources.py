@@ -1,0 +1,94 @@
+"""Sources can be managed: one removed (every row of it, nothing else), or relabelled
+with another host or run — and the named views follow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+import forensics
+from forensics.errors import ForensicsError
+from forensics.store.sources import relabel_source, remove_source
+from forensics.synthetic.planted import generate_planted, write_planted
+
+from .helpers import cli
+
+
+@pytest.fixture
+def incident(tmp_path: Path) -> Path:
+    files = write_planted(generate_planted("host", requests=80, sessions=8), tmp_path / "in")
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db, run="incident")
+    return db
+
+
+def _one(db: Path, sql: str) -> list[tuple]:
+    return forensics.query(sql, db)[1]
+
+
+def _source_id(db: Path, name: str) -> int:
+    return next(s["source_id"] for s in forensics.list_sources(db) if s["path"].endswith(name))
+
+
+def test_relabel_host_moves_entries_records_and_views(incident: Path) -> None:
+    sid = _source_id(incident, "decode.export")
+    res = relabel_source(incident, sid, host="decode-9")
+    assert res["changed"]["entries.host"] > 0 and res["changed"]["batches.host"] > 0
+    assert _one(incident, "SELECT DISTINCT host FROM batches") == [("decode-9",)]
+    # the stored rows of the views were recomputed: every request now decoded there
+    assert _one(incident, "SELECT DISTINCT decode_host FROM request_features") == [("decode-9",)]
+    other = _one(incident, f"SELECT DISTINCT host FROM entries WHERE source_id <> {sid}")
+    assert other == [("prefill-0",)]
+
+
+def test_relabel_run_moves_the_source_and_drops_the_empty_run(incident: Path) -> None:
+    sid = _source_id(incident, "results.jsonl")
+    relabel_source(incident, sid, run="moved")
+    assert _one(incident, "SELECT DISTINCT run FROM results") == [("moved",)]
+    runs = {r for (r,) in _one(incident, "SELECT run FROM runs")}
+    assert runs == {"incident", "moved"}  # incident still holds the journals
+    assert [r.run for r in forensics.compare(incident).rates] == ["moved"]
+
+
+def test_remove_takes_every_row_of_the_source_and_nothing_else(incident: Path) -> None:
+    before = _one(incident, "SELECT count(*) FROM entries")[0][0]
+    sid = _source_id(incident, "prefill-0.export")
+    own = _one(incident, f"SELECT count(*) FROM entries WHERE source_id = {sid}")[0][0]
+    res = remove_source(incident, sid)
+    assert res["removed"]["entries"] == own > 0 and res["removed"]["req_stats"] > 0
+    assert _one(incident, "SELECT count(*) FROM entries")[0][0] == before - own
+    assert _one(incident, f"SELECT count(*) FROM req_stats WHERE source_id = {sid}") == [(0,)]
+    assert _one(incident, "SELECT count(*) FROM request_features WHERE prefill_host IS NOT NULL"
+                ) == [(0,)]  # fmt: skip
+    assert sid not in {s["source_id"] for s in forensics.list_sources(incident)}
+
+
+def test_remove_refuses_when_a_later_source_dropped_duplicates(tmp_path: Path) -> None:
+    line = b"Nov 29 07:00:01 decode-0 python3[1]: tick\n"
+    (tmp_path / "a.log").write_bytes(line)
+    (tmp_path / "b.log").write_bytes(line + b"Nov 29 07:00:02 decode-0 python3[1]: tock\n")
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(tmp_path / "a.log")], db, year=2026)
+    forensics.ingest([str(tmp_path / "b.log")], db, year=2026)  # its "tick" is a.log's
+    with pytest.raises(ForensicsError, match=r"later sources dropped entries as duplicates"):
+        remove_source(db, 1)
+    assert _one(db, "SELECT count(*) FROM entries") == [(2,)]  # nothing changed
+    remove_source(db, 2)
+    remove_source(db, 1)
+    assert _one(db, "SELECT count(*) FROM entries") == [(0,)]
+
+
+def test_cli_manages_sources_with_one_line_errors(incident: Path) -> None:
+    listed = orjson.loads(cli("sources", "--db", str(incident), "--json").stdout)
+    assert len(listed) == 3
+    proc = cli("sources", "relabel", "1", "--db", str(incident))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == "error: relabel needs --host or --run"
+    proc = cli("sources", "remove", "99", "--db", str(incident))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == "error: no source 99; known: 1, 2, 3"
+    proc = cli("sources", "relabel", "1", "--host", "prefill-7", "--db", str(incident), "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert orjson.loads(proc.stdout)["changed"]["entries.host"] > 0
