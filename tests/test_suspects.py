@@ -248,3 +248,20 @@ def test_without_harness_results_it_says_so(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr.decode()
     assert "no judged harness request to test factors against" in proc.stdout.decode()
     assert suspects(db).as_dict()["tested"] == 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 40])
+@pytest.mark.parametrize("rate", [0.0, 0.5, 1.0])
+def test_small_and_degenerate_tables_rank_without_error(n: int, rate: float) -> None:
+    """Few requests, none or every one corrupted, factors all unknown: a ranking (maybe
+    empty), never an exception, and numbers JSON can hold."""
+    rng = np.random.default_rng(n)
+    table, features = _random_table(rng, n)
+    table.corrupted = rng.random(n) < rate if 0 < rate < 1 else np.full(n, rate == 1.0)
+    table.columns["latency"] = np.full(n, np.nan)  # a factor nobody logged
+    ranking = rank(table, features, min_support=1)
+    assert ranking.requests == n
+    assert any(s.feature == "latency" and s.why == "no request has it" for s in ranking.skipped)
+    for s in ranking.tested:
+        d = s.as_dict()
+        assert all(v is None or math.isfinite(v) for v in (d["p"], d["q"], d["rr"]))
