@@ -104,6 +104,9 @@ def ingest(
         list[Path],
         typer.Option("--patterns", help="Pattern file (TOML) for a fork's own lines (repeatable)."),
     ] = [],  # noqa: B006
+    wait: Annotated[
+        float, typer.Option(help="Seconds to wait while another ingest holds the database.")
+    ] = 60.0,
     json: JsonOpt = False,
 ) -> None:
     """Read journald output (any journalctl rendering, .journal files) into the database.
@@ -129,6 +132,8 @@ def ingest(
         res = run_ingest(
             paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,
             patterns=patterns, progress=_progress_factory(progress) if progress else None,
+            wait=wait, waiting=lambda: err.print(f"waiting up to {wait:g} s for another "
+                                                 "ingest to finish with the database …"),
         )  # fmt: skip
     _print_ingest(res, json)
 

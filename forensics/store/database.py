@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,16 +54,34 @@ def db_path(path: str | os.PathLike | None) -> Path:
     return Path(path or os.environ.get("FORENSICS_DB") or DEFAULT_DB)
 
 
-def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    try:
-        con = duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as exc:
-        text = str(exc)
-        if "lock" in text.lower():
-            raise ForensicsError(f"database {path} is locked by another process") from None
-        raise ForensicsError(f"cannot open database {path}: {text.splitlines()[0]}") from None
-    except duckdb.Error as exc:
-        raise ForensicsError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
+def _connect(
+    path: Path, read_only: bool, wait: float = 0.0, waiting: Callable[[], None] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A connection; while another process holds the file's lock, retried for up to
+    `wait` seconds (`waiting` is called once, when the wait begins)."""
+    deadline = time.monotonic() + wait
+    pause = 0.05
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" not in text.lower():
+                first = text.splitlines()[0]
+                raise ForensicsError(f"cannot open database {path}: {first}") from None
+            if time.monotonic() >= deadline:
+                how = (f" (waited {wait:g} s)" if wait
+                       else "" if read_only else " (--wait SECONDS waits for it)")  # fmt: skip
+                raise ForensicsError(f"database {path} is locked by another process{how}") from None
+            if waiting is not None:
+                waiting()
+                waiting = None
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 1.0)
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0]
+            raise ForensicsError(f"cannot open database {path}: {first}") from None
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     return con
 
@@ -128,11 +147,14 @@ def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
 
 def connect(
     path: str | os.PathLike | None = None,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """A writable connection to a checked (or new) database."""
+    """A writable connection to a checked (or new) database; while another writer holds
+    it, waits up to `wait` seconds."""
     p = db_path(path)
     new = not p.exists()
-    con = _connect(p, read_only=False)
+    con = _connect(p, read_only=False, wait=wait, waiting=waiting)
     if new or (_version(con) is None and _empty(con)):
         con.execute("BEGIN")
         con.execute(DDL)

@@ -94,10 +94,14 @@ def ingest(
     host: str | None = None,
     patterns: list[str | os.PathLike] | None = None,
     progress: ProgressFactory | None = None,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
 ) -> IngestResult:
     """Read every path into the database in one transaction; all or nothing.
 
     `patterns`: pattern files (TOML) for a fork's own lines, checked before anything is read.
+    `wait`: seconds to wait for another writer (an ingest) to finish with the file;
+    `waiting` is called once when the wait begins.
     """
     if year is not None and not YEARS[0] <= year <= YEARS[1]:
         raise ForensicsError(f"--year {year} is outside {YEARS[0]}-{YEARS[1]}")
@@ -110,7 +114,7 @@ def ingest(
     path = db_path(db)
     inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")))
     created = not path.exists()
-    con = connect(path)
+    con = connect(path, wait, waiting)
     results: list[SourceResult] = []
     # Readers make millions of short-lived, acyclic objects (json dicts, field tuples):
     # refcounting frees them; the cycle collector only spends time (22 % of json reading).
