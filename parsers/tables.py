@@ -357,13 +357,7 @@ default string compression (measured on the benchmark journal).""", (
     C("parts", "SMALLINT", "pieces joined into it (> 1: rejoined)", not_null=True, default="1"),
     C("key", "UBIGINT", "the dedupe hash of its identity", not_null=True),
 ), provenance=())  # fmt: skip
-RECORD = (  # the probes' records keep where they came from, without a pattern
-    C("run", "VARCHAR", "the run the source was ingested under", not_null=True),
-    C("host", "VARCHAR", "the journal entry's host"),
-    C("ts_us", "BIGINT", "the journal entry's time, µs since the epoch (the host's clock)"),
-    C("source_id", "INTEGER", "the source (`sources.source_id`)", not_null=True),
-    C("entry_no", "BIGINT", "the entry within the source (`entries.entry_no`)", not_null=True),
-)
+RECORD = PROVENANCE[:-1]  # the probes' records keep where they came from, without a pattern
 CHECKSUMS = Table("checksums", "checksum", """One `forensics:checksum` record
 (docs/log-contract.md): the digest of one buffer one side of a transfer saw.""", (
     C("side", "VARCHAR", "src (prefill sent) or dst (decode received)", not_null=True),

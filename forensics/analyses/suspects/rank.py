@@ -170,23 +170,28 @@ def _counts(exposed: np.ndarray, known: np.ndarray, y: np.ndarray) -> tuple[int,
     return int((w & y).sum()), int(w.sum()), int((wo & y).sum()), int(wo.sum())
 
 
-def _oriented(p: Predicate, y: np.ndarray, margins: Hypergeom | None = None) -> TwoByTwo:
+def _orient(p: Predicate, y: np.ndarray) -> tuple[int, int, int, int]:
     """A two-level factor is one question: asked of the level with the higher rate (the
-    other's table is this one mirrored, with the same p)."""
+    other's table is this one mirrored, with the same p). Its counts."""
     a, n1, c, n0 = _counts(p.exposed, p.known, y)
     if p.mirror and a * n0 < c * n1:
         p.level, p.text = p.mirror
         p.exposed = p.known & ~p.exposed
         p.runs_with, p.runs_without = p.runs_without, p.runs_with
         a, n1, c, n0 = c, n0, a, n1
-        margins = None
-    return two_by_two(a, n1, c, n0, margins)
+    return a, n1, c, n0
+
+
+def _oriented(p: Predicate, y: np.ndarray, margins: Hypergeom) -> TwoByTwo:
+    a, n1, c, n0 = _orient(p, y)
+    # mirrored, the exposed row's margins swap: the distribution given is the other's
+    return two_by_two(a, n1, c, n0, margins if n1 == margins.n1 else None)
 
 
 def _per_run(p: Predicate, y: np.ndarray, table: Table, level: float) -> TwoByTwo | str:
     """Runs as the units: every run with it against every run without; the p of the
     weakest pair, and that pair's table (interval and p agree)."""
-    pooled = _oriented(p, y)
+    a_all, n_with, c_all, n_without = _orient(p, y)  # pooled counts: no statistics needed
     per = {r: (int(y[table.run == r].sum()), int((table.run == r).sum()))
            for r in p.runs_with + p.runs_without}  # fmt: skip
     names = [(a, b) for a in p.runs_with for b in p.runs_without]
@@ -202,8 +207,8 @@ def _per_run(p: Predicate, y: np.ndarray, table: Table, level: float) -> TwoByTw
     p.weakest_pair = names[i]
     if len(tables) > 1 and len(set(higher)) > 1:  # the pairs disagree on the direction
         weakest.p_value = 1.0
-    weakest.exposed_cases, weakest.exposed_total = pooled.exposed_cases, pooled.exposed_total
-    weakest.control_cases, weakest.control_total = pooled.control_cases, pooled.control_total
+    weakest.exposed_cases, weakest.exposed_total = a_all, n_with
+    weakest.control_cases, weakest.control_total = c_all, n_without
     return weakest
 
 
