@@ -32,6 +32,7 @@ from .named import list_queries, view_sql
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .store import connect_read_only, db_path
 from .store import upgrade as upgrade_db
+from .store.database import LEGACY_VERSION
 from .store.sources import list_sources
 from .store.summary import summarize
 from .timefmt import iso_us, span
@@ -107,6 +108,10 @@ def ingest(
     wait: Annotated[
         float, typer.Option(help="Seconds to wait while another ingest holds the database.")
     ] = 60.0,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Processes reading inputs [default: one an input, up to the cores]."),
+    ] = None,
     json: JsonOpt = False,
 ) -> None:
     """Read journald output (any journalctl rendering, .journal files) into the database.
@@ -134,6 +139,7 @@ def ingest(
             patterns=patterns, progress=_progress_factory(progress) if progress else None,
             wait=wait, waiting=lambda: err.print(f"waiting up to {wait:g} s for another "
                                                  "ingest to finish with the database …"),
+            workers=workers,
         )  # fmt: skip
     _print_ingest(res, json)
 
@@ -586,6 +592,11 @@ def upgrade(db: DbOpt = None) -> None:
     before, after = upgrade_db(db)
     what = "already at" if before == after else f"schema {before} →"
     out.print(f"{db_path(db)}: {what} schema {after}")
+    if before != after and before <= LEGACY_VERSION:
+        from .store.legacy import backup_name
+
+        out.print(f"the old file is kept as {backup_name(db_path(db), before)} (delete it "
+                  "when you no longer need it)")  # fmt: skip
 
 
 @app.command()

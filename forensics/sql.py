@@ -1,9 +1,10 @@
 """Ad-hoc SQL over the database, read-only, in the formats a user pipes onwards.
 
-Read-only for the machine too: the connection opens the file read-only, then turns off
-DuckDB's external access (no file reads or writes, no `COPY … TO`, `EXPORT DATABASE`,
-`ATTACH`, `INSTALL`, extension downloads) and locks its configuration so that the
-statement cannot turn it back on. Only one SELECT (or EXPLAIN) runs. The result files
+Read-only for the machine too: the connection opens the file read-only, allows exactly the
+registered shard files (the views read them), then turns off DuckDB's external access (no
+other file reads or writes, no `COPY … TO`, `EXPORT DATABASE`, `ATTACH`, `INSTALL`,
+extension downloads) and locks its configuration so that the statement cannot turn it
+back on. Only one SELECT (or EXPLAIN) runs. The result files
 that `--out` names are written by pd-forensics itself, whole or not at all.
 """
 
@@ -19,6 +20,8 @@ import orjson
 from .errors import ForensicsError
 from .outputs import replacing, write_text
 from .store import connect_read_only
+from .store.database import shard_root
+from .store.shards import registered
 
 OUTPUT_FORMATS = ("table", "csv", "json", "parquet")
 ALLOWED = ("SELECT", "EXPLAIN")
@@ -39,6 +42,9 @@ def guarded(db: str | os.PathLike | None = None) -> Iterator[duckdb.DuckDBPyConn
     """A read-only connection that cannot reach outside the database file."""
     con = connect_read_only(db)
     try:
+        files = [str(shard_root(con).parent / p) for p in registered(con)]
+        if files:  # before the lock: the views' files, and nothing else
+            con.execute("SET allowed_paths = ?", [files])
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         yield con

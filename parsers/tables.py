@@ -106,6 +106,17 @@ class Table:
         doc = "\n".join(f"-- {ln}" for ln in self.doc.splitlines())
         return f"{doc}\nCREATE TABLE {self.name} (\n    {cols}\n);"
 
+    def view(self, files: list[str]) -> str:
+        """The body of the view that reads this table from its shard files: the declared
+        columns, in order and type, whatever a shard of an older schema lacks (NULL)."""
+        if not files:
+            nulls = ", ".join(f'CAST(NULL AS {c.type}) AS "{c.name}"' for c in self.all_columns)
+            return f"SELECT {nulls} WHERE false"
+        cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in self.all_columns)
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        return (f"SELECT {cols} FROM read_parquet([{listed}], hive_partitioning = true, "
+                "hive_types = {'source_id': INTEGER}, union_by_name = true)")  # fmt: skip
+
     def cast(self, df: pl.DataFrame) -> pl.DataFrame:
         """A pattern's text fields as the declared types; a value that does not read as
         its type is NULL (the line is kept in `entries` as it was)."""
@@ -417,6 +428,19 @@ record that breaks the contract, with why.""", (
     C("line", "BIGINT", "its line in the input"),
     C("reason", "VARCHAR", "why", not_null=True),
     C("raw", "VARCHAR", "the line as read"),
+    C("entry_no", "BIGINT", "the entry a rejected record came from (NULL: a line no reader took)"),
+), provenance=())  # fmt: skip
+DROPPED = Table("dropped_entries", "dropped", """An entry dedupe dropped: another source
+already held it (overlapping exports). Kept so that removing that source restores it.""",
+    ENTRIES.columns, provenance=())  # fmt: skip
+SHARDS = Table("shards", "shard", """One Parquet file of one source's rows of one table. The
+views over the stored tables read exactly the files listed here (a file in the folder that
+is not listed is invisible, and the next ingest removes it).""", (
+    C("path", "VARCHAR", "the file, relative to the catalog's folder", key="PRIMARY KEY"),
+    C("source_id", "INTEGER", "the source whose rows it holds", not_null=True),
+    C("table_name", "VARCHAR", "the table (a view of that name reads it)", not_null=True),
+    C("rows", "BIGINT", "rows in it"),
+    C("bytes", "BIGINT", "its size on disk"),
 ), provenance=())  # fmt: skip
 
 
@@ -434,18 +458,25 @@ PATTERN_TABLES: dict[str, Table] = {
     )
 }
 
-# The vocabulary of events.kind, with what each means (the docs' tables page lists it).
-# Every stored table, in the order the DDL creates them.
-TABLES: dict[str, Table] = {
+# The catalog's own tables: DuckDB tables in the .duckdb file.
+CATALOG: dict[str, Table] = {t.name: t for t in (META, RUNS, SOURCES, SHARDS)}
+# The tables of sources' rows: Parquet shards, one set a source, read through views of
+# these names (forensics/store/shards.py). The shard's `source_id` is its folder's name.
+SHARDED: dict[str, Table] = {
     t.name: t
-    for t in (META, RUNS, SOURCES, ENTRIES, CHECKSUMS, CANARY, STEPS,
-              *PATTERN_TABLES.values(), RESULTS, QUARANTINE)
+    for t in (ENTRIES, CHECKSUMS, CANARY, STEPS, *PATTERN_TABLES.values(), RESULTS,
+              QUARANTINE, DROPPED)
 }  # fmt: skip
+# Every stored table, catalog first.
+TABLES: dict[str, Table] = {**CATALOG, **SHARDED}
+# What a database of schema 6 (rows in DuckDB tables) held: `forensics upgrade` reads it.
+LEGACY = ("meta", "runs", "sources", "entries", "checksums", "canary", "steps",
+          *PATTERN_TABLES, "results", "quarantine")  # fmt: skip
 
 
 def ddl() -> str:
-    """The schema of a new database."""
-    return "\n".join(t.ddl() for t in TABLES.values())
+    """The schema of a new catalog."""
+    return "\n".join(t.ddl() for t in CATALOG.values())
 
 
 EVENT_KINDS = {

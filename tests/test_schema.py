@@ -1,6 +1,7 @@
-"""The stored schema is the declared one: a new database, and one of the oldest version
-still upgradable brought up by the migrations, hold the same tables and columns; the
-docs' tables page is the declarations'."""
+"""The stored schema is the declared one: a new catalog, and a database of the oldest
+version still upgradable brought up by the migrations, hold the same tables, views and
+columns; the shards' schema is the declarations'; the docs' tables page is the
+declarations'."""
 
 from __future__ import annotations
 
@@ -8,24 +9,26 @@ from pathlib import Path
 
 import duckdb
 from forensics.parsers import tables
+from forensics.queries import all_queries
 
 from forensics.store import database
 from forensics.store.database import upgrade
 
+from .helpers import legacy_copy, plain
+
 DATA = Path(__file__).parent / "data"
-SCHEMA = """SELECT table_name, column_name, data_type, is_nullable
-            FROM information_schema.columns
-            WHERE table_schema = 'main' AND table_name NOT LIKE 'derived_%'
-              AND table_name IN (SELECT table_name FROM information_schema.tables
-                                 WHERE table_type = 'BASE TABLE')
-            ORDER BY table_name, ordinal_position"""
+SCHEMA = """SELECT c.table_name, t.table_type, c.column_name, c.data_type, c.is_nullable
+            FROM information_schema.columns c JOIN information_schema.tables t
+              ON t.table_name = c.table_name AND t.table_schema = c.table_schema
+            WHERE c.table_schema = 'main' AND c.table_name NOT LIKE 'derived_%'
+            ORDER BY c.table_name, c.ordinal_position"""
 
 
 SPELLED = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}  # as information_schema spells it
 
 
 def _columns(path: Path) -> list[tuple]:
-    con = duckdb.connect(str(path), read_only=True)
+    con = plain(path)
     try:
         return con.execute(SCHEMA).fetchall()
     finally:
@@ -42,21 +45,56 @@ def test_old_schema_plus_migrations_equals_declaration(tmp_path: Path) -> None:
     new = tmp_path / "new.duckdb"
     database.connect(new).close()
     assert _columns(old) == _columns(new)
+    assert (tmp_path / "v4.duckdb.v4").is_file()  # the old file, kept
 
 
 def test_declared_columns_are_the_stored_ones(tmp_path: Path) -> None:
-    """Every stored table, column, type and NOT NULL, is its declaration (nothing else
-    creates tables: the DDL derives from parsers/tables.py)."""
+    """The catalog's tables are their declarations (column, type, NOT NULL), and every
+    sharded table a view of its declared columns and types; nothing else creates tables:
+    the DDL derives from parsers/tables.py."""
     path = tmp_path / "new.duckdb"
     database.connect(path).close()
     stored: dict[str, list[tuple]] = {}
-    for table, column, dtype, nullable in _columns(path):
+    kinds: dict[str, str] = {}
+    for table, kind, column, dtype, nullable in _columns(path):
         stored.setdefault(table, []).append((column, dtype, nullable == "NO"))
-    assert set(stored) == set(tables.TABLES)
-    for t in tables.TABLES.values():
+        kinds[table] = kind
+    named = {q.name for q in all_queries()}
+    assert {t for t, k in kinds.items() if k == "BASE TABLE"} == set(tables.CATALOG)
+    assert {t for t, k in kinds.items() if k == "VIEW"} == set(tables.SHARDED) | named
+    for t in tables.CATALOG.values():
         declared = [(c.name, SPELLED.get(c.type, c.type), c.not_null or c.key == "PRIMARY KEY")
                     for c in t.all_columns]  # fmt: skip
         assert stored[t.name] == declared, t.name
+    for t in tables.SHARDED.values():
+        assert [c[:2] for c in stored[t.name]] == [(c.name, c.type) for c in t.all_columns]
+
+
+def test_shards_hold_the_declared_columns(tmp_path: Path) -> None:
+    """A shard file's schema is its table's declaration without `source_id` (its folder),
+    its schema version and table in the file's metadata; the view over it reads back the
+    declared types."""
+    import pyarrow.parquet as pq
+
+    from forensics import ingest
+
+    log = tmp_path / "decode-0.log"
+    log.write_text("[2026-09-24 01:50:40] forensics:checksum side=dst room=3 buf=kv full=ab\n"
+                   "not a line of any known form\n")  # fmt: skip
+    db = tmp_path / "t.duckdb"
+    ingest([str(log)], db)
+    con = plain(db)
+    files = con.execute("SELECT path, table_name FROM shards ORDER BY path").fetchall()
+    con.close()
+    assert {t for _, t in files} == {"entries", "checksums", "quarantine"}
+    for path, table in files:
+        f = pq.ParquetFile(tmp_path / path)
+        assert f.schema_arrow.names == [c for c in tables.SHARDED[table].names
+                                        if c != "source_id"]  # fmt: skip
+        meta = f.schema_arrow.metadata
+        assert meta[b"forensics.schema_version"] == str(database.SCHEMA_VERSION).encode()
+        assert meta[b"forensics.table"] == table.encode()
+        assert Path(path).parts[:2] == ("t.shards", "source_id=1")
 
 
 def test_what_readers_fill_is_declared() -> None:
@@ -106,11 +144,12 @@ def test_upgrade_reads_stored_entries_for_the_new_tables(tmp_path: Path) -> None
             '[2026-09-24 01:50:43] {"timestamp": "2026-09-24T01:50:43.5", '
             '"event": "scheduler.status", "running_rids": ["r1"], "queued_rids": []}\n'
         )
-    db = tmp_path / "t.duckdb"
-    ingest([str(log)], db)
+    new_db = tmp_path / "t.duckdb"
+    ingest([str(log)], new_db)
     new = [t for v in sorted(database.NEW_TABLES) for t in database.NEW_TABLES[v]]
-    want = {t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", db)[1] for t in new}
+    want = {t: query(f"SELECT * EXCLUDE (source_id) FROM {t}", new_db)[1] for t in new}
     assert want["req_stats"] and want["events"] and want["scheduler_status"]
+    db = legacy_copy(new_db, tmp_path / "old.duckdb")
     con = duckdb.connect(str(db))  # as a version-4 database: the new tables never existed
     for t in new:
         con.execute(f"DROP TABLE {t}")

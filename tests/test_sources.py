@@ -65,19 +65,47 @@ def test_remove_takes_every_row_of_the_source_and_nothing_else(incident: Path) -
     assert sid not in {s["source_id"] for s in forensics.list_sources(incident)}
 
 
-def test_remove_refuses_when_a_later_source_dropped_duplicates(tmp_path: Path) -> None:
-    line = b"Nov 29 07:00:01 decode-0 python3[1]: tick\n"
-    (tmp_path / "a.log").write_bytes(line)
-    (tmp_path / "b.log").write_bytes(line + b"Nov 29 07:00:02 decode-0 python3[1]: tock\n")
+def _log(path: Path, *messages: str) -> str:
+    path.write_text("".join(f"Nov 29 07:00:0{i} decode-0 python3[1]: {m}\n"
+                            for i, m in enumerate(messages, 1)))  # fmt: skip
+    return str(path)
+
+
+def test_remove_restores_what_later_sources_dropped_as_its_duplicates(tmp_path: Path) -> None:
+    tick = "forensics:checksum side=dst room=7 buf=kv full=ab"  # a record: read again
     db = tmp_path / "db.duckdb"
-    forensics.ingest([str(tmp_path / "a.log")], db, year=2026)
-    forensics.ingest([str(tmp_path / "b.log")], db, year=2026)  # its "tick" is a.log's
+    forensics.ingest([_log(tmp_path / "a.log", tick)], db, year=2026)
+    forensics.ingest([_log(tmp_path / "b.log", tick, "x")], db, year=2026)  # its tick is a's
+    forensics.ingest([_log(tmp_path / "c.log", tick, "tock")], db, year=2026)  # so is this one
+    assert [s["duplicates"] for s in forensics.list_sources(db)] == [0, 1, 1]
+    res = remove_source(db, 1)
+    # b's tick comes back to b; c's stays dropped: b holds it now
+    assert res["restored"] == {2: 1}
+    assert sorted(_one(db, "SELECT source_id, message FROM entries")) == [
+        (2, "x"), (2, tick), (3, "tock")]  # fmt: skip
+    assert _one(db, "SELECT source_id, room FROM checksums") == [(2, 7)]
+    assert _one(db, "SELECT source_id, count(*) FROM dropped_entries GROUP BY ALL") == [(3, 1)]
+    assert [(s["entries"], s["duplicates"]) for s in forensics.list_sources(db)] == [
+        (2, 0), (1, 1)]  # fmt: skip
+    remove_source(db, 2)  # and now c's tick is nobody's but c's
+    assert sorted(_one(db, "SELECT message FROM entries")) == sorted(["tock", tick])
+    assert _one(db, "SELECT count(*) FROM dropped_entries") == [(0,)]
+
+
+def test_remove_refuses_when_a_later_source_kept_no_copy(tmp_path: Path) -> None:
+    from .helpers import legacy_copy
+
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([_log(tmp_path / "a.log", "tick")], db, year=2026)
+    forensics.ingest([_log(tmp_path / "b.log", "tick", "tock")], db, year=2026)
+    old = legacy_copy(db, tmp_path / "old.duckdb")  # before shards: no copy of the drop
+    forensics.store.upgrade(old)
     with pytest.raises(ForensicsError, match=r"later sources dropped entries as duplicates"):
-        remove_source(db, 1)
-    assert _one(db, "SELECT count(*) FROM entries") == [(2,)]  # nothing changed
-    remove_source(db, 2)
-    remove_source(db, 1)
-    assert _one(db, "SELECT count(*) FROM entries") == [(0,)]
+        remove_source(old, 1)
+    assert _one(old, "SELECT count(*) FROM entries") == [(2,)]  # nothing changed
+    remove_source(old, 2)
+    remove_source(old, 1)
+    assert _one(old, "SELECT count(*) FROM entries") == [(0,)]
 
 
 def test_cli_manages_sources_with_one_line_errors(incident: Path) -> None:

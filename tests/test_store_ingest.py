@@ -17,7 +17,7 @@ from forensics.errors import ForensicsError
 from forensics.store import SCHEMA_VERSION
 
 from . import corpus
-from .helpers import cli, counts, messages
+from .helpers import cli, counts, legacy_copy, messages, plain
 
 N = len(corpus.expected())
 
@@ -35,7 +35,7 @@ def test_same_file_twice_is_skipped(renderings, db: Path) -> None:
 def test_overlapping_exports_add_no_duplicates(
     renderings, tmp_path: Path, db: Path, fmt: str, pass_bytes: int, monkeypatch
 ) -> None:
-    from forensics.store import ingest as ingest_module
+    from forensics.store import register as ingest_module
 
     monkeypatch.setattr(ingest_module, "DEDUPE_PASS_BYTES", pass_bytes)
     lines = renderings[fmt].read_bytes().splitlines(keepends=True)
@@ -56,7 +56,7 @@ def test_overlapping_exports_add_no_duplicates(
 def test_identical_lines_in_one_source_are_both_kept(
     tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from forensics.store import ingest as ingest_module
+    from forensics.store import register as ingest_module
 
     line = b"Nov 29 07:00:01 decode-0 python3[1]: tick\n"
     (tmp_path / "a.log").write_bytes(line * 3)
@@ -80,7 +80,7 @@ def test_garbage_lines_are_quarantined_with_line_and_reason(tmp_path: Path, db: 
     )
     res = forensics.ingest([str(f)], db)
     assert res.sources[0].entries == 3
-    con = duckdb.connect(str(db), read_only=True)
+    con = plain(db)
     q = con.execute("SELECT line, reason, raw FROM quarantine").fetchall()
     boots = con.execute("SELECT boot_id FROM entries ORDER BY entry_no").fetchall()
     markers = con.execute("SELECT markers, lines FROM sources").fetchall()
@@ -229,45 +229,51 @@ def _as_version_2(db: Path) -> None:
 
 
 def _steps(db: Path) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
+    con = plain(db)
     rows = con.execute("SELECT entry_no, rids, rooms FROM steps ORDER BY entry_no").fetchall()
     con.close()
     return rows
 
 
-def test_version_2_is_upgraded_not_refused(renderings, db: Path, tmp_path: Path) -> None:
+def test_version_2_is_upgraded_not_refused(renderings, tmp_path: Path) -> None:
     batches = tmp_path / "decode.log"
     batches.write_text(
         "[2026-11-29 07:00:01 TP0] forensics:step step=1 bs=2 rids=[a,b] rooms=[1,2]\n"
         "[2026-11-29 07:00:02 TP0] forensics:step step=2 bs=0 rids=[] rooms=-\n"
         "[2026-11-29 07:00:03 TP0] forensics:step step=3 bs=1 rids=c\n"
     )
-    forensics.ingest([str(renderings["short"]), str(batches)], db)
-    steps = _steps(db)
+    new = tmp_path / "new.duckdb"
+    forensics.ingest([str(renderings["short"]), str(batches)], new)
+    steps = _steps(new)
     assert [r[1:] for r in steps] == [("a,b", "1,2"), ("", ""), ("c", None)]
+    db = legacy_copy(new, tmp_path / "old.duckdb")  # every row in the file, as at schema 6
     _as_version_2(db)
     proc = cli("sources", "--db", str(db))  # read-only: says how, changes nothing
     assert proc.returncode == 2 and "forensics upgrade" in proc.stderr.decode()
     proc = cli("upgrade", "--db", str(db))
     assert proc.returncode == 0, proc.stderr.decode()
     assert f"schema 2 → schema {SCHEMA_VERSION}" in proc.stdout.decode()
+    assert (tmp_path / "old.duckdb.v2").is_file()  # the old file is kept beside it
     assert cli("sources", "--db", str(db)).returncode == 0
     assert _steps(db) == steps  # lists back to the text ingest writes, row for row
-    con = duckdb.connect(str(db), read_only=True)
+    con = plain(db)
     assert "status" in [c[0] for c in con.execute("DESCRIBE results").fetchall()]
     types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns"
                              " WHERE table_name = 'steps'").fetchall())  # fmt: skip
     assert types["rids"] == types["rooms"] == "VARCHAR"
+    for t in ("entries", "checksums", "steps", "quarantine", "batches"):
+        assert (con.execute(f"SELECT count(*) FROM {t}").fetchall()
+                == plain(new).execute(f"SELECT count(*) FROM {t}").fetchall()), t  # fmt: skip
     assert con.execute("SELECT count(*) FROM entries").fetchone()[0] > 0  # nothing lost
     con.close()
     # a writing command upgrades by itself
-    other = tmp_path / "other.duckdb"
-    forensics.ingest([str(renderings["short"])], other)
+    other = legacy_copy(new, tmp_path / "other.duckdb")
     _as_version_2(other)
     forensics.ingest([str(renderings["json"])], other)
-    con = duckdb.connect(str(other), read_only=True)
+    con = plain(other)
     version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     assert version == str(SCHEMA_VERSION)
+    assert con.execute("SELECT count(*) FROM sources").fetchone()[0] == 3
     con.close()
 
 
@@ -315,23 +321,47 @@ def test_runs_and_tags(renderings, db: Path) -> None:
 def test_dedupe_on_colliding_keys_drops_only_what_another_source_holds(
     db: Path, stored: list[str], incoming: list[str], kept: list[str]
 ) -> None:
-    from forensics.store import connect
-    from forensics.store.ingest import _drop_duplicates
+    import pyarrow as pa
 
-    con = connect(db)
+    from forensics.store import SCHEMA_VERSION
+    from forensics.store.register import drop_duplicates
+    from forensics.store.shards import ShardWriter
+
+    def rows(messages: list[str]) -> pa.Table:
+        n = len(messages)
+        return pa.table({"entry_no": list(range(1, n + 1)), "ts_us": [0] * n, "host": ["h"] * n,
+                         "message": messages, "parts": pa.array([1] * n, pa.int16()),
+                         "key": pa.array([7] * n, pa.uint64())})  # fmt: skip
+
+    staged = db.parent / "staged"
+    staged.mkdir()
+    writer = ShardWriter(staged, SCHEMA_VERSION)
+    writer.write("entries", _filled(rows(incoming)))
+    writer.close()
+    con = duckdb.connect()
     try:
-        for sid, messages in ((1, stored), (2, incoming)):
-            for no, m in enumerate(messages, 1):
-                con.execute(
-                    "INSERT INTO entries (source_id, entry_no, ts_us, host, message, key) "
-                    "VALUES (?, ?, 0, 'h', ?, 7)",
-                    [sid, no, m],
-                )
-        dropped = _drop_duplicates(con, 2)
-        left = con.execute(
-            "SELECT message FROM entries WHERE source_id = 2 ORDER BY entry_no"
+        con.from_arrow(_filled(rows(stored))).create("held")
+        against = "(SELECT 1 AS source_id, * FROM held)"
+        dropped = drop_duplicates(con, writer, against=against)
+        left = con.sql(
+            f"SELECT message FROM read_parquet('{writer.paths('entries')[0]}') ORDER BY entry_no"
         ).fetchall()
+        gone = con.sql(
+            f"SELECT count(*) FROM read_parquet('{writer.paths('dropped_entries')[0]}')"
+        ).fetchall()[0][0] if dropped else 0
     finally:
         con.close()
+    assert gone == dropped
     assert [m for (m,) in left] == kept
     assert dropped == len(incoming) - len(kept)
+
+
+def _filled(t):
+    """Rows with every column an entries shard has (the rest NULL)."""
+    import pyarrow as pa
+
+    from forensics.store.shards import schema
+
+    s = schema("entries", SCHEMA_VERSION)
+    return pa.table({f.name: t[f.name] if f.name in t.column_names
+                     else pa.nulls(t.num_rows, f.type) for f in s})  # fmt: skip

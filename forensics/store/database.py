@@ -1,4 +1,9 @@
-"""The DuckDB file: schema and its version, connections, and small helpers over them."""
+"""The catalog (the .duckdb file): its schema and version, connections, and small helpers.
+
+The catalog holds runs, sources, the shard files registered for them, the views that read
+those files (forensics/store/shards.py) and the named queries' stored rows. A database of
+schema 6 or older held every row in DuckDB tables: `forensics upgrade` (legacy.py) writes
+it anew as a catalog and shards."""
 
 from __future__ import annotations
 
@@ -15,11 +20,14 @@ from ..parsers import tables
 from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+# The last schema that kept sources' rows in the .duckdb file (legacy.py reads it).
+LEGACY_VERSION = 6
 # Tables added by a version: created by its migration, then filled from the stored
 # entries (`reread`), so a database ingested before holds what a new ingest would.
 NEW_TABLES = {5: ["req_stats", "request_meta", "events"], 6: ["scheduler_status"]}
-# How a database of an older version becomes this one (each step one transaction).
+# How a database of an older version becomes schema 6 in place (each step one
+# transaction); legacy.py then writes it out as a catalog and shards.
 MIGRATIONS = {
     2: ["ALTER TABLE results ADD COLUMN status VARCHAR"],  # 3: the harness's request status
     3: [  # 4: a step's batch as text (a list column cost more to store than the rest)
@@ -48,6 +56,9 @@ WHOLE_SOURCE_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "512MB")
 # Every table is declared once, in parsers/tables.py: the DDL derives from it.
 DDL = tables.ddl()
 ENTRY_COLUMNS = tables.ENTRIES.names
+# A reader waits this long for a writer registering sources (seconds; registration is
+# short: the catalog is not held while inputs are read).
+READ_WAIT = float(os.environ.get("FORENSICS_READ_WAIT", "60"))
 
 
 def db_path(path: str | os.PathLike | None) -> Path:
@@ -83,7 +94,26 @@ def _connect(
             first = str(exc).splitlines()[0]
             raise ForensicsError(f"cannot open database {path}: {first}") from None
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    # the stored views name their shards relative to the catalog's folder
+    con.execute("SET file_search_path = ?", [str(path.resolve().parent)])
     return con
+
+
+def catalog_path(con: duckdb.DuckDBPyConnection) -> Path:
+    """The catalog file a connection is open on."""
+    row = first_row(
+        con, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    )
+    if not row or not row[0]:
+        raise ForensicsError("an in-memory database holds no incident (give a file)")
+    return Path(row[0]).resolve()
+
+
+def shard_root(con: duckdb.DuckDBPyConnection) -> Path:
+    """The shard folder beside the connection's catalog."""
+    from .shards import folder
+
+    return folder(catalog_path(con))
 
 
 def _version(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -102,10 +132,9 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -
         return
     if v is None:
         raise ForensicsError(f"{path} is not a pd-forensics database (no schema version)")
-    if v < SCHEMA_VERSION and all(k in MIGRATIONS for k in range(v, SCHEMA_VERSION)):
+    if v < SCHEMA_VERSION and all(k in MIGRATIONS for k in range(v, LEGACY_VERSION)):
         if writable:
-            _migrate(con, v)
-            return
+            raise _Legacy(v)
         raise ForensicsError(
             f"{path} has schema version {v}, this pd-forensics reads {SCHEMA_VERSION}: "
             "`forensics upgrade` brings it up to date (a few seconds, nothing is lost)"
@@ -117,28 +146,46 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -
     )
 
 
-def _migrate(con: duckdb.DuckDBPyConnection, version: int) -> None:
+class _Legacy(Exception):
+    """A writable open found a database that keeps its rows in the file: it is upgraded
+    (written anew) before use."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+
+def migrate_in_place(con: duckdb.DuckDBPyConnection, version: int) -> None:
+    """A database of an older schema brought to LEGACY_VERSION in its own file."""
     from .records import reread  # records reads this module's tables: imported late
 
     with transaction(con):
-        for v in range(version, SCHEMA_VERSION):
+        for v in range(version, LEGACY_VERSION):
             for sql in MIGRATIONS[v]:
                 con.execute(sql)
             if v + 1 in NEW_TABLES:
                 reread(con, NEW_TABLES[v + 1])
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                    [str(SCHEMA_VERSION)])  # fmt: skip
+                    [str(LEGACY_VERSION)])  # fmt: skip
 
 
 def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
-    """Bring a database written by an older pd-forensics up to this schema: (from, to)."""
+    """Bring a database written by an older pd-forensics up to this schema: (from, to).
+    One of schema 6 or older is written anew as a catalog and shards (legacy.py); the old
+    file is kept beside it as `<name>.v<version>`."""
     p = db_path(path)
     if not p.exists():
         raise ForensicsError(f"no database at {p}")
     con = _connect(p, read_only=False)
     try:
         before = _version(con)
-        _check(con, p, writable=True)
+        try:
+            _check(con, p, writable=True)
+        except _Legacy:
+            con.close()
+            from .legacy import convert
+
+            convert(p)
+            return before or SCHEMA_VERSION, SCHEMA_VERSION
         install_views(con)
     finally:
         con.close()
@@ -159,16 +206,33 @@ def connect(
         con.execute("BEGIN")
         con.execute(DDL)
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-        install_views(con)
+        _install(con, p)
         con.execute("COMMIT")
     else:
         try:
             _check(con, p, writable=True)
+        except _Legacy:
+            con.close()
+            upgrade(p)  # a writing command upgrades by itself
+            return connect(p, wait, waiting)
         except ForensicsError:
             con.close()
             raise
-        install_views(con)  # views follow the code that wrote last
+        _install(con, p)  # views follow the code that wrote last
     return con
+
+
+def _install(con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False) -> None:
+    """The stored tables' views over the shards, then the named queries' views."""
+    from .shards import install_table_views
+
+    install_table_views(con, p.resolve().parent, temp=temp)
+    install_views(con, temp=temp)
+
+
+def reinstall(con: duckdb.DuckDBPyConnection) -> None:
+    """A writer's views again, after it registered or moved shards."""
+    _install(con, catalog_path(con))
 
 
 # What every reader takes: a database's path (None: the default one), or a connection
@@ -194,15 +258,16 @@ def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyC
     p = db_path(path)
     if not p.exists():
         raise ForensicsError(f"no database at {p}: run `forensics ingest` first")
-    con = _connect(p, read_only=True)
+    con = _connect(p, read_only=True, wait=READ_WAIT)
     try:
         _check(con, p)
     except ForensicsError:
         con.close()
         raise
     # The file's views are those of the pd-forensics that wrote last; readers use this
-    # one's (temporary views shadow stored ones and leave the file untouched).
-    install_views(con, temp=True)
+    # one's (temporary views shadow stored ones and leave the file untouched), with the
+    # shards' absolute paths wherever the folder is now.
+    _install(con, p, temp=True)
     return con
 
 

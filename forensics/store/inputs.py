@@ -33,9 +33,12 @@ class Input:
         return self.path is None
 
 
-def expand(paths: list[str], skip: tuple[Path, ...] = ()) -> list[Input]:
+def expand(
+    paths: list[str], skip: tuple[Path, ...] = (), skip_dirs: tuple[Path, ...] = ()
+) -> list[Input]:
     """Every file named by paths, directories searched recursively; errors before any work.
-    `skip`: files never read (the database being written, found in a folder ingested)."""
+    `skip`: files never read (the database being written, found in a folder ingested);
+    `skip_dirs`: folders whose files are never read (the database's shards)."""
     out: list[Input] = []
     for p in paths:
         if p == "-":
@@ -57,9 +60,12 @@ def expand(paths: list[str], skip: tuple[Path, ...] = ()) -> list[Input]:
         else:
             raise ForensicsError(f"no such file or directory: {p}")
     seen: set[str] = {str(p.resolve()) for p in skip}
+    under = [d.resolve() for d in skip_dirs]
     unique = []
     for inp in out:
         key = str(inp.path.resolve()) if inp.path else "-"
+        if inp.path and any(Path(key).is_relative_to(d) for d in under):
+            continue
         if key not in seen:
             seen.add(key)
             unique.append(inp)

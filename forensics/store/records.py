@@ -1,14 +1,15 @@
-"""A source's forensic records into their tables, parsed while its entries are stored.
+"""A source's forensic records, parsed while its entries are written.
 
-Each batch a reader yields is parsed for records in a worker thread while DuckDB stores
-the next batch; results are stored in order. Entries that ingest later drops (overlap
-duplicates) or rewrites (LineMax rejoins) have their records dropped or re-read by
-`reconcile`.
+Each batch a reader yields is parsed for records in a worker thread while the next batch
+is read and written; results are handed on in order. Entries that ingest later drops
+(overlap duplicates) or rewrites (LineMax rejoins) have their records dropped or re-read
+(stage.py, register.py).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import duckdb
@@ -18,7 +19,6 @@ import pyarrow as pa
 from ..parsers.patterns import Pattern, apply, builtin, record_rows
 from ..parsers.records import parse_records
 from ..parsers.tables import PATTERN_TABLES
-from ..parsers.tables import TABLES as STORED
 
 # record kind -> table: the probes' kinds, then the declared pattern tables
 TABLES = {
@@ -113,18 +113,17 @@ def _batch_records(
 
 
 class RecordSink:
-    """Records of the batches of one source, parsed in a worker, stored in order."""
+    """Records of the batches of one source, parsed in a worker, handed on in order to
+    `put(table, rows)` (rows without `source_id`: a staged source has none yet)."""
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
-        source_id: int,
+        put: Callable[[str, pl.DataFrame], None],
         run: str,
         user: list[Pattern] | None = None,
     ) -> None:
-        self.con = con
+        self.put = put
         self.user = user or []
-        self.source_id = source_id
         self.run = run
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="forensics-records")
         self.pending: deque[Future] = deque()
@@ -132,7 +131,6 @@ class RecordSink:
         self.held_rows = self.held_bytes = 0
         self.counts = dict.fromkeys(TABLES, 0)
         self.rejects: list[Reject] = []
-        self.columns = {t: STORED[t].names for t in TABLES.values()}
 
     def submit(self, batch: pa.Table) -> None:
         part = batch.select(_COLUMNS)
@@ -143,7 +141,7 @@ class RecordSink:
             self._flush()
         # Wait when parsing falls behind: a backlog of batches would grow with the input.
         while self.pending and (self.pending[0].done() or len(self.pending) > BACKLOG):
-            self._store(*self.pending.popleft().result())
+            self.store(*self.pending.popleft().result())
 
     def _flush(self) -> None:
         if self.held:
@@ -155,37 +153,19 @@ class RecordSink:
         try:
             self._flush()
             while self.pending:
-                self._store(*self.pending.popleft().result())
+                self.store(*self.pending.popleft().result())
         finally:
             self.pool.shutdown(cancel_futures=True)
 
-    def _store(self, frames: dict[str, pl.DataFrame], rejects: list[Reject]) -> None:
-        for kind, n in _insert(self.con, self.columns, frames, self.run, self.source_id).items():
-            self.counts[kind] += n
+    def store(self, frames: dict[str, pl.DataFrame], rejects: list[Reject]) -> None:
+        for kind, df in frames.items():
+            self.put(TABLES[kind], df.with_columns(run=pl.lit(self.run)))
+            self.counts[kind] += len(df)
         self.rejects += rejects
 
-    def reconcile(self, rewritten: list[int]) -> None:
-        """After dedupe and rejoin: drop records of entries no longer stored, re-read the
-        entries whose message changed."""
-        sid = self.source_id
-        gone = f"""source_id = {sid} AND (entry_no IN ({",".join(map(str, rewritten)) or "NULL"})
-                   OR entry_no NOT IN (SELECT entry_no FROM entries WHERE source_id = {sid}))"""
-        for kind, table in TABLES.items():
-            n = self.con.execute(f"DELETE FROM {table} WHERE {gone}").fetchall()[0][0]
-            self.counts[kind] -= n
-        kept = {
-            r[0] for r in self.con.execute(
-                f"SELECT entry_no FROM entries WHERE source_id = {sid}"
-                f" AND entry_no IN ({','.join(str(x[0]) for x in self.rejects) or 'NULL'})"
-            ).fetchall()
-        }  # fmt: skip
-        self.rejects = [r for r in self.rejects if r[0] in kept and r[0] not in rewritten]
-        if rewritten:
-            entries = self.con.sql(
-                f"SELECT {', '.join(_COLUMNS)} FROM entries WHERE source_id = {sid}"
-                f" AND entry_no IN ({','.join(map(str, rewritten))}) ORDER BY entry_no"
-            ).pl()
-            self._store(*_records_of(entries, self.user))
+    def reread(self, entries: pl.DataFrame) -> None:
+        """Records of entries whose message changed (rejoined), read again."""
+        self.store(*_records_of(entries, self.user))
 
 
 def _insert(

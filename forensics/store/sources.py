@@ -1,20 +1,37 @@
 """The sources: listed (newest last), removed, or relabelled with another host or run.
 
-A source is the unit of an ingest: every stored table that holds its rows says so by a
-`source_id` column (parsers/tables.py), so removing or relabelling one touches exactly
-its rows, in one transaction, and the stored rows of the named views are recomputed.
+A source is the unit of an ingest and of storage: its rows are its own shard files, so
+removing or relabelling one touches exactly its files (listed anew in one transaction;
+relabelled files are written anew), and the stored rows of the named views are
+recomputed.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import duckdb
+import polars as pl
+import pyarrow as pa
 
 from ..errors import ForensicsError
-from ..parsers.tables import TABLES
-from .database import connect, connect_read_only, first_row, transaction
+from ..parsers.tables import SHARDED
+from .database import (
+    SCHEMA_VERSION,
+    catalog_path,
+    connect,
+    connect_read_only,
+    first_row,
+    reinstall,
+    transaction,
+)
 from .derived import STAMP, refresh_derived
+from .records import TABLES as RECORD_TABLES
+from .records import _records_of
+from .register import drop_duplicates
+from .shards import ShardWriter, rows_in
+from .stage import arrow_batches, sql_files, write_query
 
 
 def list_sources(db: str | os.PathLike | None = None) -> list[dict]:
@@ -33,9 +50,8 @@ def list_sources(db: str | os.PathLike | None = None) -> list[dict]:
 
 
 def _holding(column: str) -> list[str]:
-    """The tables whose rows name their source and carry `column`."""
-    return [t.name for t in TABLES.values()
-            if "source_id" in t.names and column in t.names and t.name != "sources"]  # fmt: skip
+    """The sharded tables that carry `column`."""
+    return [t.name for t in SHARDED.values() if column in t.names]
 
 
 def _source(con: duckdb.DuckDBPyConnection, source_id: int) -> tuple[str, str]:
@@ -50,6 +66,7 @@ def _source(con: duckdb.DuckDBPyConnection, source_id: int) -> tuple[str, str]:
 def _changed(con: duckdb.DuckDBPyConnection) -> None:
     """Rows moved under the views: their stored rows are recomputed (the data's
     fingerprint does not see a host change, so every stamp goes)."""
+    reinstall(con)
     con.execute(f"DELETE FROM meta WHERE key LIKE '{STAMP}%'")
     con.execute(
         "DELETE FROM runs WHERE run NOT IN (SELECT run FROM sources) "
@@ -58,34 +75,132 @@ def _changed(con: duckdb.DuckDBPyConnection) -> None:
     refresh_derived(con)
 
 
+def _files(con: duckdb.DuckDBPyConnection, source_id: int) -> dict[str, list[Path]]:
+    base = catalog_path(con).parent
+    out: dict[str, list[Path]] = {}
+    for path, table in con.execute(
+        "SELECT path, table_name FROM shards WHERE source_id = ? ORDER BY path", [source_id]
+    ).fetchall():
+        out.setdefault(table, []).append(base / path)
+    return out
+
+
+def _list(con: duckdb.DuckDBPyConnection, source_id: int, table: str, files: list[Path]) -> None:
+    base = catalog_path(con).parent
+    for f in files:
+        con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?)",
+                    [str(f.relative_to(base)), source_id, table, rows_in(f),
+                     f.stat().st_size])  # fmt: skip
+
+
+def _unlist(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
+    base = catalog_path(con).parent
+    for f in files:
+        con.execute("DELETE FROM shards WHERE path = ?", [str(f.relative_to(base))])
+
+
 def remove_source(db: str | os.PathLike | None, source_id: int) -> dict:
-    """Every row of one source, gone. Refused when a later source dropped entries as
-    duplicates: they may be copies of this one's, and would be lost with it."""
+    """Every row of one source, gone. Entries that later sources dropped as duplicates of
+    stored ones come back to them where no remaining source holds them (from the
+    `dropped_entries` they kept); refused where a later source kept none (it was
+    ingested by a pd-forensics before shards)."""
     con = connect(db)
+    gone: list[Path] = []
     try:
         run, path = _source(con, source_id)
         later = con.execute(
-            "SELECT source_id, duplicates FROM sources WHERE source_id > ? AND duplicates > 0"
-            " ORDER BY source_id",
+            "SELECT s.source_id, s.duplicates, s.run FROM sources s WHERE s.source_id > ? "
+            "AND s.duplicates > 0 ORDER BY s.source_id",
             [source_id],
         ).fetchall()
-        if later:
-            ids = ", ".join(f"{s} ({n:,})" for s, n in later)
+        files = {sid: _files(con, sid) for sid, _, _ in later}
+        unkept = [(sid, n) for sid, n, _ in later if not files[sid].get("dropped_entries")]
+        if unkept:
+            ids = ", ".join(f"{s} ({n:,})" for s, n in unkept)
             raise ForensicsError(
                 f"source {source_id} cannot be removed: later sources dropped entries as "
-                f"duplicates of stored ones, perhaps of its own ({ids}); remove those first"
+                f"duplicates of stored ones, perhaps of its own, and kept no copy ({ids}: "
+                "ingested before shards); remove those first"
             )
-        removed = {}
+        mine = _files(con, source_id)
+        removed = {t: sum(rows_in(f) for f in fs) for t, fs in mine.items()}
+        restored: dict[int, int] = {}
         with transaction(con):
-            for table in _holding("source_id"):
-                n = con.execute(f"DELETE FROM {table} WHERE source_id = ?", [source_id])
-                removed[table] = n.fetchall()[0][0]
+            for fs in mine.values():
+                _unlist(con, fs)
             con.execute("DELETE FROM sources WHERE source_id = ?", [source_id])
+            reinstall(con)
+            for sid, _, srun in later:
+                back, old = _restore(con, sid, srun, files[sid]["dropped_entries"])
+                if back:
+                    restored[sid] = back
+                gone += old
             _changed(con)
-        return {"source_id": source_id, "run": run, "path": path,
-                "removed": {t: n for t, n in removed.items() if n}}  # fmt: skip
+        gone += [f for fs in mine.values() for f in fs]
+        out = {"source_id": source_id, "run": run, "path": path,
+               "removed": {t: n for t, n in removed.items() if n}}  # fmt: skip
+        if restored:
+            out["restored"] = restored
+        return out
     finally:
         con.close()
+        _delete(gone)
+
+
+def _delete(files: list[Path]) -> None:
+    """Files no longer listed (after the commit: a reader that opened before it still
+    read them); folders left empty too."""
+    for f in files:
+        f.unlink(missing_ok=True)
+        if f.parent.is_dir() and not any(f.parent.iterdir()):
+            f.parent.rmdir()
+
+
+def _restore(
+    con: duckdb.DuckDBPyConnection, source_id: int, run: str, dropped: list[Path]
+) -> tuple[int, list[Path]]:
+    """A later source's dropped entries that no remaining source holds, back among its
+    entries (their records read again with the built-in patterns: the user patterns of
+    its ingest are not stored). (entries restored, files no longer listed)."""
+    writer = ShardWriter(dropped[0].parent, SCHEMA_VERSION)
+    # a copy to work on: the listed files stay whole until the transaction commits
+    write_query(con, writer, "entries",
+                f"SELECT * FROM read_parquet({sql_files(dropped)}) ORDER BY entry_no")
+    against = f"(SELECT * FROM entries WHERE source_id <> {int(source_id)})"
+    drop_duplicates(con, writer, against=against)
+    back, still = writer.paths("entries"), writer.paths("dropped_entries")
+    n = sum(rows_in(f) for f in back)
+    if n == 0:
+        _delete(back + still)
+        return 0, []
+    entries = con.sql(
+        "SELECT entry_no, line_first, host, ts_us, message, fields FROM "
+        f"read_parquet({sql_files(back)}) ORDER BY entry_no"
+    ).pl()
+    frames, rejects = _records_of(entries)
+    for kind, df in frames.items():
+        writer.write(RECORD_TABLES[kind], df.with_columns(run=pl.lit(run)).to_arrow())
+    writer.close()
+    _unlist(con, dropped)
+    _list(con, source_id, "entries", back)
+    _list(con, source_id, "dropped_entries", still)
+    for kind in frames:
+        table = RECORD_TABLES[kind]
+        _list(con, source_id, table, writer.paths(table))
+    if rejects:
+        q = pa.table({"line": pa.array([r[1] for r in rejects], pa.int64()),
+                      "reason": [r[2] for r in rejects], "raw": [r[3] for r in rejects],
+                      "entry_no": pa.array([r[0] for r in rejects], pa.int64())})  # fmt: skip
+        writer.write("quarantine", q)
+        writer.close()
+        _list(con, source_id, "quarantine", writer.paths("quarantine")[-1:])
+    con.execute(
+        "UPDATE sources SET entries = entries + ?, duplicates = duplicates - ?, "
+        "quarantined = quarantined + ? WHERE source_id = ?",
+        [n, n, len(rejects), source_id],
+    )
+    reinstall(con)
+    return n, dropped
 
 
 def relabel_source(
@@ -94,33 +209,59 @@ def relabel_source(
     host: str | None = None,
     run: str | None = None,
 ) -> dict:
-    """Give one source's rows another host (entries and records) and/or run."""
+    """Give one source's rows another host (entries and records) and/or run: its files
+    written anew with the new values, listed in place of the old in one transaction."""
     if host is None and run is None:
         raise ForensicsError("relabel needs --host or --run")
     if any(v is not None and not v.strip() for v in (host, run)):
         raise ForensicsError("a host or run name cannot be empty")
     con = connect(db)
+    old: list[Path] = []
+    new: list[Path] = []
     try:
         old_run, path = _source(con, source_id)
-        changed = {}
-        with transaction(con):
-            if host is not None:
-                for table in _holding("host"):
-                    n = con.execute(f"UPDATE {table} SET host = ? WHERE source_id = ?",
-                                    [host, source_id])  # fmt: skip
-                    changed[f"{table}.host"] = n.fetchall()[0][0]
-            if run is not None:
-                con.execute(
-                    "INSERT INTO runs (run, tags) SELECT ?, NULL WHERE NOT EXISTS "
-                    "(SELECT 1 FROM runs WHERE run = ?)",
-                    [run, run],
-                )
-                for table in ["sources", *_holding("run")]:
-                    n = con.execute(f"UPDATE {table} SET run = ? WHERE source_id = ?",
-                                    [run, source_id])  # fmt: skip
-                    changed[f"{table}.run"] = n.fetchall()[0][0]
-            _changed(con)
+        changed: dict[str, int] = {}
+        files = _files(con, source_id)
+        try:
+            with transaction(con):
+                for table, fs in files.items():
+                    sets = {}
+                    if host is not None and table in _holding("host"):
+                        sets["host"] = host
+                    if run is not None and table in _holding("run"):
+                        sets["run"] = run
+                    if not sets:
+                        continue
+                    writer = ShardWriter(fs[0].parent, SCHEMA_VERSION)
+                    repl = ", ".join(f"? AS {c}" for c in sets)
+                    rel = con.sql(f"SELECT * REPLACE ({repl}) FROM read_parquet"
+                                  f"({sql_files(fs)})", params=list(sets.values()))  # fmt: skip
+                    for batch in arrow_batches(rel):
+                        writer.write(table, pa.Table.from_batches([batch]))
+                    writer.close()
+                    written = writer.paths(table)
+                    new += written
+                    n = sum(rows_in(f) for f in written)
+                    for c in sets:
+                        changed[f"{table}.{c}"] = n
+                    _unlist(con, fs)
+                    _list(con, source_id, table, written)
+                    old += fs
+                if run is not None:
+                    con.execute(
+                        "INSERT INTO runs (run, tags) SELECT ?, NULL WHERE NOT EXISTS "
+                        "(SELECT 1 FROM runs WHERE run = ?)",
+                        [run, run],
+                    )
+                    con.execute("UPDATE sources SET run = ? WHERE source_id = ?", [run, source_id])
+                    changed["sources.run"] = 1
+                _changed(con)
+        except BaseException:
+            _delete(new)
+            old = []
+            raise
         return {"source_id": source_id, "path": path, "run": run or old_run,
                 "changed": {k: n for k, n in changed.items() if n}}  # fmt: skip
     finally:
         con.close()
+        _delete(old)

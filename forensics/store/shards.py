@@ -1,0 +1,190 @@
+"""The shard folder beside a catalog: each source's rows as Parquet files of its own, the
+views that read the registered ones, and the removal of files no catalog lists.
+
+Layout: `incident.duckdb` (the catalog) and `incident.shards/source_id=N/<table>-<token>
+.parquet`. The folder name is the rows' `source_id` (hive partitioning): a source is
+registered by renaming its staged folder, and a scan that filters on one source opens
+only its files. Paths are stored relative to the catalog's folder, so the incident folder
+can be copied or moved; forensics gives its own connections absolute paths, a plain DuckDB
+client `SET file_search_path = '<the catalog's folder>'`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..parsers.tables import SHARDED
+
+SUFFIX = ".shards"
+STAGING = ".ingest-"  # a folder an ingest writes its sources into before registering them
+LOCK = ".lock"  # held (flock) by the ingest that owns a staging folder while it runs
+# Row groups of about this many rows: a scan reads groups in parallel and skips them by
+# their statistics; one group a 16 MB batch keeps the writer's memory flat.
+ROW_GROUP_ROWS = 128 * 1024
+COMPRESSION = "zstd"
+META_VERSION = b"forensics.schema_version"
+META_TABLE = b"forensics.table"
+
+
+def folder(catalog: Path) -> Path:
+    """The shard folder of a catalog file (`x.duckdb` -> `x.shards`)."""
+    return catalog.with_name(catalog.stem + SUFFIX)
+
+
+def source_folder(root: Path, source_id: int) -> Path:
+    return root / f"source_id={int(source_id)}"
+
+
+def schema(table: str, version: int) -> pa.Schema:
+    """A shard's schema: the declared columns but `source_id` (its folder's name), the
+    schema version and the table in the file's metadata."""
+    s = SHARDED[table].arrow(skip=("source_id",))
+    return s.with_metadata({META_VERSION: str(version).encode(), META_TABLE: table.encode()})
+
+
+class ShardWriter:
+    """A staged source's files, written as batches arrive: each under a temporary name
+    until closed, then renamed. A table may end with several files (rows read again after
+    a rewrite go to one of their own)."""
+
+    def __init__(self, where: Path, version: int) -> None:
+        self.where = where
+        self.version = version
+        self.writers: dict[str, tuple[pq.ParquetWriter, Path, pa.Schema]] = {}
+        self.files: dict[str, list[str]] = {}  # table -> closed file names in `where`
+        self.written: dict[str, int] = {}  # table -> rows written
+
+    def write(self, table: str, data: pa.Table) -> None:
+        if not data.num_rows:
+            return
+        if table not in self.writers:
+            s = schema(table, self.version)
+            tmp = self.where / f"{table}-{uuid.uuid4().hex[:12]}.parquet.tmp"
+            self.writers[table] = (pq.ParquetWriter(tmp, s, compression=COMPRESSION), tmp, s)
+        w, _, s = self.writers[table]
+        w.write_table(data.select(s.names).cast(s), row_group_size=ROW_GROUP_ROWS)
+        self.written[table] = self.written.get(table, 0) + data.num_rows
+
+    def close(self) -> dict[str, list[str]]:
+        for table, (w, tmp, _) in self.writers.items():
+            w.close()
+            final = tmp.with_suffix("")  # drop .tmp
+            tmp.rename(final)
+            self.files.setdefault(table, []).append(final.name)
+        self.writers.clear()
+        return self.files
+
+    def abort(self) -> None:
+        for w, tmp, _ in self.writers.values():
+            w.close()
+            tmp.unlink(missing_ok=True)
+        self.writers.clear()
+
+    def paths(self, table: str) -> list[Path]:
+        return [self.where / f for f in self.files.get(table, [])]
+
+    def replace(self, table: str, new: list[Path]) -> None:
+        """A table's closed files rewritten: `new` (existing files) take their place."""
+        for old in self.paths(table):
+            if old not in new:
+                old.unlink()
+        self.files[table] = [p.name for p in new]
+
+
+def new_file(where: Path, table: str) -> Path:
+    """A fresh shard file name (a rewrite writes a new file, never over one)."""
+    return where / f"{table}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def rows_in(path: Path) -> int:
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def registered(con: duckdb.DuckDBPyConnection, table: str | None = None) -> list[str]:
+    """The registered files (relative paths), in source order."""
+    where = "WHERE table_name = ?" if table else ""
+    return [r[0] for r in con.execute(
+        f"SELECT path FROM shards {where} ORDER BY source_id, path", [table] if table else []
+    ).fetchall()]  # fmt: skip
+
+
+def install_table_views(
+    con: duckdb.DuckDBPyConnection, base: Path, temp: bool = False
+) -> None:
+    """A view per sharded table over its registered files. In the file (temp=False) the
+    paths are relative to the catalog's folder, for any client; a temporary view of this
+    connection's gets them absolute (`base`: the catalog's folder)."""
+    files: dict[str, list[str]] = {t: [] for t in SHARDED}
+    for path, table in con.execute(
+        "SELECT path, table_name FROM shards ORDER BY source_id, path"
+    ).fetchall():
+        if table in files:
+            files[table].append(str(base / path) if temp else path)
+    kind = "TEMP VIEW" if temp else "VIEW"
+    for name, t in SHARDED.items():
+        con.execute(f"CREATE OR REPLACE {kind} {name} AS {t.view(files[name])}")
+
+
+@contextmanager
+def staging(root: Path) -> Iterator[Path]:
+    """A folder for this ingest's staged sources, held (flock) while it runs, removed
+    after. A killed ingest's folder loses its lock with the process: `sweep` removes it."""
+    root.mkdir(parents=True, exist_ok=True)
+    where = root / f"{STAGING}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    where.mkdir()
+    fh = open(where / LOCK, "w")  # noqa: SIM115 (held for the whole block)
+    fcntl.flock(fh, fcntl.LOCK_EX)
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+        fh.close()
+
+
+def _abandoned(where: Path) -> bool:
+    """A staging folder whose ingest is gone (its lock can be taken)."""
+    try:
+        fh = open(where / LOCK)  # noqa: SIM115
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        fh.close()
+    return True
+
+
+def sweep(root: Path, listed: set[str], base: Path) -> list[str]:
+    """Remove what an earlier ingest left behind and no catalog lists: abandoned staging
+    folders, and shard files (and folders) not registered. Run by a writer that holds the
+    catalog; returns what it removed (relative to `base`)."""
+    removed: list[str] = []
+    if not root.is_dir():
+        return removed
+    for child in sorted(root.iterdir()):
+        rel = str(child.relative_to(base))
+        if child.name.startswith(STAGING):
+            if child.is_dir() and _abandoned(child):
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(rel)
+        elif child.is_dir() and child.name.startswith("source_id="):
+            for f in sorted(child.iterdir()):
+                frel = str(f.relative_to(base))
+                if frel not in listed and f.name.endswith((".parquet", ".tmp")):
+                    f.unlink(missing_ok=True)
+                    removed.append(frel)
+            if not any(child.iterdir()):
+                child.rmdir()
+    return removed

@@ -1,0 +1,475 @@
+"""One input read into a staged source: its rows of every table as Parquet files in a
+folder of its own, not yet registered (register.py does that, under the catalog's lock).
+
+This is the unit of parallel work: it needs no catalog, so it runs in this process, in a
+worker process, or in a Ray task on the host that holds the input; what comes back is a
+`Staged` (small, picklable) and the folder.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from ..errors import ForensicsError
+from ..parsers.formats import read_stream, sniff_input
+from ..parsers.journald import (
+    JournalctlFailed,
+    JournalctlMissing,
+    ReadContext,
+    UnknownFormat,
+    read_journal_file,
+)
+from ..parsers.journald.text import TEXT_FORMATS
+from ..parsers.patterns import Pattern
+from ..parsers.results import RESULT_FORMATS, NotResults, read_results
+from ..parsers.tables import ENTRIES, RESULTS
+from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_LIMIT
+from .inputs import Input, Opened, not_a_log, open_input
+from .records import TABLES as RECORD_TABLES
+from .records import RecordSink
+from .shards import ROW_GROUP_ROWS, ShardWriter, rows_in
+
+LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
+IDENTITY = "cursor, boot_id, mono_us, host, ts_us, unit, ident, pid, message"
+
+
+@dataclass
+class SourceResult:
+    name: str
+    format: str
+    status: str  # ingested | skipped | failed
+    compression: str | None = None
+    source_id: int | None = None
+    entries: int = 0
+    duplicates: int = 0
+    rejoined: int = 0
+    quarantined: int = 0
+    lines: int = 0
+    bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+    reason: str = ""
+    records: dict[str, int] = field(default_factory=dict)  # forensic records per kind
+
+
+@dataclass
+class Staged:
+    """A source read and written, waiting to be registered."""
+
+    result: SourceResult
+    path: str  # what `sources.path` says: the input's absolute path, or "-"
+    sha256: str = ""
+    markers: int = 0
+    folder: str | None = None  # the staged files' folder (None: nothing to register)
+    files: dict[str, list[str]] = field(default_factory=dict)  # table -> names in folder
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)  # results' run headers
+
+
+@dataclass(frozen=True)
+class Options:
+    """What every input of one ingest is read with."""
+
+    run: str = "default"
+    fmt: str | None = None
+    year: int | None = None
+    host: str | None = None
+    user: tuple[Pattern, ...] = ()
+
+
+def stage(
+    inp: Input,
+    folder: Path,
+    opts: Options,
+    progress: Callable[[int], None] | None = None,
+) -> Staged:
+    """Read one input into `folder` (created): its shard files and what it held."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # Readers make millions of short-lived, acyclic objects (json dicts, field tuples):
+    # refcounting frees them; the cycle collector only spends time (22 % of json reading).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _stage(inp, folder, opts, progress)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _stage(
+    inp: Input, folder: Path, opts: Options, progress: Callable[[int], None] | None
+) -> Staged:
+    opened = open_input(inp, progress)
+    what = not_a_log(opened.head)
+    if what is not None and opts.fmt is None:
+        # one file that is no log never costs the others found beside it; one named is an
+        # error, but an empty one only says so
+        if not inp.found and what != "an empty file":
+            raise ForensicsError(f"{inp.name}: {what}, not a log")
+        return _skipped(inp, opened, f"{what}, not a log")
+    try:
+        chosen = opts.fmt or sniff_input(opened.head)
+    except NotResults as exc:
+        raise ForensicsError(f"{inp.name}: {exc}") from None
+    except UnknownFormat as exc:
+        if inp.found:
+            return _skipped(inp, opened, f"unknown format: {exc}")
+        raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
+    ctx = ReadContext(name=inp.name, year=opts.year, host=opts.host, mtime=opened.mtime)
+    if inp.is_stdin and opts.host is None:
+        ctx.note(
+            "stdin without --host: entries take the host the input names, else none "
+            "(--host NAME sets it)"
+        )
+    writer = ShardWriter(folder, SCHEMA_VERSION)
+    try:
+        if chosen in RESULT_FORMATS:
+            staged = _results(inp, opened, chosen, opts, ctx, writer)
+        else:
+            staged = _entries(inp, opened, chosen, opts, ctx, writer)
+    except BaseException:
+        writer.abort()
+        raise
+    staged.files = writer.close()
+    staged.folder = str(folder)
+    return staged
+
+
+def _skipped(inp: Input, opened: Opened, reason: str) -> Staged:
+    opened.stream.close()
+    res = SourceResult(inp.name, "-", "skipped", opened.compression, reason=reason)
+    return Staged(res, display_path(inp))
+
+
+def _local_duckdb(memory: str) -> duckdb.DuckDBPyConnection:
+    """A private in-memory DuckDB for this source's own SQL (projection, rejoin); it
+    spills to a temporary folder beyond `memory`."""
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    con.execute(f"SET memory_limit = '{memory}'")
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def _entries(
+    inp: Input, opened: Opened, fmt: str, opts: Options, ctx: ReadContext, writer: ShardWriter
+) -> Staged:
+    con = _local_duckdb(INGEST_MEMORY_LIMIT)
+    records = RecordSink(
+        lambda table, df: writer.write(table, df.to_arrow()), opts.run, list(opts.user)
+    )
+    select = insert_columns()
+    text = fmt in TEXT_FORMATS
+    breaks = 0
+    try:
+        try:
+            for batch in _prefetch(_batches(opened, inp, fmt, ctx)):
+                # DuckDB computes the dedupe key (its hash, as stored sources have it) and
+                # puts the columns in table order; the rows go straight to Parquet.
+                writer.write("entries", arrow_table(con.from_arrow(batch).select(select)))
+                breaks += _breaks(batch, text)
+                records.submit(batch)
+                report_batch(batch.num_rows)
+        except (JournalctlMissing, JournalctlFailed) as exc:
+            raise ForensicsError(str(exc)) from None
+        finally:
+            records.close()
+        sha = digest(opened)
+        res = SourceResult(inp.name, fmt, "ingested", opened.compression,
+                           bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
+        writer.close()
+        res.entries = writer.written.get("entries", 0)
+        if breaks:
+            con.execute(f"SET memory_limit = '{WHOLE_SOURCE_MEMORY_LIMIT}'")
+            heads, gone = _rejoin(con, writer, text)
+            res.rejoined = len(heads)
+            res.entries -= gone
+            if heads:
+                _reconcile(con, writer, records, heads)
+    finally:
+        con.close()
+    res.records = records.counts
+    # A record that breaks the contract is quarantined with its reason; its entry stays.
+    quarantine = [(x.line, x.reason, x.raw, None) for x in ctx.quarantine]
+    quarantine += [(line, reason, raw, no) for no, line, reason, raw in records.rejects]
+    _quarantine(writer, quarantine)
+    res.quarantined = len(quarantine)
+    res.notes = ctx.notes
+    return Staged(res, display_path(inp), sha, ctx.markers)
+
+
+def arrow_table(rel: duckdb.DuckDBPyRelation) -> pa.Table:
+    """A relation's rows as one Arrow table (DuckDB 1.4 and 2 hand out a reader)."""
+    out = rel.arrow()
+    return out.read_all() if hasattr(out, "read_all") else out
+
+
+def arrow_batches(rel: duckdb.DuckDBPyRelation, rows: int = ROW_GROUP_ROWS) -> pa.RecordBatchReader:
+    """A relation's rows streamed in batches (DuckDB 2 renamed the call)."""
+    f = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
+    return f(rows)
+
+
+def write_query(
+    con: duckdb.DuckDBPyConnection, writer: ShardWriter, table: str, sql: str
+) -> list[Path]:
+    """A query's rows, streamed into a new file of `table`: the file (none if no rows)."""
+    before = set(writer.files.get(table, []))
+    for batch in arrow_batches(con.sql(sql)):
+        writer.write(table, pa.Table.from_batches([batch]))
+    writer.close()
+    return [writer.where / f for f in writer.files.get(table, []) if f not in before]
+
+
+def _quarantine(writer: ShardWriter, rows: list[tuple]) -> None:
+    if rows:
+        line, reason, raw, no = (list(c) for c in zip(*rows, strict=True))
+        writer.write("quarantine", pa.table(
+            {"line": pa.array(line, pa.int64()), "reason": reason, "raw": raw,
+             "entry_no": pa.array(no, pa.int64())}
+        ))  # fmt: skip
+
+
+def _breaks(batch: pa.Table, text: bool) -> int:
+    """Pieces of a line journald split at LineMax in this batch (see _rejoin)."""
+    df = pl.from_arrow(batch.select(["line_break", "message"]))
+    mark = pl.col("line_break") == "line-max"
+    if text:
+        mark = mark | (pl.col("message").str.len_bytes() == LINE_MAX)
+    return int(df.select(mark.fill_null(False).sum()).item())  # type: ignore[union-attr]
+
+
+def _results(
+    inp: Input, opened: Opened, fmt: str, opts: Options, ctx: ReadContext, writer: ShardWriter
+) -> Staged:
+    """A harness results file: its rows, no journal entries. Rows under a run header
+    (`forensics repro`) go to that run."""
+    headers: dict[str, dict[str, str]] = {}
+    table = read_results(opened.stream, fmt, ctx, headers)
+    sha = digest(opened)
+    res = SourceResult(inp.name, fmt, "ingested", opened.compression,
+                       bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
+    rows = pl.from_arrow(table).with_columns(run=pl.col("run").fill_null(pl.lit(opts.run)))
+    writer.write("results", rows.select([n for n in RESULTS.names if n != "source_id"]).to_arrow())
+    res.records = {"result": table.num_rows}
+    if headers:
+        ctx.notes.append(f"runs from the file's headers: {', '.join(headers)}")
+    _quarantine(writer, [(x.line, x.reason, x.raw, None) for x in ctx.quarantine])
+    res.quarantined = len(ctx.quarantine)
+    res.notes = ctx.notes
+    return Staged(res, display_path(inp), sha, ctx.markers, headers=headers)
+
+
+def _batches(opened: Opened, inp: Input, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:
+    if fmt != "journal":
+        return read_stream(opened.stream, fmt, ctx)
+    if inp.path is not None and opened.compression is None:
+        return read_journal_file(inp.path, ctx)
+    return _journal_via_temp(opened, ctx)
+
+
+def _journal_via_temp(opened: Opened, ctx: ReadContext) -> Iterator[pa.Table]:
+    """journalctl needs a file: a compressed or piped .journal is written out first."""
+    with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
+        target = Path(tmp) / "input.journal"
+        with open(target, "wb") as out:
+            shutil.copyfileobj(opened.stream, out, 1 << 20)
+        yield from read_journal_file(target, ctx)
+
+
+def _prefetch(batches: Iterator[pa.Table], depth: int = 2) -> Iterator[pa.Table]:
+    """Read the next batches in a thread while this one is written: both release the
+    GIL, so parsing and writing use both cores."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for b in batches:
+                if stop.is_set():
+                    return
+                q.put(b)
+            q.put(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            q.put(exc)
+
+    t = threading.Thread(target=produce, name="forensics-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        # Unblock a producer waiting on a full queue. One blocked reading its input (a
+        # pipe that stays open, after Ctrl-C) cannot be woken: it is a daemon thread,
+        # left to end with the process rather than waited for.
+        deadline = time.monotonic() + 2.0
+        while t.is_alive() and time.monotonic() < deadline:
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.05)
+
+
+def insert_columns() -> str:
+    """The select list that turns a reader batch into a shard's `entries` row, in table
+    order (`source_id` is the shard's folder)."""
+    cols = []
+    for name in ENTRIES.names:
+        if name == "source_id":
+            continue
+        if name == "parts":
+            cols.append("1::SMALLINT AS parts")
+        elif name == "key":
+            cols.append(f"hash({IDENTITY}) AS key")
+        else:
+            cols.append(name)
+    return ", ".join(cols)
+
+
+def digest(opened: Opened) -> str:
+    """sha256 of the whole input (what the reader did not need is read for it)."""
+    while opened.stream.read(1 << 20):
+        pass
+    return opened.hasher.sha.hexdigest()
+
+
+def report_batch(rows: int) -> None:
+    """One line per written batch to FORENSICS_PROGRESS_FD, for wrappers that watch ingest
+    (and for the test that kills an ingest mid-way without guessing when)."""
+    fd = os.environ.get("FORENSICS_PROGRESS_FD")
+    if fd:
+        os.write(int(fd), f"batch {rows}\n".encode())
+
+
+def display_path(inp: Input) -> str:
+    return "-" if inp.path is None else str(inp.path.resolve())
+
+
+def sql_path(p: Path) -> str:
+    return "'" + str(p).replace("'", "''") + "'"
+
+
+def sql_files(paths: list[Path]) -> str:
+    return "[" + ", ".join(sql_path(p) for p in paths) + "]"
+
+
+def _rejoin(con: duckdb.DuckDBPyConnection, writer: ShardWriter, text: bool) -> tuple[list, int]:
+    """Join stdout lines that journald split at LineMax back into one entry: (the heads
+    rewritten, entries gone).
+
+    Structured renderings mark the split (`_LINE_BREAK=line-max`); text renderings do
+    not, so there a piece of exactly LineMax bytes followed by the same process is taken
+    as one.
+    """
+    brk = "line_break = 'line-max'"
+    if text:
+        brk = f"({brk} OR strlen(message) = {LINE_MAX})"
+    src = writer.paths("entries")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW mine AS SELECT * FROM read_parquet({sql_files(src)})")
+    stream = "PARTITION BY host, boot_id, pid, ident, unit ORDER BY entry_no"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _joined AS
+        WITH marked AS (
+            SELECT entry_no, coalesce({brk}, false) AS brk,
+                   host, boot_id, pid, ident, unit FROM mine
+        ), cont AS (
+            SELECT *, coalesce(lag(brk) OVER ({stream}), false) AS is_cont FROM marked
+        ), grouped AS (
+            SELECT *, sum(CASE WHEN is_cont THEN 0 ELSE 1 END)
+                      OVER ({stream} ROWS UNBOUNDED PRECEDING) AS grp
+            FROM cont
+        )
+        SELECT entry_no, min(entry_no) OVER (PARTITION BY host, boot_id, pid, ident, unit, grp)
+               AS head, count(*) OVER (PARTITION BY host, boot_id, pid, ident, unit, grp) AS n
+        FROM grouped
+        QUALIFY n > 1
+        """
+    )
+    if not con.execute("SELECT count(*) FROM _joined").fetchall()[0][0]:
+        con.execute("DROP TABLE _joined; DROP VIEW mine")
+        return [], 0
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _merged AS
+        SELECT j.head, count(*)::SMALLINT AS parts,
+               string_agg(s.message, '' ORDER BY s.entry_no) AS message,
+               max(s.line_last) AS line_last, bool_or(s.invalid_utf8) AS invalid_utf8,
+               bool_or(s.truncated) AS truncated
+        FROM _joined j JOIN mine s USING (entry_no) GROUP BY j.head
+        """
+    )
+    gone = con.execute("SELECT count(*) FROM _joined WHERE entry_no <> head").fetchall()[0][0]
+    identity = ", ".join(
+        "coalesce(m.message, s.message)" if c == "message" else f"s.{c}"
+        for c in IDENTITY.split(", ")
+    )
+    new = write_query(con, writer, "entries", f"""
+        SELECT s.* REPLACE (
+            coalesce(m.message, s.message) AS message,
+            coalesce(m.parts, s.parts) AS parts,
+            coalesce(m.line_last, s.line_last) AS line_last,
+            coalesce(m.invalid_utf8, s.invalid_utf8) AS invalid_utf8,
+            coalesce(m.truncated, s.truncated) AS truncated,
+            CASE WHEN m.head IS NULL THEN s.line_break END AS line_break,
+            CASE WHEN m.head IS NULL THEN s.key ELSE hash({identity}) END AS key)
+        FROM mine s LEFT JOIN _merged m ON s.entry_no = m.head
+        WHERE s.entry_no NOT IN (SELECT entry_no FROM _joined WHERE entry_no <> head)
+        ORDER BY s.entry_no""")  # fmt: skip
+    heads = [r[0] for r in con.execute("SELECT head FROM _merged ORDER BY head").fetchall()]
+    con.execute("DROP TABLE _joined; DROP TABLE _merged; DROP VIEW mine")
+    writer.replace("entries", new)
+    return heads, gone
+
+
+def _reconcile(
+    con: duckdb.DuckDBPyConnection, writer: ShardWriter, records: RecordSink, heads: list[int]
+) -> None:
+    """After a rejoin: records of the entries no longer stored, and of the heads whose
+    message changed, go; the heads are read again."""
+    entries = sql_files(writer.paths("entries"))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE kept AS "
+                f"SELECT entry_no FROM read_parquet({entries})")  # fmt: skip
+    con.execute("CREATE OR REPLACE TEMP TABLE heads (entry_no BIGINT)")
+    con.executemany("INSERT INTO heads VALUES (?)", [[h] for h in heads])
+    for kind, table in RECORD_TABLES.items():
+        old = writer.paths(table)
+        if not old:
+            continue
+        new = write_query(con, writer, table, f"""
+            SELECT * FROM read_parquet({sql_files(old)})
+            WHERE entry_no IN (SELECT entry_no FROM kept)
+              AND entry_no NOT IN (SELECT entry_no FROM heads)""")  # fmt: skip
+        writer.replace(table, new)
+        records.counts[kind] = sum(rows_in(p) for p in new)
+    kept = {r[0] for r in con.execute("SELECT entry_no FROM kept").fetchall()}
+    gone = set(heads)
+    records.rejects = [r for r in records.rejects if r[0] in kept and r[0] not in gone]
+    again = con.sql(
+        f"SELECT entry_no, line_first, host, ts_us, message, fields FROM read_parquet({entries})"
+        " WHERE entry_no IN (SELECT entry_no FROM heads) ORDER BY entry_no"
+    ).pl()
+    con.execute("DROP TABLE kept; DROP TABLE heads")
+    records.reread(again)
+    writer.close()
