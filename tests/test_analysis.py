@@ -8,6 +8,7 @@ checked against scipy on tables counted from the planted truth, not from the dat
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import orjson
@@ -23,6 +24,7 @@ from forensics.analyses.report import report
 from forensics.analyses.rooms import rooms
 from forensics.analyses.skew import skew
 from forensics.analyses.stats import holm, two_by_two
+from forensics.store.shards import folder
 from forensics.synthetic import incident
 from forensics.timefmt import iso_us
 
@@ -329,8 +331,10 @@ def test_statistics_helpers() -> None:
 
 def test_readers_use_this_versions_views_on_an_older_file(effect, tmp_path: Path) -> None:
     db, _ = effect
-    old = tmp_path / "old.duckdb"
+    old = tmp_path / "copy" / db.name  # the incident folder, copied
+    old.parent.mkdir()
     old.write_bytes(db.read_bytes())
+    shutil.copytree(folder(db), folder(old))
     con = forensics.connect(old)
     con.execute("DROP VIEW canary_writes")  # as written by a release without it
     con.close()

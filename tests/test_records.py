@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import orjson
 import polars as pl
 import pytest
@@ -13,6 +12,8 @@ from forensics.parsers.records.contract import _pages_column, _pages_like, _page
 
 import forensics
 from forensics.synthetic.incident import generate
+
+from .helpers import plain
 
 
 def _frame(messages: list[str], fields: list[str | None] | None = None) -> pl.DataFrame:
@@ -306,7 +307,7 @@ def test_records_are_the_same_however_batches_are_grouped(
     forensics.ingest([str(log)], tmp_path / "parts.duckdb")
     assert _stored_records(tmp_path / "parts.duckdb") == whole
     assert whole["canary"] and whole["checksums"] and whole["steps"] and whole["quarantine"]
-    con = duckdb.connect(str(tmp_path / "whole.duckdb"), read_only=True)
+    con = plain(tmp_path / "whole.duckdb")
     entries = con.execute("SELECT count(*) FROM entries").fetchall()[0][0]
     con.close()
     assert sum(submitted) == entries  # every entry parsed once

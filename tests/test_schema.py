@@ -79,8 +79,8 @@ def test_shards_hold_the_declared_columns(tmp_path: Path) -> None:
     from forensics import ingest
 
     log = tmp_path / "decode-0.log"
-    log.write_text("[2026-09-24 01:50:40] forensics:checksum side=dst room=3 buf=kv full=ab\n"
-                   "not a line of any known form\n")  # fmt: skip
+    log.write_text("2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: forensics:checksum "
+                   "side=dst room=3 buf=kv full=ab\nthis line is not journalctl output\n")  # fmt: skip
     db = tmp_path / "t.duckdb"
     ingest([str(log)], db)
     con = plain(db)

@@ -15,6 +15,7 @@ import pytest
 import forensics
 from forensics.errors import ForensicsError
 from forensics.store import SCHEMA_VERSION
+from forensics.store.shards import folder, source_folder
 
 from . import corpus
 from .helpers import cli, counts, legacy_copy, messages, plain
@@ -139,7 +140,10 @@ def test_ingest_killed_mid_way_leaves_database_unchanged(
     t.start()
     try:
         with os.fdopen(r, "rb") as progress:
-            first = progress.readline()  # blocks until a batch is stored (uncommitted)
+            first = progress.readline()  # blocks until a batch is written (unregistered)
+            # a reader works while the ingest reads: it sees what was registered before
+            assert counts(db) == before
+            assert cli("report", "--db", str(db)).returncode == 0
             proc.send_signal(signal.SIGKILL)
             proc.wait()
     finally:
@@ -150,10 +154,81 @@ def test_ingest_killed_mid_way_leaves_database_unchanged(
     assert first.startswith(b"batch "), proc.stderr.read() if proc.stderr else b""
     assert proc.returncode == -signal.SIGKILL
     assert counts(db) == before
+    left = [p for p in folder(db).iterdir() if p.name.startswith(".ingest-")]
+    assert left and any(left[0].rglob("entries-*"))  # what it wrote, never registered
     big = tmp_path / "big.log"
     big.write_bytes(data)
     forensics.ingest([str(big)], db)
     assert counts(db)[:2] == (before[0] + 1, before[1] + 800_000)
+    assert not any(p.name.startswith(".ingest-") for p in folder(db).iterdir())  # swept
+
+
+def test_files_not_registered_are_invisible_and_swept(renderings, tmp_path: Path, db: Path) -> None:
+    """The views read the listed files only: a shard renamed into place but never
+    registered (an ingest killed between the two) is not read, and the next writer
+    removes it."""
+    import shutil
+
+    forensics.ingest([str(renderings["json"])], db)
+    before = counts(db)
+    stray = source_folder(folder(db), 2)
+    shutil.copytree(source_folder(folder(db), 1), stray)
+    assert counts(db) == before
+    proc = cli("sql", f"SELECT count(*) FROM read_parquet('{next(stray.glob('entries-*'))}')",
+               "--db", str(db))  # fmt: skip
+    assert proc.returncode == 2 and "disabled by configuration" in proc.stderr.decode()
+    forensics.ingest([str(renderings["short"])], db)
+    assert counts(db)[0] == before[0] + 1
+    con = plain(db)
+    listed = {r[0] for r in con.execute("SELECT path FROM shards").fetchall()}
+    con.close()
+    on_disk = {str(p.relative_to(db.parent)) for p in folder(db).rglob("*.parquet")}
+    assert on_disk == listed  # the stray copy went; source 2 is the new one's
+
+
+def test_the_incident_folder_moves_and_opens_from_anywhere(renderings, tmp_path: Path) -> None:
+    import shutil
+
+    first = tmp_path / "a" / "incident.duckdb"
+    first.parent.mkdir()
+    forensics.ingest([str(renderings["json"])], first)
+    want = counts(first)
+    moved = tmp_path / "elsewhere" / "deeper"
+    shutil.move(str(first.parent), str(moved))
+    db = moved / "incident.duckdb"
+    assert counts(db) == want
+    proc = cli("sql", "SELECT count(*) FROM entries", "--db", str(db), "--format", "csv",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.decode().split()[-1] == str(want[1])
+    # a plain DuckDB client: the catalog's folder as its file search path (README)
+    con = duckdb.connect(str(db), read_only=True)
+    with pytest.raises(duckdb.IOException):
+        con.execute("SELECT count(*) FROM entries").fetchall()
+    con.execute(f"SET file_search_path = '{moved}'")
+    assert con.execute("SELECT count(*) FROM entries").fetchall() == [(want[1],)]
+    con.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_parallel_ingest_is_the_serial_one(renderings, tmp_path: Path, workers: int) -> None:
+    """Several inputs in worker processes store what one process does, and overlapping
+    inputs dedupe in input order whatever order the workers finish in."""
+    lines = renderings["json"].read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    (tmp_path / "early.json").write_bytes(b"".join(lines[: half + 3]))
+    (tmp_path / "late.json").write_bytes(b"".join(lines[half - 3 :]))
+    inputs = [str(tmp_path / "early.json"), str(tmp_path / "late.json"),
+              str(renderings["short-iso-precise"])]  # fmt: skip
+    serial, par = tmp_path / "serial.duckdb", tmp_path / f"par{workers}.duckdb"
+    forensics.ingest(inputs, serial, workers=1)
+    res = forensics.ingest(inputs, par, workers=workers + 1)
+    assert [s.source_id for s in res.sources] == [1, 2, 3]
+    assert res.sources[1].duplicates > 0
+    for table in ("entries", "quarantine", "sources"):
+        cols = "* EXCLUDE (ingested_at)" if table == "sources" else "*"
+        got = {t: forensics.query(f"SELECT {cols} FROM {table} ORDER BY ALL", t)[1]
+               for t in (serial, par)}  # fmt: skip
+        assert got[serial] == got[par], table
 
 
 def test_failed_ingest_of_many_files_stores_none(renderings, tmp_path: Path, db: Path) -> None:
@@ -299,7 +374,7 @@ def test_locked_database(renderings, db: Path) -> None:
 def test_runs_and_tags(renderings, db: Path) -> None:
     forensics.ingest([str(renderings["short"])], db, run="flag-on", tags={"overlap": "1"})
     forensics.ingest([str(renderings["json"])], db, run="flag-on", tags={"tp": "8"})
-    con = duckdb.connect(str(db), read_only=True)
+    con = plain(db)
     tags = con.execute("SELECT run, tags FROM runs ORDER BY run").fetchall()
     runs = con.execute("SELECT DISTINCT run FROM sources").fetchall()
     con.close()

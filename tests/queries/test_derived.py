@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -11,8 +12,12 @@ from forensics.queries import all_queries
 
 import forensics
 from forensics.analyses.rooms import rooms
-from forensics.store import connect, connect_read_only, refresh_derived, transaction
+from forensics.store import SCHEMA_VERSION, connect, connect_read_only, refresh_derived, transaction
+from forensics.store.database import reinstall
+from forensics.store.shards import ShardWriter, folder, source_folder
 from forensics.synthetic import incident
+
+from ..helpers import plain
 
 
 def checksum(i: int, side: str, room: int, head: str) -> str:
@@ -69,7 +74,7 @@ def _from_stored(db: Path) -> set[str]:
 
 def test_stored_rows_are_the_views_rows(two_runs: Path) -> None:
     # The file's own views are the SQL (a plain DuckDB connection reads them).
-    con = duckdb.connect(str(two_runs), read_only=True)
+    con = plain(two_runs)
     try:
         for q in all_queries():
             _, extra, missing = _same_rows(con, f"SELECT * FROM derived_{q.name}", q.sql)
@@ -86,8 +91,12 @@ def test_stored_rows_are_the_views_rows(two_runs: Path) -> None:
 
 
 def test_refresh_skips_what_is_fresh(two_runs: Path, tmp_path: Path) -> None:
-    copy = tmp_path / "copy.duckdb"
-    copy.write_bytes(two_runs.read_bytes())
+    # the incident folder moved elsewhere: its stored rows are still this data's
+    copy = tmp_path / "moved" / "db.duckdb"
+    copy.parent.mkdir()
+    shutil.copy(two_runs, copy)
+    shutil.copytree(folder(two_runs), folder(copy))
+    assert _from_stored(copy) == {q.name for q in all_queries()}
     con = connect(copy)
     try:
         with transaction(con):
@@ -109,11 +118,19 @@ def test_data_written_without_a_refresh_is_answered_from_the_sql(tmp_path: Path)
                 """INSERT INTO sources (source_id, run, path, sha256)
                    VALUES (99, 'default', 'older-writer.log', 'f00d')"""
             )
-            con.execute(  # room 1's src record again, as room 2's, with other bytes
-                """INSERT INTO checksums SELECT run, host, ts_us, 99, entry_no, side, 2, rid,
-                          buf, layer, tp, dtype, nbytes, 'b', tail, "full", extra
-                   FROM checksums WHERE side = 'src' AND room = 1"""
-            )
+            # room 1's src record again, as room 2's, with other bytes, in a shard of its own
+            rows = con.sql("""SELECT * EXCLUDE (source_id) REPLACE (2::UBIGINT AS room,
+                                     'b' AS head)
+                              FROM checksums WHERE side = 'src' AND room = 1""").arrow()
+            rows = rows.read_all() if hasattr(rows, "read_all") else rows
+            where = source_folder(folder(db), 99)
+            where.mkdir()
+            writer = ShardWriter(where, SCHEMA_VERSION)
+            writer.write("checksums", rows)
+            (name,) = writer.close()["checksums"]
+            con.execute("INSERT INTO shards VALUES (?, 99, 'checksums', 1, 0)",
+                        [str((where / name).relative_to(db.parent))])  # fmt: skip
+            reinstall(con)
     finally:
         con.close()
     assert rooms(db).counts == {"default": {"missing_dst": 1, "match": 1}}
