@@ -4,14 +4,14 @@ costs in this design (issue 12's "entries alone" row; not a mode of the command)
     python3 bench/entries_alone.py FILE DB
 
 Everything else is as `forensics ingest FILE --db DB` does it (sha256, quarantine, rejoin,
-dedupe keys, one transaction, the answers' stored rows), in one process.
+dedupe keys, shards, registration, the answers' stored rows), in one process.
 """
 
 from __future__ import annotations
 
 import sys
 
-from forensics.store import ingest, records
+from forensics.store import ingest, records, stage
 
 
 class _NoRecords(records.RecordSink):
@@ -20,7 +20,7 @@ class _NoRecords(records.RecordSink):
 
 
 def main(path: str, db: str) -> None:
-    ingest.RecordSink = _NoRecords  # type: ignore[misc]
+    stage.RecordSink = _NoRecords  # type: ignore[misc]
     result = ingest.ingest([path], db)
     print(sum(s.entries for s in result.sources))
 

@@ -112,12 +112,33 @@ def ingest(
         int | None,
         typer.Option(help="Processes reading inputs [default: one an input, up to the cores]."),
     ] = None,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Inputs are HOST:PATH, each read by a Ray task on HOST.")
+    ] = False,
+    ray_address: Annotated[
+        str | None, typer.Option(help="The Ray cluster [default: RAY_ADDRESS, else a local one].")
+    ] = None,
+    ray_cpus: Annotated[float, typer.Option(help="CPUs a Ray task takes.")] = 1.0,
+    ray_timeout: Annotated[
+        float, typer.Option(help="Seconds every Ray task has to be placed and done.")
+    ] = 600.0,
+    ray_shared: Annotated[
+        Path | None,
+        typer.Option(help="A folder every node and this host reach [default: Ray's object store]."),
+    ] = None,
     json: JsonOpt = False,
 ) -> None:
     """Read journald output (any journalctl rendering, .journal files) into the database.
 
+    Inputs: journalctl output in any rendering (short*, json*, export, cat, with-unit),
+    .journal files, SGLang's plain stdout, docker and kubectl logs, --export-metrics-to-file
+    records, harness results (JSON lines, CSV); gzip/zstd/xz, folders, globs, - for stdin.
+
     Example: forensics ingest prefill/ decode.log.zst --run flag-on --tag overlap=1
+
+    Example: forensics ingest --ray decode-0:/var/log/decode.export prefill-0:/var/log/p.export
     """
+    from .store.ingest import RaySettings
     from .store.ingest import ingest as run_ingest
 
     # No Progress at all off a terminal: some rich versions print a blank line on exit.
@@ -140,8 +161,13 @@ def ingest(
             wait=wait, waiting=lambda: err.print(f"waiting up to {wait:g} s for another "
                                                  "ingest to finish with the database …"),
             workers=workers,
+            ray=RaySettings(ray_address, ray_cpus, ray_timeout, ray_shared) if ray else None,
         )  # fmt: skip
     _print_ingest(res, json)
+    if res.failed:
+        for s in res.failed:
+            sys.stderr.write(f"error: {s.name} registered nothing: {s.reason}\n")
+        raise typer.Exit(1)
 
 
 def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) -> None:
@@ -161,8 +187,8 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
         sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     for s in res.sources:
-        if s.status == "skipped":
-            out.print(f"skipped {s.name}: {s.reason}")
+        if s.status in ("skipped", "failed"):
+            out.print(f"{s.status} {s.name}: {s.reason}", markup=False)
             continue
         extra = []
         if s.duplicates:

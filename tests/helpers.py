@@ -60,26 +60,6 @@ def plain(db: Path, read_only: bool = True):
 def legacy_copy(db: Path, out: Path) -> Path:
     """`db` as pd-forensics wrote it at schema 6, every row in the .duckdb file (what
     `forensics upgrade` reads)."""
-    import duckdb
-    from forensics.parsers.tables import LEGACY, TABLES
+    from forensics.store.legacy import write_legacy
 
-    src = plain(db)
-    try:
-        con = duckdb.connect(str(out))
-        for name in LEGACY:
-            t = TABLES[name]
-            con.execute(t.ddl())
-            if name == "quarantine":
-                con.execute("ALTER TABLE quarantine DROP COLUMN entry_no")
-            cols = [r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()]
-            if name == "meta":
-                con.execute("INSERT INTO meta VALUES ('schema_version', '6')")
-                continue
-            rel = src.sql(f"SELECT {', '.join(chr(34) + c + chr(34) for c in cols)} FROM {name}")
-            data = rel.arrow()
-            data = data.read_all() if hasattr(data, "read_all") else data
-            con.from_arrow(data).insert_into(name)
-        con.close()
-    finally:
-        src.close()
-    return out
+    return write_legacy(db, out)

@@ -5,7 +5,11 @@
 # systemd tools. The wheels are this machine's pinned versions, stripped (polars' runtime
 # ships its symbols: 177 -> 138 MB) and xz-packed; the binaries are Debian's, with the
 # libraries they link that are not glibc's. On the machine: bench/gpu/unpack.sh.
+# `--without-lnav`: the journal tools alone (lnav's ICU data is 31 MB of the 64 a call
+# may carry; the storage benchmarks need no lnav).
 set -euo pipefail
+lnav=bin/lnav
+[ "${1:-}" = "--without-lnav" ] && lnav=""
 out=bench/out/dev
 rm -rf "$out" /tmp/forensics-carry && mkdir -p "$out" /tmp/forensics-carry/py /tmp/forensics-carry/bin/lib
 cd /tmp/forensics-carry
@@ -16,9 +20,9 @@ pip download -q --only-binary=:all: --no-deps --python-version 3.12 -d whl \
   "orjson==$(ver orjson)" "zstandard==$(ver zstandard)"
 for w in whl/*.whl; do unzip -q -o "$w" -d py; done
 find py -name '*.so' -exec strip --strip-unneeded {} +
-cp /usr/bin/lnav /usr/bin/journalctl /lib/systemd/systemd-journal-remote /usr/bin/time bin/
+cp ${lnav:+/usr/bin/lnav} /usr/bin/journalctl /lib/systemd/systemd-journal-remote /usr/bin/time bin/
 cp /usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-*.so bin/lib/
-for b in bin/lnav bin/journalctl bin/systemd-journal-remote bin/lib/libsystemd-shared-*.so; do
+for b in $lnav bin/journalctl bin/systemd-journal-remote bin/lib/libsystemd-shared-*.so; do
   ldd "$b" | awk '/=> \//{print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
   xargs -I{} cp -L {} bin/lib/

@@ -33,7 +33,7 @@ YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
 # of a core on the 2-core machine), more than reading a few MB.
 PARALLEL_MIN_BYTES = 32 << 20
 
-__all__ = ["IngestResult", "SourceResult", "ingest", "workers_for"]
+__all__ = ["IngestResult", "RaySettings", "SourceResult", "ingest", "workers_for"]
 
 
 @dataclass
@@ -45,6 +45,21 @@ class IngestResult:
     @property
     def source_ids(self) -> list[int]:
         return [s.source_id for s in self.sources if s.source_id is not None]
+
+    @property
+    def failed(self) -> list[SourceResult]:
+        """Inputs that registered nothing because their task failed (--ray)."""
+        return [s for s in self.sources if s.status == "failed"]
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """`ingest --ray`: where the cluster is, what a task takes, how long to wait."""
+
+    address: str | None = None  # None: RAY_ADDRESS, else a local Ray started for this
+    cpus: float = 1.0
+    timeout: float = 600.0  # seconds for every task to be placed and done
+    shared: Path | None = None  # a folder every node and the driver reach
 
 
 ProgressFactory = Callable[[Input, int | None], Callable[[int], None] | None]
@@ -74,13 +89,16 @@ def ingest(
     wait: float = 0.0,
     waiting: Callable[[], None] | None = None,
     workers: int | None = None,
+    ray: RaySettings | None = None,
 ) -> IngestResult:
     """Read every path into the database; all or nothing.
 
     `patterns`: pattern files (TOML) for a fork's own lines, checked before anything is read.
     `wait`: seconds to wait for another writer (an ingest) to finish with the catalog;
     `waiting` is called once when the wait begins. `workers`: processes reading inputs
-    (default: one an input, up to the cores).
+    (default: one an input, up to the cores). `ray`: `paths` are HOST:PATH inputs, each
+    read by a Ray task on that host's node; one that fails registers nothing, the others
+    register (IngestResult.failed).
     """
     if year is not None and not YEARS[0] <= year <= YEARS[1]:
         raise ForensicsError(f"--year {year} is outside {YEARS[0]}-{YEARS[1]}")
@@ -92,7 +110,12 @@ def ingest(
         raise ForensicsError(str(exc)) from None
     path = db_path(db)
     root = folder(path)
-    inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")), skip_dirs=(root,))
+    if ray is not None:
+        from .remote import parse
+
+        remote = parse(paths)
+    else:
+        inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")), skip_dirs=(root,))
     created = not path.exists()
     if not created:  # a catalog this version cannot write fails before any input is read
         connect(path, wait, waiting).close()
@@ -100,7 +123,13 @@ def ingest(
     root_existed = root.exists()
     try:
         with staging(root) as where:
-            staged = stage_all(inputs, where, opts, progress, workers)
+            if ray is not None:
+                from .remote import stage_on_ray
+
+                staged = stage_on_ray(remote, where, opts, ray.address, ray.cpus, ray.timeout,
+                                      ray.shared)  # fmt: skip
+            else:
+                staged = stage_all(inputs, where, opts, progress, workers)
             return IngestResult(path, run, _register(path, staged, run, tags or {}, wait, waiting))
     except BaseException:
         if created:
