@@ -2,6 +2,7 @@
 a local Ray against local processes, and the incident folder against the old database.
 
     python3 bench/shards.py [--lines 400000] [--k 1,2,4,8,16] [--ray] [--skip-size]
+                            [--decode-lines 1000000]
 
 The inputs are the mixed journal of bench/run.py (same generator and seed) at `--lines`
 entries, K copies with the hosts renamed (prefill-i, decode-i) so that no two hold the
@@ -27,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402
+import orjson  # noqa: E402
 from run import timed  # noqa: E402
 
 
@@ -45,11 +47,12 @@ def variants(lines: int, k: int) -> list[Path]:
     return out
 
 
-def ingest(paths: list[Path], db: Path, workers: int) -> tuple[float, int]:
+def ingest(paths: list[Path], db: Path, workers: int) -> tuple[float, int, dict]:
+    """Wall s, peak RSS MB and ingest's own phase timings (read, register, derived)."""
     cmd = [sys.executable, "-m", "forensics", "ingest", *map(str, paths), "--db", str(db),
            "--workers", str(workers), "--json"]  # fmt: skip
-    w, rss, _ = timed(cmd)
-    return w, rss
+    w, rss, out = timed(cmd)
+    return w, rss, orjson.loads(out).get("timings", {})
 
 
 def folder_bytes(db: Path) -> int:
@@ -65,31 +68,49 @@ def scaling(ks: list[int], lines: int, tmp: Path) -> None:
     mb = files[0].stat().st_size / 2**20
     print(f"\nK inputs on K workers ({cores} cores; each input {mb:,.0f} MB, {lines:,} "
           "entries):\n")  # fmt: skip
-    print("| K | s | MB/s | × (K × one worker) | peak RSS MB (one worker) |")
-    print("|---:|---:|---:|---:|---:|")
+    print("One worker alone uses more than one core (block and record parsing threads); the"
+          " last ratio is against one worker held to one core (taskset), what each of K"
+          " workers gets when K is the number of cores.\n")  # fmt: skip
+    print("| K | s | MB/s | × (K × one worker) | × (K × one worker on one core) | read s |"
+          " register s | answers' rows s | peak RSS MB (one worker) |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    # one worker pinned to one core: what a worker does on its share when K = the cores
+    w1, _, _ = timed(["taskset", "-c", str(min(os.sched_getaffinity(0))), sys.executable, "-m",
+                      "forensics", "ingest", str(files[0]), "--db", str(tmp / "core.duckdb")])  # fmt: skip
+    core = mb / w1
     one = None
     for k in ks:
         db = tmp / f"k{k}.duckdb"
-        w, rss = ingest(files[:k], db, k)
+        w, rss, t = ingest(files[:k], db, k)
         thr = k * mb / w
         one = one or thr
-        print(f"| {k} | {w:.2f} | {thr:,.0f} | {thr / (k * one):.2f} | {rss:,} |")
+        phases = " | ".join(f"{t.get(p, 0):.2f}" for p in ("read_s", "register_s", "derived_s"))
+        print(f"| {k} | {w:.2f} | {thr:,.0f} | {thr / (k * one):.2f} | {thr / (k * core):.2f} |"
+              f" {phases} | {rss:,} |")  # fmt: skip
         if k != ks[-1]:
             shutil.rmtree(db.with_suffix(".shards"), ignore_errors=True)
             db.unlink()
 
 
-def size(lines: int, tmp: Path) -> None:
+def size(lines: int, decode_lines: int, tmp: Path) -> None:
+    """The folder against the old store's file, on the mixed journal and a record-heavy
+    decode one."""
     from forensics.store.legacy import write_legacy
 
-    files = variants(lines, 1)
-    db = tmp / "size.duckdb"
-    ingest(files, db, 1)
-    old = write_legacy(db, tmp / "size-legacy.duckdb")
-    new_b, old_b = folder_bytes(db), old.stat().st_size
-    print(f"\nincident folder: {new_b / 2**20:,.1f} MB (catalog {db.stat().st_size / 2**20:,.1f}"
-          f" MB + shards); the same rows as DuckDB tables: {old_b / 2**20:,.1f} MB; "
-          f"ratio {new_b / old_b:.2f}")  # fmt: skip
+    print("\n| journal | input MB | incident folder MB (catalog + shards) | as DuckDB tables MB |"
+          " × the old file |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|")
+    for shape, n in (("mixed", lines), ("decode", decode_lines)):
+        if not n:
+            continue
+        log = generate.build(HERE / "out", n, shape, json=False)["short-iso-precise"]
+        db = tmp / f"size-{shape}.duckdb"
+        ingest([log], db, 1)
+        old = write_legacy(db, tmp / f"size-{shape}-legacy.duckdb")
+        new_b, old_b = folder_bytes(db), old.stat().st_size
+        print(f"| {shape}, {n:,} entries | {log.stat().st_size / 2**20:,.0f} | {new_b / 2**20:,.1f}"
+              f" ({db.stat().st_size / 2**20:,.1f} + {(new_b - db.stat().st_size) / 2**20:,.1f})"
+              f" | {old_b / 2**20:,.1f} | {new_b / old_b:.2f} |")  # fmt: skip
 
 
 def on_ray(k: int, lines: int, tmp: Path) -> None:
@@ -102,7 +123,7 @@ def on_ray(k: int, lines: int, tmp: Path) -> None:
         ray.init(address="auto", log_to_driver=False)
         address = ray.nodes()[0]["NodeManagerAddress"]
         ray.shutdown()
-        local_w, _ = ingest(files, tmp / "local.duckdb", k)
+        local_w, _, _ = ingest(files, tmp / "local.duckdb", k)
         cmd = [
             sys.executable,
             "-m",
@@ -138,11 +159,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--k", default="1,2,4,8,16")
     ap.add_argument("--ray", action="store_true", help="also time a local Ray (needs ray)")
     ap.add_argument("--skip-size", action="store_true")
+    ap.add_argument(
+        "--decode-lines",
+        type=int,
+        default=1_000_000,
+        help="entries of the record-heavy journal the size row reads (0: none)",
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="forensics-shards-") as tmp:
         scaling([int(k) for k in args.k.split(",")], args.lines, Path(tmp))
         if not args.skip_size:
-            size(args.lines, Path(tmp))
+            size(args.lines, args.decode_lines, Path(tmp))
         if args.ray:
             on_ray(min(2, len(os.sched_getaffinity(0))), args.lines, Path(tmp))
 

@@ -63,8 +63,13 @@ def main(path: str) -> None:
         con.execute("CHECKPOINT")
         t3 = time.perf_counter()
         con.close()
-        doc |= {"tables_entries_s": t1 - t0, "tables_records_s": t2 - t1,
-                "tables_commit_s": t3 - t2, "tables_s": t3 - t0, "tables_bytes": _size(db)}
+        doc |= {
+            "tables_entries_s": t1 - t0,
+            "tables_records_s": t2 - t1,
+            "tables_commit_s": t3 - t2,
+            "tables_s": t3 - t0,
+            "tables_bytes": _size(db),
+        }
         # this design: the same rows as a source's shard files
         where = Path(tmp) / "shards"
         where.mkdir()
@@ -80,8 +85,12 @@ def main(path: str) -> None:
                 writer.write(records.TABLES[kind], df.with_columns(run=pl.lit("floor")).to_arrow())
         writer.close()
         t2 = time.perf_counter()
-        doc |= {"shards_entries_s": t1 - t0, "shards_records_s": t2 - t1, "shards_s": t2 - t0,
-                "shards_bytes": _size(where)}
+        doc |= {
+            "shards_entries_s": t1 - t0,
+            "shards_records_s": t2 - t1,
+            "shards_s": t2 - t0,
+            "shards_bytes": _size(where),
+        }
     print(orjson.dumps(doc).decode())
 
 

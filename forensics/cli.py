@@ -181,6 +181,7 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
             "db": str(res.db),
             "run": res.run,
             "sources": [s.__dict__ for s in res.sources],
+            "timings": res.timings,
             "summary": summ.as_dict(),
             **(more or {}),
         }

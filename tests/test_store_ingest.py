@@ -364,9 +364,12 @@ def test_locked_database(renderings, db: Path) -> None:
     forensics.ingest([str(renderings["short"])], db)
     holder = duckdb.connect(str(db))  # another process's writer holds the lock
     try:
-        proc = cli("ingest", str(renderings["json"]), "--db", str(db))
+        proc = cli("ingest", str(renderings["json"]), "--db", str(db), "--wait", "0")
         assert proc.returncode == 2
         assert "locked" in proc.stderr.decode()
+        # a reader waits FORENSICS_READ_WAIT seconds for a writer registering sources
+        proc = cli("report", "--db", str(db), env={"FORENSICS_READ_WAIT": "0"})
+        assert proc.returncode == 2 and "locked by another process" in proc.stderr.decode()
     finally:
         holder.close()
 
@@ -421,9 +424,13 @@ def test_dedupe_on_colliding_keys_drops_only_what_another_source_holds(
         left = con.sql(
             f"SELECT message FROM read_parquet('{writer.paths('entries')[0]}') ORDER BY entry_no"
         ).fetchall()
-        gone = con.sql(
-            f"SELECT count(*) FROM read_parquet('{writer.paths('dropped_entries')[0]}')"
-        ).fetchall()[0][0] if dropped else 0
+        gone = (
+            con.sql(
+                f"SELECT count(*) FROM read_parquet('{writer.paths('dropped_entries')[0]}')"
+            ).fetchall()[0][0]
+            if dropped
+            else 0
+        )
     finally:
         con.close()
     assert gone == dropped

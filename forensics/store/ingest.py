@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -41,6 +42,9 @@ class IngestResult:
     db: Path
     run: str
     sources: list[SourceResult]
+    # seconds: reading the inputs (in parallel), registering them (dedupe included) and
+    # storing the answers' rows; the last two hold the catalog
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def source_ids(self) -> list[int]:
@@ -121,8 +125,10 @@ def ingest(
         connect(path, wait, waiting).close()
     opts = Options(run=run, fmt=fmt, year=year, host=host, user=user)
     root_existed = root.exists()
+    timings: dict[str, float] = {}
     try:
         with staging(root) as where:
+            t0 = time.perf_counter()
             if ray is not None:
                 from .remote import stage_on_ray
 
@@ -130,7 +136,9 @@ def ingest(
                                       ray.shared)  # fmt: skip
             else:
                 staged = stage_all(inputs, where, opts, progress, workers)
-            return IngestResult(path, run, _register(path, staged, run, tags or {}, wait, waiting))
+            timings["read_s"] = time.perf_counter() - t0
+            results = _register(path, staged, run, tags or {}, wait, waiting, timings)
+            return IngestResult(path, run, results, timings)
     except BaseException:
         if created:
             for p in (path, path.with_name(path.name + ".wal")):
@@ -148,13 +156,17 @@ def _register(
     tags: dict[str, str],
     wait: float,
     waiting: Callable[[], None] | None,
+    timings: dict[str, float],
 ) -> list[SourceResult]:
     con = connect(path, wait, waiting)
     moved: list[Path] = []
     try:
         with transaction(con):
+            t0 = time.perf_counter()
             results, moved = register(con, staged, run, tags)
+            t1 = time.perf_counter()
             refresh_derived(con)  # the answers' views over the new data, stored with it
+            timings["register_s"], timings["derived_s"] = t1 - t0, time.perf_counter() - t1
     except BaseException:
         for m in moved:
             shutil.rmtree(m, ignore_errors=True)
@@ -183,6 +195,12 @@ def stage_all(
             for inp, f in zip(inputs, folders, strict=True)
         ]
     out: dict[int, Staged] = {}
+    # Each worker's polars gets its share of the cores: n workers of every core's threads
+    # each ran slower than n on their own (read at spawn: the pool starts them on submit).
+    share = str(max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                        else os.cpu_count() or 1) // n))  # fmt: skip
+    saved = os.environ.get("POLARS_MAX_THREADS")
+    os.environ.setdefault("POLARS_MAX_THREADS", share)
     # Spawned, not forked: the parent's threads (polars', DuckDB's) do not survive a fork.
     with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
         futures: dict[Future, int] = {}
@@ -191,6 +209,8 @@ def stage_all(
                 out[i] = stage(inp, f, opts, progress(inp, None) if progress else None)
             else:
                 futures[pool.submit(stage, inp, f, opts)] = i
+        if saved is None:
+            os.environ.pop("POLARS_MAX_THREADS", None)
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
         failed = [fu for fu in done if fu.exception() is not None]
         if failed:

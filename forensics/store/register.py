@@ -18,7 +18,7 @@ import duckdb
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .records import TABLES as RECORD_TABLES
 from .shards import ShardWriter, folder, registered, rows_in, source_folder, sweep
-from .stage import IDENTITY, SourceResult, Staged, sql_files, write_query
+from .stage import IDENTITY, SourceResult, Staged, sql_files, sql_path, write_query
 
 # Candidates' message bytes compared in one pass of dedupe. The exact comparison joins
 # candidates with the stored entries, messages included: a 3 GB source that repeats a
@@ -48,17 +48,44 @@ def register(
     ensure_run(con, run, tags)
     moved: list[Path] = []
     out: list[SourceResult] = []
+    held = [base / p for p in registered(con, "entries")]  # grows as sources register
+    todo = [st for st in staged if st.result.status == "ingested" and st.folder is not None]
+    shared = _shared_keys(con, todo, held)
     try:
         for st in staged:
             out.append(st.result)
-            if st.result.status != "ingested" or st.folder is None:
-                continue
-            _one(con, st, run, tags, base, root, moved)
+            if st in todo:
+                _one(con, st, run, tags, base, root, moved, held, shared)
+        reinstall(con)
     except BaseException:
         for m in moved:
             shutil.rmtree(m, ignore_errors=True)
         raise
+    finally:
+        con.execute("DROP TABLE IF EXISTS _shared")
     return out, moved
+
+
+def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: list[Path]) -> bool:
+    """The dedupe keys that more than one source holds, this ingest's and the registered
+    ones (`_shared`): one pass over every key, so that only a source holding such a key
+    is compared entry by entry (each against all before it cost time in the square of the
+    sources). Whether there is any."""
+    files = [(i, Path(st.folder or "") / n) for i, st in enumerate(todo)
+             for n in st.files.get("entries", [])]  # fmt: skip
+    if not files or (len(todo) == 1 and not held):
+        return False
+    which = ", ".join(f"({sql_path(f)}, {i})" for i, f in files)
+    new = f"""SELECT DISTINCT p.key, w.src FROM read_parquet({sql_files([f for _, f in files])},
+                     filename = true) p
+              JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
+    old = f"SELECT key FROM read_parquet({sql_files(held)})" if held else "SELECT NULL::UBIGINT AS key"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _shared AS
+            SELECT key FROM ({new}) GROUP BY key HAVING count(*) > 1
+            UNION SELECT key FROM ({new}) n SEMI JOIN ({old}) o ON n.key = o.key"""
+    )
+    return bool(scalar(con, "SELECT count(*) FROM _shared"))
 
 
 def _one(
@@ -69,6 +96,8 @@ def _one(
     base: Path,
     root: Path,
     moved: list[Path],
+    held: list[Path],
+    shared: bool,
 ) -> None:
     res = st.result
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
@@ -84,8 +113,10 @@ def _one(
     staged = Path(st.folder or "")
     writer = ShardWriter(staged, SCHEMA_VERSION)
     writer.files = {t: list(f) for t, f in st.files.items()}
-    if writer.files.get("entries"):
-        dropped = drop_duplicates(con, writer)
+    if shared and held and writer.files.get("entries") and _holds_shared(con, writer):
+        against = (f"read_parquet({sql_files(held)}, hive_partitioning = true, "
+                   "hive_types = {'source_id': INTEGER})")  # fmt: skip
+        dropped = drop_duplicates(con, writer, against=against)
         res.duplicates = dropped
         res.entries -= dropped
         if dropped:
@@ -104,6 +135,8 @@ def _one(
                 "INSERT INTO shards VALUES (?, ?, ?, ?, ?)",
                 [str(f.relative_to(base)), sid, table, rows_in(f), f.stat().st_size],
             )
+            if table == "entries":
+                held.append(f)  # the next source dedupes against this one
     con.execute(
         """INSERT INTO sources (source_id, run, path, sha256, bytes, format, compression, lines,
                                 entries, duplicates, rejoined, quarantined, markers, notes)
@@ -113,7 +146,11 @@ def _one(
             res.entries, res.duplicates, res.rejoined, res.quarantined, st.markers, res.notes,
         ],
     )  # fmt: skip
-    reinstall(con)  # the next source dedupes against this one
+
+
+def _holds_shared(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> bool:
+    return bool(scalar(con, f"""SELECT count(*) FROM (SELECT key FROM read_parquet(
+        {sql_files(writer.paths("entries"))}) SEMI JOIN _shared USING (key))"""))
 
 
 def drop_duplicates(
@@ -200,4 +237,3 @@ def _split(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> None:
                           f"SELECT * FROM read_parquet({sql_files(files)}) WHERE {cond} "
                           f"ORDER BY {order}")  # fmt: skip
         writer.replace(table, new)
-

@@ -97,9 +97,7 @@ def stage_on_ray(
         from ray.exceptions import RayError, RayTaskError
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
-        raise ForensicsError(
-            "--ray needs Ray: pip install 'pd-forensics[ray]'"
-        ) from None
+        raise ForensicsError("--ray needs Ray: pip install 'pd-forensics[ray]'") from None
     if not ray.is_initialized():
         try:
             ray.init(address=address, log_to_driver=False, include_dashboard=False,

@@ -164,8 +164,12 @@ def _restore(
     its ingest are not stored). (entries restored, files no longer listed)."""
     writer = ShardWriter(dropped[0].parent, SCHEMA_VERSION)
     # a copy to work on: the listed files stay whole until the transaction commits
-    write_query(con, writer, "entries",
-                f"SELECT * FROM read_parquet({sql_files(dropped)}) ORDER BY entry_no")
+    write_query(
+        con,
+        writer,
+        "entries",
+        f"SELECT * FROM read_parquet({sql_files(dropped)}) ORDER BY entry_no",
+    )
     against = f"(SELECT * FROM entries WHERE source_id <> {int(source_id)})"
     drop_duplicates(con, writer, against=against)
     back, still = writer.paths("entries"), writer.paths("dropped_entries")
