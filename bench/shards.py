@@ -75,8 +75,9 @@ def scaling(ks: list[int], lines: int, tmp: Path) -> None:
           " register s | answers' rows s | peak RSS MB (one worker) |")  # fmt: skip
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     # one worker pinned to one core: what a worker does on its share when K = the cores
-    w1, _, _ = timed(["taskset", "-c", str(min(os.sched_getaffinity(0))), sys.executable, "-m",
-                      "forensics", "ingest", str(files[0]), "--db", str(tmp / "core.duckdb")])  # fmt: skip
+    pin = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
+    w1, _, _ = timed([*pin, sys.executable, "-m", "forensics", "ingest", str(files[0]),
+                      "--db", str(tmp / "core.duckdb")])  # fmt: skip
     core = mb / w1
     one = None
     for k in ks:

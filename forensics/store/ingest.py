@@ -195,13 +195,15 @@ def stage_all(
             for inp, f in zip(inputs, folders, strict=True)
         ]
     out: dict[int, Staged] = {}
-    # Each worker's polars gets its share of the cores: n workers of every core's threads
-    # each ran slower than n on their own (read at spawn: the pool starts them on submit).
-    share = str(max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                        else os.cpu_count() or 1) // n))  # fmt: skip
+    # Each worker's polars gets its share of the cores: n workers with a thread per core
+    # each ran slower than n on their own.
+    share = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                    else os.cpu_count() or 1) // n)  # fmt: skip
+    # Read at import, so set before the workers start (the pool starts them on submit).
     saved = os.environ.get("POLARS_MAX_THREADS")
-    os.environ.setdefault("POLARS_MAX_THREADS", share)
-    # Spawned, not forked: the parent's threads (polars', DuckDB's) do not survive a fork.
+    os.environ.setdefault("POLARS_MAX_THREADS", str(share))
+    # Spawned, not forked: the parent's threads (polars', DuckDB's) do not survive a fork,
+    # and a fork server that imported the readers first hung its workers.
     with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
         futures: dict[Future, int] = {}
         for i, (inp, f) in enumerate(zip(inputs, folders, strict=True)):

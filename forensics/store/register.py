@@ -79,7 +79,8 @@ def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: list[
     new = f"""SELECT DISTINCT p.key, w.src FROM read_parquet({sql_files([f for _, f in files])},
                      filename = true) p
               JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
-    old = f"SELECT key FROM read_parquet({sql_files(held)})" if held else "SELECT NULL::UBIGINT AS key"
+    old = (f"SELECT key FROM read_parquet({sql_files(held)})" if held
+           else "SELECT NULL::UBIGINT AS key")  # fmt: skip
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _shared AS
             SELECT key FROM ({new}) GROUP BY key HAVING count(*) > 1
