@@ -34,7 +34,7 @@ SELECT (i * 1000)::BIGINT AS entry_no, (1795000000000000 + i * 1000)::BIGINT AS 
        6::TINYINT AS priority,
        CASE WHEN i % 10 = 0
             THEN 'forensics:checksum side=' || CASE WHEN {sid} % 2 = 0 THEN 'src' ELSE 'dst' END
-                 || ' room=' || (i // 10) || ' buf=kv full=' || hash(i // 10) % 1000
+                 || ' room=' || (i // 10) || ' buf=kv full=' || hash(i // 10)
             ELSE '[2026-11-29 07:00:01 DP0 TP0] Decode batch, #running-req: ' || (i % 64)
                  || ', #token: ' || hash(i) % 100000 || ', token usage: 0.' || (i % 97)
        END AS message,
@@ -52,7 +52,7 @@ SELECT 'default' AS run,
        CASE WHEN {sid} % 2 = 0 THEN 'src' ELSE 'dst' END AS side, (i + {pair}::UBIGINT * 1000000000)::UBIGINT AS room,
        'r' || i AS rid, 'kv' AS buf, 'all' AS layer, 0::BIGINT AS tp, 'bf16' AS dtype,
        4096::BIGINT AS nbytes, NULL::VARCHAR AS head, NULL::VARCHAR AS tail,
-       (CASE WHEN {sid} % 2 = 1 AND i % 997 = 0 THEN 'bad' ELSE '' END || hash(i) % 1000)::VARCHAR AS "full",
+       (CASE WHEN {sid} % 2 = 1 AND i % 997 = 0 THEN 'bad' ELSE '' END || hash(i))::VARCHAR AS "full",
        NULL::VARCHAR AS extra
 FROM range({start}, {stop}) t(i)
 """
