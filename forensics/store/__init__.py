@@ -1,8 +1,11 @@
-"""Ingest and store: inputs (inputs.py) are read by the parsers, their entries stored and
-their records parsed alongside (records.py) in one DuckDB transaction (ingest.py), into
-the file whose schema, connections and migrations are database.py; the named queries'
-views and the rows ingest stores for them are derived.py; sources.py and summary.py
-describe what a database holds.
+"""Ingest and store: inputs (inputs.py) are read by the parsers, each into a staged
+source of Parquet files, its records parsed alongside (stage.py, records.py), in parallel
+processes or Ray tasks (ingest.py, remote.py); the staged sources register in one
+transaction of the catalog (register.py), the .duckdb file whose schema, connections and
+migrations are database.py, with the shard folder beside it (shards.py) and the views
+over it; the named queries' views and the rows ingest stores for them are derived.py;
+legacy.py reads databases from before the shards; sources.py and summary.py describe and
+manage what a database holds.
 
 The database's API is importable from here (`from forensics.store import connect`).
 """

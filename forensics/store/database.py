@@ -186,7 +186,7 @@ def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
 
             convert(p)
             return before or SCHEMA_VERSION, SCHEMA_VERSION
-        install_views(con)
+        _install(con, p)
     finally:
         con.close()
     return before or SCHEMA_VERSION, SCHEMA_VERSION

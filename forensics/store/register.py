@@ -150,8 +150,13 @@ def _one(
 
 
 def _holds_shared(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> bool:
-    return bool(scalar(con, f"""SELECT count(*) FROM (SELECT key FROM read_parquet(
-        {sql_files(writer.paths("entries"))}) SEMI JOIN _shared USING (key))"""))
+    return bool(
+        scalar(
+            con,
+            f"""SELECT count(*) FROM (SELECT key FROM read_parquet(
+        {sql_files(writer.paths("entries"))}) SEMI JOIN _shared USING (key))""",
+        )
+    )
 
 
 def drop_duplicates(
