@@ -28,7 +28,7 @@ from .database import (
     transaction,
 )
 from .derived import install_views, refresh_derived
-from .shards import ShardWriter, folder, install_table_views, rows_in, source_folder, staging
+from .shards import ShardWriter, folder, install_table_views, list_files, source_folder, staging
 from .stage import write_query
 
 
@@ -123,10 +123,7 @@ def _new_catalog(tmp: Path, path: Path, sources: list[int]) -> None:
             con.execute("DETACH _forensics_legacy")
             for sid in sources:
                 for f in sorted(source_folder(root, sid).glob("*.parquet")):
-                    con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?)", [
-                        str(f.relative_to(base)), sid, f.name.rsplit("-", 1)[0], rows_in(f),
-                        f.stat().st_size,
-                    ])  # fmt: skip
+                    list_files(con, base, sid, f.name.rsplit("-", 1)[0], [f])
             install_table_views(con, base)
             install_views(con)
             refresh_derived(con)

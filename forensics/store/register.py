@@ -17,7 +17,7 @@ import duckdb
 
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .records import TABLES as RECORD_TABLES
-from .shards import ShardWriter, folder, registered, rows_in, source_folder, sweep
+from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
 from .stage import IDENTITY, SourceResult, Staged, sql_files, sql_path, write_query
 
 # Candidates' message bytes compared in one pass of dedupe. The exact comparison joins
@@ -130,14 +130,10 @@ def _one(
     os.rename(staged, target)
     moved.append(target)
     for table, names in writer.files.items():
-        for name in names:
-            f = target / name
-            con.execute(
-                "INSERT INTO shards VALUES (?, ?, ?, ?, ?)",
-                [str(f.relative_to(base)), sid, table, rows_in(f), f.stat().st_size],
-            )
-            if table == "entries":
-                held.append(f)  # the next source dedupes against this one
+        files = [target / name for name in names]
+        list_files(con, base, sid, table, files)
+        if table == "entries":
+            held += files  # the next source dedupes against this one
     con.execute(
         """INSERT INTO sources (source_id, run, path, sha256, bytes, format, compression, lines,
                                 entries, duplicates, rejoined, quarantined, markers, notes)

@@ -122,6 +122,16 @@ def rows_in(path: Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
+def list_files(
+    con: duckdb.DuckDBPyConnection, base: Path, source_id: int, table: str, files: list[Path]
+) -> None:
+    """Register shard files of one source's table (`base`: the catalog's folder)."""
+    for f in files:
+        con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?)",
+                    [str(f.relative_to(base)), source_id, table, rows_in(f),
+                     f.stat().st_size])  # fmt: skip
+
+
 def registered(con: duckdb.DuckDBPyConnection, table: str | None = None) -> list[str]:
     """The registered files (relative paths), in source order."""
     where = "WHERE table_name = ?" if table else ""

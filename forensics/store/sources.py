@@ -30,8 +30,8 @@ from .derived import STAMP, refresh_derived
 from .records import TABLES as RECORD_TABLES
 from .records import _records_of
 from .register import drop_duplicates
-from .shards import ShardWriter, rows_in
-from .stage import arrow_batches, sql_files, write_query
+from .shards import ShardWriter, list_files, rows_in
+from .stage import arrow_batches, sql_files, write_quarantine, write_query
 
 
 def list_sources(db: str | os.PathLike | None = None) -> list[dict]:
@@ -86,11 +86,7 @@ def _files(con: duckdb.DuckDBPyConnection, source_id: int) -> dict[str, list[Pat
 
 
 def _list(con: duckdb.DuckDBPyConnection, source_id: int, table: str, files: list[Path]) -> None:
-    base = catalog_path(con).parent
-    for f in files:
-        con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?)",
-                    [str(f.relative_to(base)), source_id, table, rows_in(f),
-                     f.stat().st_size])  # fmt: skip
+    list_files(con, catalog_path(con).parent, source_id, table, files)
 
 
 def _unlist(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
@@ -192,10 +188,7 @@ def _restore(
         table = RECORD_TABLES[kind]
         _list(con, source_id, table, writer.paths(table))
     if rejects:
-        q = pa.table({"line": pa.array([r[1] for r in rejects], pa.int64()),
-                      "reason": [r[2] for r in rejects], "raw": [r[3] for r in rejects],
-                      "entry_no": pa.array([r[0] for r in rejects], pa.int64())})  # fmt: skip
-        writer.write("quarantine", q)
+        write_quarantine(writer, [(line, reason, raw, no) for no, line, reason, raw in rejects])
         writer.close()
         _list(con, source_id, "quarantine", writer.paths("quarantine")[-1:])
     con.execute(

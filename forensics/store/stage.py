@@ -206,7 +206,7 @@ def _entries(
     # A record that breaks the contract is quarantined with its reason; its entry stays.
     quarantine = [(x.line, x.reason, x.raw, None) for x in ctx.quarantine]
     quarantine += [(line, reason, raw, no) for no, line, reason, raw in records.rejects]
-    _quarantine(writer, quarantine)
+    write_quarantine(writer, quarantine)
     res.quarantined = len(quarantine)
     res.notes = ctx.notes
     return Staged(res, display_path(inp), sha, ctx.markers)
@@ -235,7 +235,8 @@ def write_query(
     return [writer.where / f for f in writer.files.get(table, []) if f not in before]
 
 
-def _quarantine(writer: ShardWriter, rows: list[tuple]) -> None:
+def write_quarantine(writer: ShardWriter, rows: list[tuple]) -> None:
+    """Quarantine rows (line, reason, raw, entry_no) into the source's file."""
     if rows:
         line, reason, raw, no = (list(c) for c in zip(*rows, strict=True))
         writer.write("quarantine", pa.table(
@@ -268,7 +269,7 @@ def _results(
     res.records = {"result": table.num_rows}
     if headers:
         ctx.notes.append(f"runs from the file's headers: {', '.join(headers)}")
-    _quarantine(writer, [(x.line, x.reason, x.raw, None) for x in ctx.quarantine])
+    write_quarantine(writer, [(x.line, x.reason, x.raw, None) for x in ctx.quarantine])
     res.quarantined = len(ctx.quarantine)
     res.notes = ctx.notes
     return Staged(res, display_path(inp), sha, ctx.markers, headers=headers)
