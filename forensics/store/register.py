@@ -76,15 +76,19 @@ def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: list[
     if not files or (len(todo) == 1 and not held):
         return False
     which = ", ".join(f"({sql_path(f)}, {i})" for i, f in files)
-    new = f"""SELECT DISTINCT p.key, w.src FROM read_parquet({sql_files([f for _, f in files])},
-                     filename = true) p
-              JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
+    con.execute(  # every new key once, with its source (read once, used twice below)
+        f"""CREATE OR REPLACE TEMP TABLE _new AS
+            SELECT DISTINCT p.key, w.src
+            FROM read_parquet({sql_files([f for _, f in files])}, filename = true) p
+            JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
+    )
     old = (f"SELECT key FROM read_parquet({sql_files(held)})" if held
            else "SELECT NULL::UBIGINT AS key")  # fmt: skip
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _shared AS
-            SELECT key FROM ({new}) GROUP BY key HAVING count(*) > 1
-            UNION SELECT key FROM ({new}) n SEMI JOIN ({old}) o ON n.key = o.key"""
+            SELECT key FROM _new GROUP BY key HAVING count(*) > 1
+            UNION SELECT key FROM _new n SEMI JOIN ({old}) o ON n.key = o.key;
+            DROP TABLE _new"""
     )
     return bool(scalar(con, "SELECT count(*) FROM _shared"))
 
