@@ -204,10 +204,10 @@ def ingest_benchmark(args: argparse.Namespace) -> None:
                 part.unlink()
 
 
-def run_lnav(log: Path, home: str) -> tuple[float, int, str]:
+def run_lnav(log: Path, home: str, wrap=lambda cmd: cmd) -> tuple[float, int, str]:
     """lnav loading the file and counting its checksum lines (its own HOME: no state)."""
     sql = ";SELECT count(*) AS n FROM all_logs WHERE log_body LIKE '%forensics:checksum%'"
-    return timed(["lnav", "-n", "-c", sql, str(log)], env={**os.environ, "HOME": home})
+    return timed(wrap(["lnav", "-n", "-c", sql, str(log)]), env={**os.environ, "HOME": home})
 
 
 def record_heavy(lines: int) -> None:

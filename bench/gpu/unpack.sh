@@ -4,8 +4,11 @@
 set -uo pipefail
 dst=/opt/forensics-carry
 mkdir -p "$dst/py" "$dst/bin"
-xz -dc bench/out/dev/py.tar.xz | tar -C "$dst/py" -xf -
-xz -dc bench/out/dev/bin.tar.xz | tar -C "$dst/bin" -xf -
+# each part where it travelled: with lnav the two exceed one call's 64 MiB, so they may
+# come in two calls to the same warm machine (what the first unpacked stays in /opt)
+for part in py bin; do
+  [ -f "bench/out/dev/$part.tar.xz" ] && xz -dc "bench/out/dev/$part.tar.xz" | tar -C "$dst/$part" -xf -
+done
 # wrappers: the carried libraries for the carried binaries only, not for python
 # in /usr/bin: the generator runs journalctl with a bare environment (no PATH)
 for b in lnav journalctl; do
