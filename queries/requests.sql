@@ -47,9 +47,10 @@ WITH worst AS (
     SELECT run, host, step, ts_us, unnest(string_split(rids, ',')) AS rid, NULL::UBIGINT AS room
     FROM steps WHERE rids <> ''
     UNION ALL
-    SELECT run, host, step, ts_us, NULL::VARCHAR AS rid,
-           unnest(string_split(rooms, ','))::UBIGINT AS room
-    FROM steps WHERE rooms <> ''
+    -- unnested in a subquery, cast outside it: Spark takes no generator inside a cast
+    SELECT run, host, step, ts_us, NULL::VARCHAR AS rid, room_text::UBIGINT AS room
+    FROM (SELECT run, host, step, ts_us, unnest(string_split(rooms, ',')) AS room_text
+          FROM steps WHERE rooms <> '')
 ), req_steps AS (
     -- two equi-joins: an OR in the join condition would be a nested loop
     SELECT l.evidence_run AS run, l.rid, l.linked_room, m.host, m.step, m.ts_us
