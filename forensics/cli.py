@@ -526,6 +526,48 @@ def _print_dashboard(res) -> None:
 
 
 @app.command()
+def trace(
+    db: DbOpt = None,
+    run: Annotated[list[str], typer.Option(help="A run to draw (repeatable) [default: all].")] = [],  # noqa: B006
+    out_file: Annotated[
+        Path, typer.Option("--out", help="Trace file; .tar or .zip with --profile.")
+    ] = Path("incident.pftrace"),
+    format: Annotated[
+        str, typer.Option("--format", help="proto (Perfetto TrackEvent) or json (Chrome).")
+    ] = "proto",
+    reference: Annotated[
+        str | None,
+        typer.Option(help="Host whose clock the trace keeps [default: the first decode host]."),
+    ] = None,
+    max_events: Annotated[
+        int, typer.Option(help="At most this many events; page writes past it per step.")
+    ] = 500_000,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="A torch profiler / Kineto JSON trace of the same window to open beside."
+        ),
+    ] = None,
+    profile_host: Annotated[
+        str | None, typer.Option(help="Host the profile was recorded on [default: --reference].")
+    ] = None,
+    json: JsonOpt = False,
+) -> None:
+    """The incident as a Perfetto trace: hosts, requests, steps, transfers, page writes, load.
+
+    Example: forensics trace --out incident.pftrace   (open it in ui.perfetto.dev)
+    """
+    from .export.trace import trace as run_trace
+
+    res = run_trace(db, out_file, run or None, format, reference, max_events, profile, profile_host)
+    if json:
+        sys.stdout.write(orjson.dumps(res.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    for line in res.sentences():
+        out.print(line, highlight=False, markup=False)
+
+
+@app.command()
 def patterns(
     check: Annotated[
         Path | None, typer.Option("--check", help="A pattern file (TOML) to verify.")

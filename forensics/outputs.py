@@ -26,6 +26,8 @@ def replacing(path: str | os.PathLike, make_parents: bool = False) -> Iterator[P
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp makes the file 0600: the result gets what any new file would (umask)
+        os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, target)
     except OSError as exc:
         raise ForensicsError(f"cannot write {target}: {exc.strerror}") from None
@@ -36,3 +38,9 @@ def replacing(path: str | os.PathLike, make_parents: bool = False) -> Iterator[P
 def write_text(path: str | os.PathLike, text: str, make_parents: bool = False) -> None:
     with replacing(path, make_parents) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it: set it straight back
+    os.umask(mask)
+    return mask

@@ -9,6 +9,7 @@ from ..dashboards.write import DashboardResult, dashboard
 from ..store.ingest import IngestResult, ingest
 from . import incident
 from .journal_writer import journal_remote_available, render, write_journal
+from .profile import write_profile
 from .stock import generate_stock
 
 
@@ -44,6 +45,8 @@ def demo(
         incident.write_short_iso_precise(inc.decode, decode)
     decode_export.unlink()
     results = incident.write_results(inc.results, d / "results.jsonl")
+    # not an input: a profiler trace of decode's window, to open beside `forensics trace`
+    write_profile(inc.decode, d / "decode-0.pt.trace.json", "decode-0")
     metrics = []
     for name, lines in inc.metrics.items():  # decode's folder names its host
         (d / "decode-0").mkdir(exist_ok=True)
