@@ -19,9 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import duckdb
 from forensics.dashboards.write import dashboard
 
 import forensics
+from forensics.store.database import upgrade
+from forensics.store.legacy import create_legacy
 
 CHROMIUM = "/usr/bin/chromium"
 LAYERS = 4
@@ -29,11 +32,13 @@ STEPS_PER_REQUEST = 50
 
 
 def fill(db: Path, rows: int) -> None:
-    """An incident with `rows` canary records, written in SQL."""
+    """An incident with `rows` canary records, written in SQL into schema 6's tables, then
+    upgraded to a catalog and shards as any old database is."""
     steps = rows // LAYERS
     requests = max(1, steps // STEPS_PER_REQUEST)
-    con = forensics.connect(db)
+    con = duckdb.connect(str(db))
     try:
+        create_legacy(con)
         con.execute("BEGIN")
         con.execute("INSERT INTO runs (run, tags) VALUES ('bench', MAP {'rows': ?})", [str(rows)])
         con.execute(
@@ -59,7 +64,7 @@ def fill(db: Path, rows: int) -> None:
         con.execute(
             f"""INSERT INTO steps (run, host, ts_us, source_id, entry_no, step, bs, rids, rooms)
                 SELECT 'bench', 'decode-0', {t0} + s * 10000, 1, {rows} + s, s, 1,
-                       ['r' || q], [q::UBIGINT + 1]
+                       'r' || q, (q + 1)::VARCHAR
                 FROM (SELECT s, s // {STEPS_PER_REQUEST} AS q FROM range({steps}) t(s))"""
         )
         for side, host, lag in (("src", "prefill-0", 0), ("dst", "decode-0", 4000)):
@@ -90,6 +95,9 @@ def fill(db: Path, rows: int) -> None:
         con.execute("COMMIT")
     finally:
         con.close()
+    upgrade(db)
+    for old in db.parent.glob(db.name + ".v*"):
+        old.unlink()
 
 
 def render_seconds(path: Path) -> float | None:

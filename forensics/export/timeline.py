@@ -153,10 +153,13 @@ class _Budget:
         self.dropped: dict[str, int] = {}
 
     def take(self, kind: str, items: list) -> list:
-        kept = items[: max(self.left, 0)]
+        return self.took(kind, items[: max(self.left, 0)], len(items))
+
+    def took(self, kind: str, kept: list, total: int) -> list:
+        """`kept` (fetched within what is left) of `total` such events."""
         self.left -= len(kept)
-        if len(kept) < len(items):
-            self.dropped[kind] = self.dropped.get(kind, 0) + len(items) - len(kept)
+        if len(kept) < total:
+            self.dropped[kind] = self.dropped.get(kind, 0) + total - len(kept)
         return kept
 
 
@@ -180,16 +183,16 @@ def build(
     slices += budget.take("transfers", _transfers(con, where, params, on_ref))
     slices += budget.take("sglang events", _events(con, where, params, on_ref))
     counters = budget.take("counters", _counters(con, where, params, on_ref))
-    slices += budget.take("decode steps", _steps(con, where, params, on_ref))
-    writes = _page_writes(con, where, params, on_ref, per_step=False)
-    if len(writes) > budget.left:
-        n = len(writes)
-        writes = _page_writes(con, where, params, on_ref, per_step=True)
+    slices += budget.took("decode steps", *_steps(con, where, params, on_ref, budget.left))
+    writes, n = _page_writes(con, where, params, on_ref, False, budget.left)
+    if n > budget.left:
+        writes, steps = _page_writes(con, where, params, on_ref, True, budget.left)
         notes.append(
             f"{n:,} unexpected page-write instants exceed the budget of {max_events:,} "
-            f"events: aggregated to {len(writes):,}, one per decode step and host"
+            f"events: aggregated to {steps:,}, one per decode step and host"
         )
-    slices += budget.take("page writes", writes)
+        n = steps
+    slices += budget.took("page writes", writes, n)
     for kind, n in budget.dropped.items():
         notes.append(f"{n:,} {kind} left out: over the budget of {max_events:,} events")
     if clk.unshifted:
@@ -383,50 +386,51 @@ def _counters(con, where: str, params: list, on_ref) -> list[Counter]:
     return out
 
 
-def _steps(con, where: str, params: list, on_ref) -> list[Slice]:
+def _steps(con, where: str, params: list, on_ref, limit: int) -> tuple[list[Slice], int]:
     """Decode steps (step records, else canary records) as slices from one step to the
-    next on the same host."""
+    next on the same host: the first `limit` in time, and how many there are."""
+    base = f"""SELECT host, step, min(ts_us) AS ts, max(bs) AS bs, any_value(rids) AS rids,
+                      any_value(rooms) AS rooms
+               FROM (SELECT host, step, ts_us, bs, rids, rooms, run FROM steps
+                     UNION ALL SELECT host, step, ts_us, bs, NULL, NULL, run FROM canary)
+               WHERE {where} AND host IS NOT NULL AND ts_us IS NOT NULL AND step IS NOT NULL
+               GROUP BY host, step"""
+    (total,) = con.execute(f"SELECT count(*) FROM ({base})", params).fetchone()
     rows = con.execute(
-        f"""SELECT host, step, min(ts_us) AS ts, max(bs) AS bs, any_value(rids) AS rids,
-                   any_value(rooms) AS rooms
-            FROM (SELECT host, step, ts_us, bs, rids, rooms, run FROM steps
-                  UNION ALL SELECT host, step, ts_us, bs, NULL, NULL, run FROM canary)
-            WHERE {where} AND host IS NOT NULL AND ts_us IS NOT NULL AND step IS NOT NULL
-            GROUP BY host, step ORDER BY host, ts, step""",
+        f"""SELECT host, step, ts, bs, rids, rooms,
+                   least(coalesce(lead(ts) OVER (PARTITION BY host ORDER BY ts, step) - ts, 0),
+                         {STEP_CAP_US}) AS dur
+            FROM ({base}) ORDER BY ts, host, step LIMIT {max(limit, 0)}""",
         params,
     ).fetchall()
     out = []
-    for i, (host, step, ts, bs, rids, rooms) in enumerate(rows):
-        nxt = rows[i + 1] if i + 1 < len(rows) and rows[i + 1][0] == host else None
-        dur = min(nxt[2] - ts, STEP_CAP_US) if nxt else 0
-        args = {"step": step, "bs": bs, "raw_ts_us": ts}
+    shift = {h: on_ref(h, 0) for h in {r[0] for r in rows}}
+    for host, step, ts, bs, rids, rooms, dur in rows:
+        args = {"step": step, "raw_ts_us": ts}
+        if bs is not None:
+            args["bs"] = bs
         if rids:
             args["rids"] = rids
         if rooms:
             args["rooms"] = rooms
-        out.append(
-            Slice(
-                host,
-                "decode steps",
-                f"step {step}",
-                "step",
-                on_ref(host, ts),
-                max(dur, 0),
-                {k: v for k, v in args.items() if v is not None},
-            )
-        )
-    return out
+        out.append(Slice(host, "decode steps", f"step {step}", "step", ts + shift[host], dur, args))
+    return out, total
 
 
-def _page_writes(con, where: str, params: list, on_ref, per_step: bool) -> list[Slice]:
+def _page_writes(
+    con, where: str, params: list, on_ref, per_step: bool, limit: int
+) -> tuple[list[Slice], int]:
     """Canary records with writes outside the expected pages: one instant each, or one per
-    step and host when there are too many."""
+    step and host when there are too many; the first `limit`, and how many there are."""
+    cond = f"{where} AND n_unexpected > 0 AND host IS NOT NULL AND ts_us IS NOT NULL"
     if per_step:
+        (total,) = con.execute(
+            f"SELECT count(*) FROM (SELECT DISTINCT host, step FROM canary WHERE {cond})", params
+        ).fetchone()
         rows = con.execute(
             f"""SELECT host, min(ts_us), step, count(*) AS layers, sum(n_unexpected),
                        min(layer), max(layer)
-                FROM canary WHERE {where} AND n_unexpected > 0 AND host IS NOT NULL
-                AND ts_us IS NOT NULL GROUP BY host, step ORDER BY 2""",
+                FROM canary WHERE {cond} GROUP BY host, step ORDER BY 2 LIMIT {max(limit, 0)}""",
             params,
         ).fetchall()
         return [
@@ -435,12 +439,12 @@ def _page_writes(con, where: str, params: list, on_ref, per_step: bool) -> list[
                   {"step": step, "layers": layers, "unexpected_pages": int(n),
                    "layer_range": f"{lo}-{hi}", "raw_ts_us": ts, "aggregated": True})
             for host, ts, step, layers, n, lo, hi in rows
-        ]  # fmt: skip
+        ], total  # fmt: skip
+    (total,) = con.execute(f"SELECT count(*) FROM canary WHERE {cond}", params).fetchone()
     rows = con.execute(
         f"""SELECT host, ts_us, step, layer, n_expected, n_changed, n_unexpected,
                    unexpected[:{PAGES_SHOWN}]
-            FROM canary WHERE {where} AND n_unexpected > 0 AND host IS NOT NULL
-            AND ts_us IS NOT NULL ORDER BY ts_us""",
+            FROM canary WHERE {cond} ORDER BY ts_us LIMIT {max(limit, 0)}""",
         params,
     ).fetchall()
     return [
@@ -449,4 +453,4 @@ def _page_writes(con, where: str, params: list, on_ref, per_step: bool) -> list[
               {"step": step, "layer": layer, "expected": ne, "changed": nc,
                "unexpected": nu, "pages": ",".join(map(str, pages or [])), "raw_ts_us": ts})
         for host, ts, step, layer, ne, nc, nu, pages in rows
-    ]  # fmt: skip
+    ], total  # fmt: skip

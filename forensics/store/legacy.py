@@ -131,23 +131,31 @@ def _new_catalog(tmp: Path, path: Path, sources: list[int]) -> None:
         con.close()
 
 
+def create_legacy(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 6's empty tables: what a benchmark fills in SQL before `upgrade` makes
+    shards of them."""
+    from ..parsers.tables import TABLES
+
+    for name in LEGACY:
+        con.execute(TABLES[name].ddl())
+        if name == "quarantine":  # schema 7 added it
+            con.execute("ALTER TABLE quarantine DROP COLUMN entry_no")
+    con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(LEGACY_VERSION)])
+
+
 def write_legacy(db: Path, out: Path) -> Path:
     """The catalog's rows as pd-forensics stored them at schema 6, every row in one
     .duckdb file: what `upgrade` reads (its tests) and the size this store is measured
     against (bench/shards.py)."""
-    from ..parsers.tables import TABLES
     from .database import connect_read_only
     from .stage import arrow_table
 
     src = connect_read_only(db)
     con = duckdb.connect(str(out))
     try:
+        create_legacy(con)
         for name in LEGACY:
-            con.execute(TABLES[name].ddl())
-            if name == "quarantine":  # schema 7 added it
-                con.execute("ALTER TABLE quarantine DROP COLUMN entry_no")
             if name == "meta":
-                con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(LEGACY_VERSION)])
                 continue
             cols = ", ".join(f'"{r[0]}"' for r in con.execute(f"DESCRIBE {name}").fetchall())
             con.from_arrow(arrow_table(src.sql(f"SELECT {cols} FROM {name}"))).insert_into(name)
