@@ -703,15 +703,31 @@ def demo(
     _print_ingest(res.ingest, json)
     terminal.report(out, rep)
     _print_dashboard(res.dashboard)
+    db = res.ingest.db
+    out.print(
+        f"next: `export FORENSICS_DB={db}` (or `forensics --db {db} …`), then "
+        "`forensics rooms`, `forensics suspects`, `forensics trace --out incident.pftrace`",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 @app.callback(invoke_without_command=True)
 def _root(
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+    db: Annotated[
+        Path | None,
+        typer.Option("--db", help="DuckDB file for the command after it (as its own --db)."),
+    ] = None,
 ) -> None:
     if version:
         out.print(__version__)
         raise typer.Exit()
+    if db is not None:
+        # `forensics --db X rooms` as `forensics rooms --db X`: every command's --db reads
+        # FORENSICS_DB when it is not given, and one given after the command still wins
+        os.environ["FORENSICS_DB"] = str(db)
 
 
 def _fail(message: str, code: int = 2) -> None:

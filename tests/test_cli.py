@@ -79,6 +79,30 @@ def test_db_from_environment(renderings, tmp_path: Path) -> None:
     assert proc.returncode == 0 and db.exists()
 
 
+def test_db_before_the_command_and_the_missing_database_names_both_ways(
+    renderings, tmp_path: Path
+) -> None:
+    db = tmp_path / "before.duckdb"
+    assert cli("--db", str(db), "ingest", str(renderings["json"])).returncode == 0
+    assert db.exists()
+    proc = cli("--db", str(db), "sources", "--json")
+    assert proc.returncode == 0 and orjson.loads(proc.stdout)[0]["format"] == "json"
+    # given after the command too, that one wins
+    proc = cli("--db", str(tmp_path / "none.duckdb"), "sources", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("rooms", cwd=tmp_path, env={"FORENSICS_DB": ""})
+    assert proc.returncode == 2
+    assert b"--db PATH" in proc.stderr and b"FORENSICS_DB" in proc.stderr
+
+
+def test_demo_says_how_to_point_at_its_database(tmp_path: Path) -> None:
+    proc = cli("demo", "--dir", str(tmp_path / "inc"))
+    assert proc.returncode == 0, proc.stderr
+    db = tmp_path / "inc" / "forensics.duckdb"
+    assert f"export FORENSICS_DB={db}".encode() in proc.stdout.replace(b"\n", b"")
+    assert (tmp_path / "inc" / "decode-0.pt.trace.json").exists()
+
+
 def test_demo_runs_and_ingests_both_hosts(tmp_path: Path) -> None:
     proc = cli("demo", "--dir", str(tmp_path / "inc"), "--json")
     assert proc.returncode == 0, proc.stderr

@@ -174,7 +174,7 @@ def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
     file is kept beside it as `<name>.v<version>`."""
     p = db_path(path)
     if not p.exists():
-        raise ForensicsError(f"no database at {p}")
+        raise ForensicsError(f"no database at {p}: name one with --db PATH or FORENSICS_DB")
     con = _connect(p, read_only=False)
     try:
         before = _version(con)
@@ -257,7 +257,10 @@ def reading(db: Db) -> Iterator[duckdb.DuckDBPyConnection]:
 def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyConnection:
     p = db_path(path)
     if not p.exists():
-        raise ForensicsError(f"no database at {p}: run `forensics ingest` first")
+        raise ForensicsError(
+            f"no database at {p}: run `forensics ingest` first, or name one with --db PATH "
+            "or FORENSICS_DB"
+        )
     con = _connect(p, read_only=True, wait=READ_WAIT)
     try:
         _check(con, p)
