@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..analyses.report import report
 from ..analyses.runs import Runs, selected_runs
 from ..outputs import write_text
-from ..store import connect_read_only, first_row
+from ..store import Db, first_row, reading
 
 if TYPE_CHECKING:
     from .data import Panels
@@ -34,7 +34,7 @@ class DashboardResult:
 
 
 def dashboard(
-    db: str | os.PathLike | None = None,
+    db: Db = None,
     runs: Runs = None,
     out: str | os.PathLike | None = None,
     open_browser: bool = False,
@@ -47,14 +47,11 @@ def dashboard(
     from .page import render
 
     t0 = time.perf_counter()
-    con = connect_read_only(db)
-    try:
+    with reading(db) as con:  # a path, or a connection the caller holds (the bundle's)
         chosen = selected_runs(con, runs)
         p = panels(con, chosen)
         rep = report(con, chosen, top=200)
         empty = _empty_lines(con, p, chosen)
-    finally:
-        con.close()
     timeline = timeline_figure(p)
     page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty,
                   suspects_figure(rep.suspects))  # fmt: skip

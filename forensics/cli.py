@@ -568,6 +568,33 @@ def trace(
 
 
 @app.command()
+def bundle(
+    db: DbOpt = None,
+    run: Annotated[
+        list[str], typer.Option(help="A run to include (repeatable) [default: all].")
+    ] = [],  # noqa: B006
+    out_file: Annotated[Path, typer.Option("--out", help="The bundle.")] = Path("incident.tar.zst"),
+    with_inputs: Annotated[bool, typer.Option(help="Add the raw inputs.")] = False,
+    redact_prompts: Annotated[
+        bool, typer.Option(help="Replace user text by an HMAC under a key printed once.")
+    ] = False,
+    json: JsonOpt = False,
+) -> None:
+    """One file for a bug report: report, suspects, dashboard, trace, sources, versions, tables.
+
+    Example: forensics bundle --out incident.tar.zst --redact-prompts
+    """
+    from .export.bundle import bundle as run_bundle
+
+    res = run_bundle(db, out_file, run or None, with_inputs, redact_prompts)
+    if json:
+        sys.stdout.write(orjson.dumps(res.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    for line in res.sentences():
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
 def patterns(
     check: Annotated[
         Path | None, typer.Option("--check", help="A pattern file (TOML) to verify.")

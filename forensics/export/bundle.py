@@ -1,0 +1,329 @@
+"""`forensics bundle`: one file for a bug report.
+
+Everything in it is read through one connection whose tables are shadowed by views that
+scrub secrets (URL user-info, Authorization headers, API keys) out of every text column,
+and, with `redact_prompts`, replace every user-text column by an HMAC-SHA256 of it under
+a key made for this bundle, printed once and stored nowhere. The named views are put
+back over those shadows from their SQL, so the report, the suspects, the dashboard, the
+trace and the Parquet tables all see the same cleaned rows; the text members are scrubbed
+once more as text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.metadata as md
+import io
+import os
+import platform
+import re
+import secrets
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import orjson
+import zstandard
+
+from .. import __version__
+from ..analyses.runs import Runs, run_filter, selected_runs
+from ..errors import ForensicsError
+from ..outputs import replacing
+from ..queries import all_queries
+from ..store import Db, reading
+
+# (pattern, replacement), the same in DuckDB's RE2 and Python's re
+SECRETS = [
+    (r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@:\"']+(:[^/\s@\"']*)?@", r"\1***@"),
+    (r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer\s+|basic\s+|token\s+)?[^\s\"',;}]+",
+     r"\1\2***"),
+    (r"(?i)((?:x-)?api[_-]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}&)]+", r"\1***"),
+    (r"(?i)(--api-key[= ]+)[^\s\"',]+", r"\1***"),
+    (r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1***"),
+    (r"sk-[A-Za-z0-9_-]{16,}", "sk-***"),
+]  # fmt: skip
+# Columns that can hold what a user wrote (prompts, replies, harness details): replaced
+# by their HMAC under --redact-prompts. Ids, hosts, numbers and verdicts stay.
+USER_TEXT = {
+    "entries": ["message", "fields"],
+    "results": ["reason", "extra"],
+    "request_meta": ["finish_message", "extra"],
+    "events": ["detail"],
+    "transfers": ["reason"],
+    "quarantine": ["raw"],
+    "req_stats": ["extra"],
+    "batches": ["extra"],
+    "checksums": ["extra"],
+    "canary": ["extra"],
+    "steps": ["extra"],
+    "dropped_entries": ["message", "fields"],
+}
+JSON_COLUMNS = {"extra", "fields"}
+BLOBS = {"entries": ["message_raw"], "dropped_entries": ["message_raw"]}
+VIEWS_AS_PARQUET = ("rooms", "requests", "skew", "canary_writes", "result_links",
+                    "request_evidence", "request_features")  # fmt: skip
+
+
+def _map_strings(doc, fn):
+    if isinstance(doc, str):
+        return fn(doc)
+    if isinstance(doc, list):
+        return [_map_strings(v, fn) for v in doc]
+    if isinstance(doc, dict):
+        return {k: _map_strings(v, fn) for k, v in doc.items()}
+    return doc
+
+
+def scrub(text: str) -> str:
+    for pat, rep in SECRETS:
+        text = re.sub(pat, rep, text)
+    return text
+
+
+def _sql_scrub(col: str) -> str:
+    expr = col
+    for pat, rep in SECRETS:
+        expr = f"regexp_replace({expr}, '{pat.replace(chr(39), chr(39) * 2)}', '{rep}', 'g')"
+    return expr
+
+
+def _temp_views(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE temporary").fetchall())
+
+
+def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
+    """Every stored table behind a view that scrubs its text (and, with `key`, HMACs its
+    user text); the named views recomputed from their SQL over them."""
+    if key is not None:
+
+        def mac(s: str | None) -> str | None:
+            if s is None:
+                return None
+            return "hmac:" + hmac.new(key, s.encode(), hashlib.sha256).hexdigest()[:32]
+
+        def mac_json(s: str | None) -> str | None:
+            # JSON columns stay JSON (the views parse them): every string in them HMAC'd
+            if s is None:
+                return None
+            try:
+                doc = orjson.loads(s)
+            except orjson.JSONDecodeError:
+                return orjson.dumps(mac(s)).decode()
+            return orjson.dumps(_map_strings(doc, mac)).decode()
+
+        con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
+        con.create_function("fx_hmac_json", mac_json, ["VARCHAR"], "VARCHAR",
+                            null_handling="special")  # fmt: skip
+    named = {q.name for q in all_queries()}
+    views = _temp_views(con)
+    for name, body in views.items():
+        if name in named or name.startswith("fx_"):
+            continue
+        sql = body.strip().rstrip(";")
+        sql = re.sub(r"(?is)^CREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+VIEW\s+\S+\s+AS\s+",
+                     "", sql)  # fmt: skip
+        con.execute(f"CREATE OR REPLACE TEMP VIEW fx_raw_{name} AS {sql}")
+        cols = con.execute(f"DESCRIBE fx_raw_{name}").fetchall()
+        repl = []
+        for col, typ, *_ in cols:
+            q = f'"{col}"'
+            if key is not None and col in USER_TEXT.get(name, []):
+                fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
+                repl.append(f"{fn}({q}::VARCHAR)::{typ} AS {q}")
+            elif key is not None and col in BLOBS.get(name, []):
+                repl.append(f"NULL::BLOB AS {q}")
+            elif typ == "VARCHAR":
+                repl.append(f"{_sql_scrub(q)} AS {q}")
+        star = f"* REPLACE ({', '.join(repl)})" if repl else "*"
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {star} FROM fx_raw_{name}")
+    for q in all_queries():  # dependencies first; never the stored rows of the raw data
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS {q.sql}")
+
+
+@dataclass
+class BundleResult:
+    out: Path
+    members: list[str]
+    bytes: int
+    seconds: float
+    redacted: bool
+    key: str | None = field(default=None, repr=False)  # printed once, stored nowhere
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {k: (str(v) if k == "out" else v) for k, v in self.__dict__.items()}
+
+    def sentences(self) -> list[str]:
+        out = [f"wrote {self.out} ({len(self.members)} files, {self.bytes / 2**20:,.1f} MB, "
+               f"{self.seconds:.1f} s): {', '.join(self.members)}"]  # fmt: skip
+        if self.key:
+            out.append(f"user text replaced by HMAC-SHA256 under the key {self.key} "
+                       "(shown once, stored nowhere: keep it to match texts later)")  # fmt: skip
+        return out + self.notes
+
+
+README = """pd-forensics evidence bundle
+============================
+
+Made by pd-forensics {version} on {when} from {db}{runs}.
+Secrets (URL user-info, Authorization headers, API keys) were scrubbed from every file.
+{redaction}
+report.txt / report.json     `forensics report`: coverage, verdicts, correlations,
+                             suspects, runs, canary, skew; ends in bug-report sentences
+suspects.txt / suspects.json `forensics suspects`: every recorded factor ranked
+dashboard.html               `forensics dashboard`: one offline page
+incident.pftrace             `forensics trace`: open at https://ui.perfetto.dev
+sources.json                 every ingested input: path, sha256, counts, notes
+runs.json                    the runs and their tags (the reproducer's run headers,
+                             with the server info it recorded)
+versions.json                pd-forensics, Python, each dependency; SGLang's version
+                             and server arguments where the logs or runs hold them
+tables/*.parquet             the named views' rows (rooms, requests, skew, ...)
+{inputs}"""
+
+
+REDACTED = """User text (messages, harness details, reasons, request objects) is replaced by
+HMAC-SHA256 under a key printed once when the bundle was made.
+"""
+
+
+def _versions(con: duckdb.DuckDBPyConnection, where: str, params: list) -> dict:
+    deps = {}
+    for req in md.requires("pd-forensics") or []:
+        name = re.split(r"[\s;<>=!~\[]", req, maxsplit=1)[0]
+        if "extra ==" in req:
+            continue
+        try:
+            deps[name] = md.version(name)
+        except md.PackageNotFoundError:
+            deps[name] = None
+    tags = [dict(t or {}) for (t,) in con.execute(
+        f"SELECT tags FROM runs WHERE {where}", params).fetchall()]  # fmt: skip
+    sglang = sorted({t[k] for t in tags for k in t if "version" in k.lower()})
+    args = [m for (m,) in con.execute(
+        f"""SELECT any_value(e.message) FROM entries e JOIN sources s USING (source_id)
+            WHERE {run_filter_alias(where)} AND e.message LIKE '%server_args=ServerArgs(%'
+            GROUP BY e.host ORDER BY e.host""", params).fetchall()]  # fmt: skip
+    return {
+        "pd-forensics": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "dependencies": deps,
+        "sglang": {"versions_in_runs": sglang, "server_args_lines": args},
+    }
+
+
+def _text(show, result) -> bytes:
+    """A command's terminal output as plain text, 100 columns wide."""
+    from rich.console import Console
+
+    buf = io.StringIO()
+    show(Console(file=buf, width=100, color_system=None, highlight=False), result)
+    return buf.getvalue().encode()
+
+
+def run_filter_alias(where: str) -> str:
+    return where.replace("run IN", "s.run IN")
+
+
+def bundle(
+    db: Db = None,
+    out: str | os.PathLike = "incident.tar.zst",
+    run: Runs = None,
+    with_inputs: bool = False,
+    redact_prompts: bool = False,
+) -> BundleResult:
+    """Write the evidence bundle (a zstd-compressed TAR)."""
+    if with_inputs and redact_prompts:
+        raise ForensicsError("--redact-prompts cannot be combined with --with-inputs: "
+                             "the raw inputs hold the prompts")  # fmt: skip
+    from .. import terminal
+    from ..analyses.report import report
+    from ..analyses.suspects import suspects
+    from ..dashboards.write import dashboard
+    from .trace import trace
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    key = secrets.token_hex(16) if redact_prompts else None
+    members: dict[str, bytes] = {}
+    notes: list[str] = []
+    with reading(db) as con, tempfile.TemporaryDirectory(prefix="forensics-bundle-") as tmp:
+        runs = selected_runs(con, run)
+        where, params = run_filter(runs)
+        shadow(con, key.encode() if key else None)
+        rep = report(con, runs)
+        members["report.txt"] = _text(terminal.report, rep)
+        members["report.json"] = orjson.dumps(
+            rep.as_dict(), default=str, option=orjson.OPT_INDENT_2
+        )
+        sus = suspects(con, runs)
+        members["suspects.txt"] = _text(terminal.suspects, sus)
+        members["suspects.json"] = orjson.dumps(
+            sus.as_dict(), default=str, option=orjson.OPT_INDENT_2
+        )
+        board = dashboard(con, runs, Path(tmp) / "dashboard.html")
+        members["dashboard.html"] = board.path.read_bytes()
+        tr = trace(con, Path(tmp) / "incident.pftrace", runs)
+        members["incident.pftrace"] = tr.out.read_bytes()
+        cur = con.execute(
+            f"SELECT * REPLACE (ingested_at::VARCHAR AS ingested_at) FROM sources WHERE {where}"
+            " ORDER BY source_id", params)  # fmt: skip
+        names = [d[0] for d in cur.description]
+        srcs = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        members["sources.json"] = orjson.dumps(srcs, default=str, option=orjson.OPT_INDENT_2)
+        rows = con.execute(
+            f"SELECT run, tags, created::VARCHAR FROM runs WHERE {where}", params
+        ).fetchall()
+        members["runs.json"] = orjson.dumps(
+            [{"run": r, "tags": dict(t or {}), "created": c} for r, t, c in rows],
+            option=orjson.OPT_INDENT_2,
+        )
+        members["versions.json"] = orjson.dumps(
+            _versions(con, where, params), option=orjson.OPT_INDENT_2
+        )
+        for view in VIEWS_AS_PARQUET:
+            path = Path(tmp) / f"{view}.parquet"
+            # uncompressed: the archive compresses it, and its text stays searchable
+            con.execute(
+                f"COPY (SELECT * FROM {view} WHERE {where}) TO '{path}' "
+                "(FORMAT parquet, COMPRESSION uncompressed)",
+                params,
+            )
+            members[f"tables/{view}.parquet"] = path.read_bytes()
+        if with_inputs:
+            for s in srcs:
+                p = Path(s["path"])
+                if p.is_file():
+                    members[f"inputs/{s['source_id']}-{p.name}"] = p.read_bytes()
+                else:
+                    notes.append(
+                        f"input {s['path']} (source {s['source_id']}) is no longer there: left out"
+                    )
+    text = {n for n in members if n.endswith((".txt", ".json", ".html"))}
+    for n in text:
+        members[n] = scrub(members[n].decode("utf-8", "replace")).encode()
+    where_from = "the database" if isinstance(db, duckdb.DuckDBPyConnection) else str(db)
+    readme = README.format(
+        version=__version__,
+        when=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        db=where_from if db is not None else "forensics.duckdb",
+        runs=f" (runs: {', '.join(runs)})" if runs else "",
+        redaction=REDACTED if key else "",
+        inputs="inputs/                      the raw inputs, as ingested\n" if with_inputs else "",
+    )
+    members = {"README.txt": scrub(readme).encode(), **members}
+    with replacing(out) as tmp_out, open(tmp_out, "wb") as fh:
+        cctx = zstandard.ZstdCompressor(level=10)
+        with cctx.stream_writer(fh) as zw, tarfile.open(fileobj=zw, mode="w|") as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(f"incident/{name}")
+                info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+    return BundleResult(out, list(members), out.stat().st_size, time.perf_counter() - t0,
+                        redact_prompts, key, notes)  # fmt: skip

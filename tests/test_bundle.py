@@ -1,0 +1,179 @@
+"""`forensics bundle`: each part opened and checked; every member searched, decompressed
+and unescaped, for the secrets (never there) and for 32-character pieces of each prompt
+(gone under --redact-prompts, there without it)."""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+import tarfile
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+import forensics
+from forensics.export.bundle import bundle, scrub
+from tests.helpers import cli
+
+PROMPTS = [
+    "Summarise the quarterly revenue table for the finance team and flag outliers please",
+    "Write a bash script that rotates the nginx logs every night and keeps seven copies",
+]
+SECRETS = ["hunter2-Pa55word", "sk-live-abcdefghijklmnopqrstu", "eyJhbGciOiJIUzI1NiJ9.tok3n",
+           "AKIAsecretkey12345"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("bundle")
+    forensics.demo(d)
+    log = d / "decode-9.log"
+    lines = [
+        f"[2026-11-29 07:00:0{i} TP0] Receive: obj=GenerateReqInput(rid='x{i}', "
+        f"text='{p}', bootstrap_room={900 + i})"
+        for i, p in enumerate(PROMPTS)
+    ]
+    lines += [
+        "[2026-11-29 07:00:05 TP0] connecting to http://admin:hunter2-Pa55word@10.0.4.11:8998/",
+        "[2026-11-29 07:00:06 TP0] headers: {'Authorization': 'Bearer eyJhbGciOiJIUzI1NiJ9.tok3n'}",
+        f"[2026-11-29 07:00:07 TP0] server_args=ServerArgs(model_path='m', api_key='{SECRETS[3]}')",
+    ]  # fmt: skip
+    log.write_text("\n".join(lines) + "\n")
+    results = d / "extra-results.jsonl"
+    rows = [
+        {
+            "forensics_run": "extra",
+            "server_info": {"version": "0.5.9", "api_key": SECRETS[1], "tp_size": 2},
+        }
+    ]
+    rows += [{"session": str(i), "round": 0, "rid": f"x{i}", "corrupted": True,
+              "reason": f"reply echoed the prompt: {p}", "prompt": p}
+             for i, p in enumerate(PROMPTS)]  # fmt: skip
+    results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    forensics.ingest([str(log), str(results)], d / "forensics.duckdb", run="extra")
+    return d
+
+
+def _members(path: Path) -> dict[str, bytes]:
+    with open(path, "rb") as fh:
+        data = zstandard.ZstdDecompressor().stream_reader(fh).read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as t:
+        return {m.name.removeprefix("incident/"): t.extractfile(m).read() for m in t.getmembers()}
+
+
+def _texts(name: str, data: bytes) -> list[str]:
+    """What a reader of the member could see: its text, HTML- and JSON-unescaped; a
+    Parquet file's every value."""
+    if name.endswith(".parquet"):
+        return [str(pq.read_table(io.BytesIO(data)).to_pylist())]
+    text = data.decode("utf-8", "replace")
+    out = [text, html.unescape(text)]
+    for t in list(out):  # JSON's escapes, as a JSON string in a page or a file holds them
+        out.append(re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), t)
+                   .replace('\\"', '"').replace("\\/", "/").replace("\\\\", "\\"))  # fmt: skip
+    return out
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + 32] for i in range(0, len(text) - 31, 8)]
+
+
+def _found(members: dict[str, bytes], needle: str) -> list[str]:
+    return [n for n, d in members.items() if any(needle in t for t in _texts(n, d))]
+
+
+def test_bundle_parts_open_and_say_what_they_are(incident: Path, tmp_path: Path) -> None:
+    res = bundle(incident / "forensics.duckdb", tmp_path / "b.tar.zst")
+    m = _members(tmp_path / "b.tar.zst")
+    assert set(res.members) == set(m)
+    for part in ("report.txt", "report.json", "suspects.txt", "suspects.json", "dashboard.html",
+                 "incident.pftrace", "sources.json", "runs.json", "versions.json"):  # fmt: skip
+        assert part in m and part in m["README.txt"].decode()
+    assert orjson.loads(m["report.json"])["conclusions"]
+    assert "inputs:" in m["report.txt"].decode()
+    assert "ranked" in m["suspects.txt"].decode() or orjson.loads(m["suspects.json"])
+    assert m["dashboard.html"].startswith(b"<!DOCTYPE html>") or b"<html" in m["dashboard.html"]
+    packets = pb.Trace.FromString(m["incident.pftrace"]).packet
+    assert packets[0].HasField("clock_snapshot") and len(packets) > 100
+    sources = orjson.loads(m["sources.json"])
+    _, rows = forensics.query("SELECT path, sha256 FROM sources", incident / "forensics.duckdb")
+    assert {(s["path"], s["sha256"]) for s in sources} == set(rows)
+    versions = orjson.loads(m["versions.json"])
+    assert versions["pd-forensics"] == forensics.__version__
+    assert versions["dependencies"]["duckdb"] and versions["python"]
+    assert versions["sglang"]["versions_in_runs"] == ["0.5.9"]
+    assert any("ServerArgs(" in a for a in versions["sglang"]["server_args_lines"])
+    runs = {r["run"]: r["tags"] for r in orjson.loads(m["runs.json"])}
+    assert runs["extra"]["server.tp_size"] == "2"
+    requests = pq.read_table(io.BytesIO(m["tables/requests.parquet"]))
+    ((n,),) = forensics.query("SELECT count(*) FROM requests", incident / "forensics.duckdb")[1]
+    assert requests.num_rows == n
+    # without redaction the prompts are there, so the search below can find them
+    assert _found(m, PROMPTS[0][:32])
+    assert not any(n.startswith("inputs/") for n in m)
+
+
+@pytest.mark.parametrize("redact", [False, True])
+def test_no_secret_in_any_member(incident: Path, tmp_path: Path, redact: bool) -> None:
+    bundle(incident / "forensics.duckdb", tmp_path / "b.tar.zst", redact_prompts=redact)
+    m = _members(tmp_path / "b.tar.zst")
+    for secret in SECRETS:
+        assert _found(m, secret) == [], secret
+
+
+def test_redacted_bundle_holds_no_piece_of_any_prompt(incident: Path, tmp_path: Path) -> None:
+    res = bundle(incident / "forensics.duckdb", tmp_path / "r.tar.zst", redact_prompts=True)
+    assert res.key and len(res.key) == 32
+    m = _members(tmp_path / "r.tar.zst")
+    for prompt in PROMPTS:
+        for piece in _pieces(prompt):
+            assert _found(m, piece) == [], piece
+    assert res.key not in b"".join(m.values()).decode("utf-8", "replace")  # not stored
+    requests = pq.read_table(io.BytesIO(m["tables/requests.parquet"])).to_pylist()
+    reasons = {r["rid"]: r["reason"] for r in requests if r["rid"] in ("x0", "x1")}
+    assert all(v.startswith("hmac:") for v in reasons.values()) and len(set(reasons.values())) == 2
+    assert "HMAC-SHA256" in m["README.txt"].decode()
+
+
+def test_with_inputs_adds_the_raw_files_and_refuses_redaction(
+    incident: Path, tmp_path: Path
+) -> None:
+    res = bundle(incident / "forensics.duckdb", tmp_path / "i.tar.zst", with_inputs=True)
+    m = _members(tmp_path / "i.tar.zst")
+    raw = [n for n in m if n.startswith("inputs/")]
+    assert any(n.endswith("decode-9.log") for n in raw) and len(raw) == len(
+        orjson.loads(m["sources.json"])
+    )
+    assert res.members == list(m)
+    r = cli("bundle", "--db", str(incident / "forensics.duckdb"), "--with-inputs",
+            "--redact-prompts", "--out", str(tmp_path / "x.tar.zst"))  # fmt: skip
+    assert r.returncode == 2 and b"cannot be combined" in r.stderr
+    assert not (tmp_path / "x.tar.zst").exists()
+
+
+def test_cli_prints_the_key_once(incident: Path, tmp_path: Path) -> None:
+    r = cli("bundle", "--db", str(incident / "forensics.duckdb"), "--redact-prompts",
+            "--out", str(tmp_path / "c.tar.zst"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(b"HMAC-SHA256 under the key ") == 1
+    assert (tmp_path / "c.tar.zst").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("GET http://user:pw@host:1/x", "GET http://***@host:1/x"),
+        ("Authorization: Bearer abcdefghijkl", "Authorization: Bearer ***"),
+        ('{"api_key": "k-123"}', '{"api_key": "***"}'),
+        ("--api-key s3cr3t --port 1", "--api-key *** --port 1"),
+        ("token sk-abcdefghijklmnopqrstuv end", "token sk-*** end"),
+        ("room=7301934425522180813 ok", "room=7301934425522180813 ok"),
+    ],
+)
+def test_scrub(text: str, kept: str) -> None:
+    assert scrub(text) == kept
