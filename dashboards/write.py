@@ -61,9 +61,16 @@ def dashboard(
         path, path.stat().st_size, time.perf_counter() - t0,
         list(timeline.layout.meta["panels"]) if timeline.layout.meta else [], empty, p.notes,
     )  # fmt: skip
-    if open_browser:
-        webbrowser.open(path.resolve().as_uri())
+    if open_browser and not _open(path):
+        res.notes.append(f"--open: no browser found here; open {path.resolve()} in one")
     return res
+
+
+def _open(path: Path) -> bool:
+    try:
+        return webbrowser.open(path.resolve().as_uri())
+    except webbrowser.Error:
+        return False
 
 
 def _empty_lines(con, p: Panels, runs: list[str]) -> list[str]:

@@ -29,6 +29,7 @@ from .analyses.skew import skew as run_skew
 from .dashboards.write import DEFAULT_NAME
 from .errors import ForensicsError
 from .named import list_queries, view_sql
+from .outputs import json_safe
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .store import connect_read_only, db_path
 from .store import upgrade as upgrade_db
@@ -128,11 +129,15 @@ def ingest(
     ] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Read journald output (any journalctl rendering, .journal files) into the database.
+    """Read logs and harness results into the database: journald, plain, docker, results.
 
-    Inputs: journalctl output in any rendering (short*, json*, export, cat, with-unit),
-    .journal files, SGLang's plain stdout, docker and kubectl logs, --export-metrics-to-file
-    records, harness results (JSON lines, CSV); gzip/zstd/xz, folders, globs, - for stdin.
+    Inputs, sniffed (--format forces one): journalctl in every rendering (short, short-iso,
+    short-iso-precise, short-precise, short-full, short-unix, short-monotonic, with-unit,
+    cat, json, json-seq, export) and binary .journal files (journal); SGLang's stdout
+    saved to a file (sglang); docker logs / kubectl logs --timestamps (timestamped);
+    docker's json-file logs (docker-json); SGLang's --export-metrics-to-file records
+    (sglang-metrics); harness results (JSON lines, CSV). Files or folders
+    (searched recursively), globs, FIFOs, - for stdin; .gz, .zst and .xz opened as they are.
 
     Example: forensics ingest prefill/ decode.log.zst --run flag-on --tag overlap=1
 
@@ -185,7 +190,7 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
             "summary": summ.as_dict(),
             **(more or {}),
         }
-        sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write_json(doc)
         return
     for s in res.sources:
         if s.status in ("skipped", "failed"):
@@ -236,7 +241,7 @@ def sources(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None
     rows = list_sources(db)
     if json:
         sys.stdout.write(
-            orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+            orjson.dumps(json_safe(rows), default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
         )
         return
     t = Table()
@@ -288,7 +293,7 @@ def sources_relabel(
 
 def _done(res: dict, as_json: bool, text: str) -> None:
     if as_json:
-        sys.stdout.write(orjson.dumps(res, option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write_json(res)
     else:
         out.print(text)
 
@@ -361,10 +366,16 @@ def query_cmd(
     sql(view_sql(name), db=db, format=format, out_file=out_file, limit=limit)
 
 
+def _write_json(doc) -> None:
+    """A command's --json: room ids and other integers past 2^53 as strings."""
+    sys.stdout.write(
+        orjson.dumps(json_safe(doc), default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+    )
+
+
 def _emit(result, as_json: bool, show) -> None:
     if as_json:
-        doc = orjson.dumps(result.as_dict(), default=str, option=orjson.OPT_INDENT_2)
-        sys.stdout.write(doc.decode() + "\n")
+        _write_json(result.as_dict())
     else:
         show(out, result)
 
@@ -514,7 +525,7 @@ def dashboard(
 
     res = run_dashboard(db, run or None, out_file, open_)
     if json:
-        sys.stdout.write(orjson.dumps(res.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write_json(res.as_dict())
         return
     _print_dashboard(res)
 
@@ -561,7 +572,7 @@ def trace(
 
     res = run_trace(db, out_file, run or None, format, reference, max_events, profile, profile_host)
     if json:
-        sys.stdout.write(orjson.dumps(res.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write_json(res.as_dict())
         return
     for line in res.sentences():
         out.print(line, highlight=False, markup=False)
@@ -588,7 +599,7 @@ def bundle(
 
     res = run_bundle(db, out_file, run or None, with_inputs, redact_prompts)
     if json:
-        sys.stdout.write(orjson.dumps(res.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write_json(res.as_dict())
         return
     for line in res.sentences():
         out.print(line, highlight=False, markup=False, soft_wrap=True)

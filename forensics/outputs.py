@@ -44,3 +44,20 @@ def _umask() -> int:
     mask = os.umask(0)  # reading the umask means setting it: set it straight back
     os.umask(mask)
     return mask
+
+
+JSON_SAFE_INT = 2**53  # past it a JSON reader's double rounds (jq: …818375 -> …818500)
+
+
+def json_safe(doc):
+    """`doc` with every integer past ±2^53 (rooms: SGLang's 63-bit bootstrap_room) as a
+    decimal string, so that any JSON reader keeps it whole."""
+    if isinstance(doc, bool):
+        return doc
+    if isinstance(doc, int):
+        return str(doc) if abs(doc) >= JSON_SAFE_INT else doc
+    if isinstance(doc, dict):
+        return {k: json_safe(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [json_safe(v) for v in doc]
+    return doc

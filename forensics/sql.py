@@ -18,7 +18,7 @@ import duckdb
 import orjson
 
 from .errors import ForensicsError
-from .outputs import replacing, write_text
+from .outputs import json_safe, replacing, write_text
 from .store import connect_read_only
 from .store.database import shard_root
 from .store.shards import registered
@@ -144,7 +144,8 @@ def export(
         else:
             cols = rel.columns
             data = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
-            text = orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+            text = orjson.dumps(json_safe(data), default=str, option=orjson.OPT_INDENT_2).decode()
+            text += "\n"
         if out is None:
             return text
         write_text(out, text)

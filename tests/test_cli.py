@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import orjson
@@ -152,3 +153,33 @@ def test_terminal_tables_show_the_first_rows_and_say_how_many_more(tmp_path: Pat
     assert "more rows" in rooms
     bad = cli("sql", hundred, "--db", db, "--limit", "-1")
     assert bad.returncode == 2 and "--limit" in bad.stderr.decode()
+
+
+def test_json_keeps_room_ids_whole_as_strings(tmp_path: Path) -> None:
+    assert cli("demo", "--dir", str(tmp_path / "inc")).returncode == 0
+    db = str(tmp_path / "inc" / "forensics.duckdb")
+    doc = orjson.loads(cli("rooms", "--db", db, "--json").stdout)
+    rooms = [r["room"] for r in doc["worst"]]
+    assert rooms and all(isinstance(r, str) and int(r) > 2**53 for r in rooms)
+    ((want,),) = forensics_rows(db, "SELECT max(room)::VARCHAR FROM rooms")
+    out = cli("sql", "SELECT max(room) AS room FROM rooms", "--db", db, "--format", "json")
+    assert orjson.loads(out.stdout)[0]["room"] == want
+    small = cli("sql", "SELECT 42 AS n", "--db", db, "--format", "json")
+    assert orjson.loads(small.stdout)[0]["n"] == 42  # small integers stay numbers
+
+
+def forensics_rows(db: str, sql: str) -> list[tuple]:
+    import forensics
+
+    return forensics.query(sql, db)[1]
+
+
+def test_ingest_help_names_every_input_form() -> None:
+    from forensics.parsers.formats import FORMATS
+
+    raw = cli("ingest", "--help").stdout
+    text = re.sub(rb"-\s+", b"-", b" ".join(raw.split()))  # help wraps at a word's hyphen
+    for form in [f for f in FORMATS if not f.startswith("results")]:
+        assert form.encode() in text, form
+    for word in (b".journal", b"docker", b"kubectl", b"results", b".zst", b"stdin"):
+        assert word in text

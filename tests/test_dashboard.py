@@ -161,6 +161,15 @@ def test_cli_dashboard_prints_path_and_size(demo, tmp_path: Path) -> None:
     assert proc.returncode == 2 and proc.stderr.decode().startswith("error: no run named 'nope'")
 
 
+def test_open_without_a_browser_says_so(demo, tmp_path: Path) -> None:
+    out = tmp_path / "o.html"
+    # BROWSER names a command that fails: webbrowser finds no browser that opens it
+    proc = cli("dashboard", "--db", str(demo.ingest.db), "--out", str(out), "--open",
+               env={"BROWSER": "false", "DISPLAY": "", "WAYLAND_DISPLAY": ""})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert f"no browser found here; open {out.resolve()}" in proc.stdout.decode().replace("\n", "")
+
+
 # --- the page in a real browser ------------------------------------------------------
 
 
