@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analyses.report import report
-from ..analyses.runs import Runs, selected_runs
+from ..analyses.runs import Runs, selected_runs, with_evidence_runs
 from ..outputs import write_text
 from ..store import Db, first_row, reading
 
@@ -48,8 +48,10 @@ def dashboard(
 
     t0 = time.perf_counter()
     with reading(db) as con:  # a path, or a connection the caller holds (the bundle's)
-        chosen = selected_runs(con, runs)
+        chosen, followed = with_evidence_runs(con, selected_runs(con, runs) if runs else None)
+        chosen = chosen or selected_runs(con, None)
         p = panels(con, chosen)
+        p.notes[:0] = followed
         rep = report(con, chosen, top=200)
         empty = _empty_lines(con, p, chosen)
     timeline = timeline_figure(p)

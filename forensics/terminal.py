@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 
 def rooms(con: Console, r: RoomsReport) -> None:
+    for line in r.followed:
+        con.print(line, highlight=False, markup=False)
     if not r.counts:
         _sentences(con, r.sentences())
         return

@@ -411,3 +411,24 @@ def test_every_answer_takes_a_path_or_a_connection(effect) -> None:
         assert con.execute("SELECT 1").fetchall() == [(1,)]  # still open
     finally:
         con.close()
+
+
+def test_rooms_and_dashboard_follow_results_to_the_run_of_their_evidence(tmp_path: Path) -> None:
+    """The README's repro recipe: the logs ingested as one run, the results as another."""
+    d = tmp_path / "demo"
+    forensics.demo(d)
+    db = tmp_path / "split.duckdb"
+    forensics.ingest([str(d / "prefill-0.export"), str(d / "decode-0.log")], db, run="logs")
+    # as forensics repro writes them: it never knows the room
+    rows = [orjson.loads(ln) for ln in (d / "results.jsonl").read_bytes().splitlines()]
+    (tmp_path / "r.jsonl").write_bytes(b"".join(
+        orjson.dumps({k: v for k, v in r.items() if k != "room"}) + b"\n" for r in rows))  # fmt: skip
+    forensics.ingest([str(tmp_path / "r.jsonl")], db, run="harness")
+    res = forensics.rooms(db, "harness")
+    assert list(res.counts) == ["logs"] and res.worst
+    assert res.followed == ["run harness's results have their evidence in run logs: it is included"]
+    from forensics.dashboards.write import dashboard
+
+    board = dashboard(db, ["harness"], tmp_path / "d.html")
+    assert board.notes[0] == res.followed[0]
+    assert "writes" in board.panels and "verdicts" in board.panels

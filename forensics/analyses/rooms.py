@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import ForensicsError
 from ..store import Db, reading
-from .runs import Runs, run_filter, selected_runs
+from .runs import Runs, run_filter, selected_runs, with_evidence_runs
 
 # Worst first: what makes a room's bytes untrustworthy before what only lost a log line.
 SEVERITY = ["conflict", "mismatch", "stale", "partial", "missing_dst", "missing_src", "match"]
@@ -19,18 +19,19 @@ COLUMNS = ["run", "verdict", "room", "rid", "buf", "layer", "tp", "src_host", "d
 class RoomsReport:
     counts: dict[str, dict[str, int]]  # run -> verdict -> rows
     worst: list[dict]  # rows of `rooms`, worst verdict first, then by time
+    followed: list[str] = field(default_factory=list)  # runs added for their evidence
 
     def as_dict(self) -> dict:
-        return {"counts": self.counts, "worst": self.worst}
+        return {"counts": self.counts, "worst": self.worst, "followed": self.followed}
 
     def sentences(self) -> list[str]:
-        out = []
+        out = list(self.followed)
         for run, counts in self.counts.items():
             total = sum(counts.values())
             bad = {v: n for v, n in counts.items() if v != "match"}
             what = ", ".join(f"{n} {v}" for v, n in bad.items()) or "none bad"
             out.append(f"{run}: {total} rooms, {counts.get('match', 0)} match; {what}")
-        return out or ["no checksum records: no room can be judged"]
+        return out if self.counts else [*out, "no checksum records: no room can be judged"]
 
 
 def rooms(
@@ -43,6 +44,7 @@ def rooms(
         if verdict is not None and verdict not in SEVERITY:
             raise ForensicsError(f"unknown verdict {verdict!r}; known: {', '.join(SEVERITY)}")
         selected_runs(con, run)
+        run, followed = with_evidence_runs(con, run)
         where, params = run_filter(run)
         counts: dict[str, dict[str, int]] = {}
         for r, v, n in con.execute(
@@ -62,4 +64,4 @@ def rooms(
             [*params, *([verdict] if verdict is not None else []), limit],
         )
         worst = [dict(zip(COLUMNS, row, strict=True)) for row in rel.fetchall()]
-        return RoomsReport(counts, worst)
+        return RoomsReport(counts, worst, followed)

@@ -37,3 +37,22 @@ def run_filter(run: Runs, column: str = "run") -> tuple[str, list]:
     if not chosen:
         return "TRUE", []
     return f"{column} IN ({', '.join('?' * len(chosen))})", chosen
+
+
+def with_evidence_runs(con: duckdb.DuckDBPyConnection, run: Runs) -> tuple[Runs, list[str]]:
+    """The named runs and the runs their results' evidence is in (`result_links`: a run
+    of results whose records another run holds, as the README's repro recipe makes), and
+    a sentence for each run so followed; all runs stay all runs."""
+    chosen = _as_list(run)
+    if not chosen:
+        return run, []
+    marks = ", ".join("?" * len(chosen))
+    links = con.execute(
+        f"""SELECT DISTINCT run, evidence_run FROM result_links
+            WHERE run IN ({marks}) AND evidence_run IS NOT NULL AND evidence_run <> run
+            ORDER BY 1, 2""",
+        chosen,
+    ).fetchall()
+    extra = [e for _, e in links if e not in chosen]
+    said = [f"run {r}'s results have their evidence in run {e}: it is included" for r, e in links]
+    return chosen + list(dict.fromkeys(extra)), said
