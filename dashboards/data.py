@@ -33,8 +33,10 @@ class Panels:
     requests: pl.DataFrame
     pages: pl.DataFrame  # heatmap cells
     rooms: pl.DataFrame
-    load: pl.DataFrame
+    load: pl.DataFrame  # binned: the mean, and the min and max within each bin
     notes: list[str] = field(default_factory=list)  # what was aggregated or left out
+    failures: pl.DataFrame | None = None  # transfer failures and aborts, one marker each
+    has_steps: bool = True  # decode steps recorded: else the x axis opens on wall time
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pl.DataFrame:
@@ -65,7 +67,27 @@ def panels(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Pan
             f"{ROOM_BUDGET:,}): bad rooms first, then evenly spaced matches"
         )
     pages, load = _pages(con, where, params), _load(con, where, params, steps)
-    return Panels(canary, width, requests, pages, rooms, load, notes)
+    failures, n_fail = _failures(con, where, params, steps)
+    if n_fail > len(failures):
+        notes.append(f"failures: {len(failures):,} of {n_fail:,} drawn (budget {ROOM_BUDGET:,})")
+    return Panels(canary, width, requests, pages, rooms, load, notes, failures,
+                  has_steps=not steps.is_empty() or not canary.is_empty())  # fmt: skip
+
+
+def _failures(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """SGLang's transfer failures and aborts, at their decode step (first ones first)."""
+    body = f"""SELECT run, host, ts_us, 'transfer: ' || coalesce(exception, pattern) AS kind,
+                      rid, reason AS detail FROM transfers
+               WHERE {where} AND ts_us IS NOT NULL
+               UNION ALL
+               SELECT run, host, ts_us, kind, rid, detail FROM events
+               WHERE {where} AND ts_us IS NOT NULL
+                 AND kind IN ('abort', 'oom_abort', 'too_long', 'room_failed', 'lost_connection',
+                              'session_failed')"""
+    (n,) = con.execute(f"SELECT count(*) FROM ({body})", params + params).fetchall()[0]
+    df = _df(con, f"SELECT *, ts_us / 1000 AS t_ms FROM ({body}) ORDER BY ts_us "
+                  f"LIMIT {ROOM_BUDGET}", params + params)  # fmt: skip
+    return _at_step(df, steps), n
 
 
 def _canary(con, where: str, params: list) -> tuple[pl.DataFrame, int, int]:
@@ -184,13 +206,19 @@ def _step_times(con, where: str, params: list) -> pl.DataFrame:
 
 
 def _at_step(df: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """Each row's decode step: the last one at or before its ts_us in its run (0 before the
-    first). Polars' as-of join: DuckDB's took seconds on a million-row incident."""
+    """Each row's decode step: the last one at or before its ts_us in its run (its first
+    step before that). Polars' as-of join: DuckDB's took seconds on a million-row
+    incident."""
     df = df.sort("ts_us")
     if steps.is_empty():
         return df.with_columns(step=pl.lit(0, pl.Int64))
     joined = df.join_asof(steps, on="ts_us", by="run", strategy="backward", check_sortedness=False)
-    return joined.with_columns(pl.col("step").fill_null(0))
+    # before its run's first step: at that first step, not at 0 (the axis spans the steps)
+    first = steps.group_by("run").agg(first_step=pl.col("step").min())
+    joined = joined.join(first, on="run", how="left")
+    return joined.with_columns(
+        pl.col("step").fill_null(pl.col("first_step")).fill_null(steps["step"].min())
+    ).drop("first_step")
 
 
 def _rooms(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -216,12 +244,14 @@ def _load(con, where: str, params: list, steps: pl.DataFrame) -> pl.DataFrame:
     n = con.execute(f"SELECT count(*) FROM batches WHERE {cond}", params).fetchall()[0][0]
     if n == 0:
         return pl.DataFrame(
-            schema={"t_ms": pl.Float64, "step": pl.Int64, "running_req": pl.Float64}
-        )
+            schema={"t_ms": pl.Float64, "step": pl.Int64, "running_req": pl.Float64,
+                    "running_min": pl.Float64, "running_max": pl.Float64}
+        )  # fmt: skip
     width = max(1, -(-n // LOAD_BUDGET))
     binned = _df(
         con,
-        f"""SELECT any_value(run) AS run, min(ts_us) AS ts_us, avg(running_req) AS running_req
+        f"""SELECT any_value(run) AS run, min(ts_us) AS ts_us, avg(running_req) AS running_req,
+                   min(running_req)::DOUBLE AS running_min, max(running_req)::DOUBLE AS running_max
             FROM (SELECT run, ts_us, running_req,
                          row_number() OVER (ORDER BY ts_us) - 1 AS i
                   FROM batches WHERE {cond})
@@ -229,4 +259,5 @@ def _load(con, where: str, params: list, steps: pl.DataFrame) -> pl.DataFrame:
         params,
     )
     df = _at_step(binned, steps)
-    return df.select(t_ms=pl.col("ts_us") / 1000, step="step", running_req="running_req")
+    return df.select(t_ms=pl.col("ts_us") / 1000, step="step", running_req="running_req",
+                     running_min="running_min", running_max="running_max")  # fmt: skip

@@ -59,7 +59,9 @@ def present(p: Panels) -> list[str]:
         "writes": not p.canary.is_empty(),
         "requests": not p.requests.is_empty(),
         "pages": not p.pages.is_empty(),
-        "verdicts": not p.rooms.is_empty() or not p.load.is_empty(),
+        "verdicts": not p.rooms.is_empty()
+        or not p.load.is_empty()
+        or (p.failures is not None and not p.failures.is_empty()),
     }
     return [k for k, v in have.items() if v]
 
@@ -81,11 +83,12 @@ def timeline_figure(p: Panels) -> go.Figure:
         {"writes": _writes, "requests": _requests, "pages": _pages, "verdicts": _verdicts}[name](
             fig, p, i
         )
+    axis = "step" if p.has_steps else "time"  # no step records: steps would all be one
     fig.update_xaxes(title_text="decode step", row=len(rows), col=1)
     fig.update_layout(
         height=320 * len(rows) + 120, margin=dict(l=70, r=40, t=60, b=50),
         hovermode="closest", legend=dict(orientation="h", y=1.04, x=0, yanchor="bottom"),
-        template="plotly_white", meta={"panels": rows},
+        template="plotly_white", meta={"panels": rows, "axis": axis},
     )  # fmt: skip
     return fig
 
@@ -275,7 +278,38 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
             ),
             row=row, col=1, secondary_y=False,
         )  # fmt: skip
+    fails = p.failures if p.failures is not None else pl.DataFrame()
+    if not fails.is_empty():
+        hover = [_failure_hover(r) for r in fails.iter_rows(named=True)]
+        fig.add_trace(
+            _with_time(
+                go.Scattergl(
+                    x=fails["step"].to_list(), y=np.full(len(fails), "failure", dtype=object),
+                    mode="markers", name="failures (transfer, abort)",
+                    marker=dict(color="#b00020", size=10, symbol="x"),
+                    hovertext=np.array(hover, dtype=object), hoverinfo="text",
+                ),
+                fails["t_ms"].to_numpy(),
+            ),
+            row=row, col=1, secondary_y=False,
+        )  # fmt: skip
+        order = [*order, "failure"]
     if not p.load.is_empty():
+        binned = bool((p.load["running_min"] != p.load["running_max"]).any())
+        for bound, fill in (("running_max", None), ("running_min", "tonexty")) if binned else ():
+            fig.add_trace(
+                _with_time(
+                    go.Scattergl(
+                        x=p.load["step"].to_list(), y=p.load[bound].to_numpy(), mode="lines",
+                        name="#running-req min–max", legendgroup="load-range",
+                        showlegend=fill is not None, fill=fill,
+                        fillcolor="rgba(31,119,180,0.12)", line=dict(width=0),
+                        hovertemplate=f"{bound[8:]} %{{y:.0f}}<extra></extra>",
+                    ),
+                    p.load["t_ms"].to_numpy(),
+                ),
+                row=row, col=1, secondary_y=True,
+            )  # fmt: skip
         fig.add_trace(
             _with_time(
                 go.Scattergl(
@@ -292,6 +326,11 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
                          rangemode="tozero", showgrid=False)  # fmt: skip
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], row=row, col=1,
                      secondary_y=False)  # fmt: skip
+
+
+def _failure_hover(r: dict) -> str:
+    return (f"<b>{esc(r['kind'])}</b><br>host {esc(r['host'])}, rid {esc(r['rid'] or '-')}"
+            f"<br>{esc((r['detail'] or '')[:200])}")  # fmt: skip
 
 
 def runs_compared(db: str | os.PathLike | None = None, runs: list[str] | None = None) -> go.Figure:

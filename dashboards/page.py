@@ -61,6 +61,7 @@ _JS = """
     }
     document.querySelectorAll('.controls button').forEach(
       b => b.addEventListener('click', () => use(b.dataset.mode)));
+    if (gd.layout.meta && gd.layout.meta.axis === 'time') use('time');
   }
   document.querySelectorAll('table.sortable').forEach(table => {
     table.querySelectorAll('th').forEach((th, col) => th.addEventListener('click', () => {

@@ -66,7 +66,16 @@ def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
     # one canary layer; bad-room outline, ok, corrupted; the heatmap; 7 verdicts + load
     assert names == ["layer 30", "bad room (outline)", "ok", "corrupted", "page map",
                      "match", "partial", "stale", "mismatch", "conflict", "missing_dst",
-                     "missing_src", "decode #running-req"]  # fmt: skip
+                     "missing_src", "failures (transfer, abort)", "decode #running-req"]  # fmt: skip
+    (n_fail,), = forensics.query(
+        "SELECT (SELECT count(*) FROM transfers) + (SELECT count(*) FROM events WHERE kind IN "
+        "('abort', 'oom_abort', 'too_long', 'room_failed', 'lost_connection', 'session_failed'))",
+        demo.ingest.db)[1]  # fmt: skip
+    assert len(fig.data[12].x) == n_fail > 0
+    # the step axis spans the incident's steps: nothing is drawn at a step 0 it never had
+    ((first,),) = forensics.query("SELECT min(step) FROM steps", demo.ingest.db)[1]
+    assert first > 0 and min(x for t in fig.data for x in t.x if x is not None) >= first
+    assert fig.layout.meta["axis"] == "step"
     writes = fig.data[0]
     burst = demo.truth["burst_steps"]
     assert list(writes.x) == burst and list(writes.y) == [30] * len(burst)
@@ -80,6 +89,18 @@ def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
     corrupted = fig.data[3]
     steps = [x for x in corrupted.x if x is not None]
     assert min(steps) <= burst[0] and any(s >= burst[-1] for s in steps)
+
+
+def test_without_step_records_the_axis_opens_on_wall_time_and_load_shows_its_range(
+    tmp_path: Path,
+) -> None:
+    stock = forensics.demo(tmp_path / "stock", stock=True)
+    fig = forensics.dashboards.timeline(stock.ingest.db)
+    assert fig.layout.meta["axis"] == "time"
+    assert "gd.layout.meta.axis === 'time'" in stock.dashboard.path.read_text()
+    p = data.panels(forensics.connect_read_only(stock.ingest.db))
+    assert (p.load["running_min"] <= p.load["running_req"]).all()
+    assert (p.load["running_req"] <= p.load["running_max"]).all()
 
 
 def test_runs_figure_has_wilson_error_bars(demo) -> None:
@@ -219,7 +240,7 @@ def _open(browser: Browser, path: Path) -> Opened:
 def test_demo_dashboard_draws_every_panel_offline(browser: Browser, demo, tmp_path: Path) -> None:
     o = _open(browser, demo.dashboard.path)
     page = o.page
-    assert page.evaluate("document.getElementById('timeline').data.length") == 13
+    assert page.evaluate("document.getElementById('timeline').data.length") == 14
     assert page.evaluate("document.getElementById('runs').data.length") == 1
     titles = page.eval_on_selector_all(
         "#timeline .annotation-text", "es => es.map(e => e.textContent)"

@@ -395,7 +395,7 @@ def _steps(con, where: str, params: list, on_ref, limit: int) -> tuple[list[Slic
                      UNION ALL SELECT host, step, ts_us, bs, NULL, NULL, run FROM canary)
                WHERE {where} AND host IS NOT NULL AND ts_us IS NOT NULL AND step IS NOT NULL
                GROUP BY host, step"""
-    (total,) = con.execute(f"SELECT count(*) FROM ({base})", params).fetchone()
+    (total,) = con.execute(f"SELECT count(*) FROM ({base})", params).fetchall()[0]
     rows = con.execute(
         f"""SELECT host, step, ts, bs, rids, rooms,
                    least(coalesce(lead(ts) OVER (PARTITION BY host ORDER BY ts, step) - ts, 0),
@@ -426,7 +426,7 @@ def _page_writes(
     if per_step:
         (total,) = con.execute(
             f"SELECT count(*) FROM (SELECT DISTINCT host, step FROM canary WHERE {cond})", params
-        ).fetchone()
+        ).fetchall()[0]
         rows = con.execute(
             f"""SELECT host, min(ts_us), step, count(*) AS layers, sum(n_unexpected),
                        min(layer), max(layer)
@@ -440,7 +440,7 @@ def _page_writes(
                    "layer_range": f"{lo}-{hi}", "raw_ts_us": ts, "aggregated": True})
             for host, ts, step, layers, n, lo, hi in rows
         ], total  # fmt: skip
-    (total,) = con.execute(f"SELECT count(*) FROM canary WHERE {cond}", params).fetchone()
+    (total,) = con.execute(f"SELECT count(*) FROM canary WHERE {cond}", params).fetchall()[0]
     rows = con.execute(
         f"""SELECT host, ts_us, step, layer, n_expected, n_changed, n_unexpected,
                    unexpected[:{PAGES_SHOWN}]
