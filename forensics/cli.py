@@ -51,7 +51,7 @@ app = typer.Typer(
     help="Post-mortem forensics for PD-disaggregated LLM inference logs (journald → DuckDB).",
 )
 out = Console(highlight=False)
-if not out.is_terminal:
+if not out.is_terminal and not os.environ.get("COLUMNS"):
     out = Console(highlight=False, width=160)  # piped output: don't squeeze tables to 80
 err = Console(stderr=True, highlight=False)
 
@@ -327,12 +327,7 @@ def sql(
         return
     shown = TABLE_ROWS if limit is None else limit
     cols, rows, total = preview(statement, db, shown)
-    t = Table()
-    for c in cols:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*("NULL" if v is None else str(v) for v in r))
-    out.print(t)
+    out.print(terminal.result_table(cols, rows))
     if total > len(rows):
         out.print(
             f"… {total - len(rows):,} more rows ({total:,} in all): --format csv (or json, or "
@@ -358,7 +353,7 @@ def query_cmd(
     if list_ or name is None:
         t = Table()
         for c in ("name", "what one row is", "columns"):
-            t.add_column(c)
+            t.add_column(c, overflow="fold")
         for q in list_queries():
             t.add_row(q.name, q.summary, ", ".join(c[0] for c in q.columns))
         out.print(t)

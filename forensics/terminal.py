@@ -284,3 +284,26 @@ def repro(con: Console, r: ReproResult) -> None:
     if r.interrupted:
         con.print(f"→ interrupted: every finished request is in {r.out}")
     con.print(f"→ next: forensics ingest <journals> {r.out}, then forensics compare / correlate")
+
+
+EPOCH_US_MIN = 10**14  # µs since the epoch from 1973 on: a time, not a duration
+
+
+def result_table(cols: list[str], rows: list[tuple]) -> Table:
+    """Rows of a query for the terminal: every value whole (long ids fold onto a second
+    line rather than end in …), epoch µs columns (`*_us`) as UTC text."""
+    t = Table()
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    times = [c.endswith("_us") for c in cols]
+    for r in rows:
+        t.add_row(*(_cell(v, is_time) for v, is_time in zip(r, times, strict=True)))
+    return t
+
+
+def _cell(v, is_time: bool) -> str:
+    if v is None:
+        return "NULL"
+    if is_time and isinstance(v, int) and v >= EPOCH_US_MIN:
+        return iso_us(v)
+    return str(v)

@@ -21,7 +21,7 @@ _DEPENDS = re.compile(r"^-- @depends\s+(\w+)\s*$", re.M)
 class NamedQuery:
     name: str
     sql: str  # the SELECT
-    summary: str  # first header line
+    summary: str  # the header's first paragraph
     columns: list[tuple[str, str, str]]  # (name, type, description)
     depends: list[str]  # views this one reads
 
@@ -29,7 +29,14 @@ class NamedQuery:
 def load(name: str) -> NamedQuery:
     text = resources.files(__name__).joinpath(f"{name}.sql").read_text()
     header = [ln for ln in text.splitlines() if ln.startswith("--")]
-    summary = header[0].removeprefix("--").strip() if header else name
+    # the header's first paragraph, whole (it may run over several comment lines)
+    first = []
+    for ln in header:
+        text_ = ln.removeprefix("--").strip()
+        if not text_:
+            break
+        first.append(text_)
+    summary = " ".join(first) or name
     body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("--")).strip()
     return NamedQuery(
         name, body.rstrip(";"), summary, _COLUMN.findall(text), _DEPENDS.findall(text)

@@ -183,3 +183,22 @@ def test_ingest_help_names_every_input_form() -> None:
         assert form.encode() in text, form
     for word in (b".journal", b"docker", b"kubectl", b"results", b".zst", b"stdin"):
         assert word in text
+
+
+def test_terminal_tables_show_times_as_utc_and_ids_whole(tmp_path: Path) -> None:
+    assert cli("demo", "--dir", str(tmp_path / "inc")).returncode == 0
+    db = str(tmp_path / "inc" / "forensics.duckdb")
+    wide = {"COLUMNS": "400"}
+    (room, ts), = forensics_rows(db, "SELECT room::VARCHAR, src_ts_us FROM rooms "
+                                     "ORDER BY src_ts_us LIMIT 1")  # fmt: skip
+    text = cli("query", "rooms", "--db", db, "--limit", "1", env=wide).stdout.decode()
+    assert room in text and str(ts) not in text
+    from forensics.timefmt import iso_us
+
+    assert iso_us(ts) in text
+    # a narrow terminal folds a long id onto more lines, never cuts it
+    narrow = cli("query", "rooms", "--db", db, "--limit", "1", env={"COLUMNS": "80"}).stdout
+    cells = [ln for ln in narrow.decode().splitlines() if ln.startswith(("│", "┃"))]
+    assert cells and not any("…" in ln for ln in cells)
+    listing = cli("query", "--list", env=wide).stdout.decode()
+    assert "logged about it and around it — no probe records needed." in listing
