@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         for rows in args.rows:
             db = Path(tmp) / f"d{rows}.duckdb"
             fill(db, rows)
-            _, hit = forensics.query("SELECT count(*) FROM canary_writes", db)
+            _, hit = forensics.query_rows("SELECT count(*) FROM canary_writes", db)
             res = dashboard(db, out=Path(tmp) / f"d{rows}.html")
             shown = render_seconds(res.path)
             rs = f"{shown:.1f}" if shown is not None else "no chromium"

@@ -4,7 +4,7 @@ The Python API the CLI is a thin layer over:
 
     import forensics
     res = forensics.ingest(["decode.log", "prefill/"], "incident.duckdb", run="flag-on")
-    cols, rows = forensics.query("SELECT host, count(*) FROM entries GROUP BY host", res.db)
+    df = forensics.query("SELECT host, count(*) FROM entries GROUP BY host", res.db)  # polars
 
 Names are imported when first used: `forensics.probes`, which runs inside an inference
 server, must import with torch alone, without polars, DuckDB or scipy.
@@ -34,6 +34,7 @@ _WHERE = {
     "list_queries": ".named",
     "list_sources": ".store.sources",
     "query": ".sql",
+    "query_rows": ".sql",
     "report": ".analyses.report",
     "rooms": ".analyses.rooms",
     "run_named": ".named",
@@ -59,6 +60,7 @@ __all__ = [
     "list_queries",
     "list_sources",
     "query",
+    "query_rows",
     "report",
     "rooms",
     "run_named",
@@ -89,7 +91,7 @@ if TYPE_CHECKING:
     from .dashboards.write import dashboard
     from .errors import ForensicsError
     from .named import list_queries, run_named
-    from .sql import export, query
+    from .sql import export, query, query_rows
     from .store import connect, connect_read_only
     from .store.ingest import IngestResult, SourceResult, ingest
     from .store.sources import list_sources

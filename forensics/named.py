@@ -6,7 +6,7 @@ import os
 
 from .errors import ForensicsError
 from .queries import NamedQuery, all_queries, names
-from .sql import query
+from .sql import query_rows
 
 
 def list_queries() -> list[NamedQuery]:
@@ -22,4 +22,4 @@ def view_sql(name: str) -> str:
 
 def run_named(name: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
     """Columns and rows of the named query's view."""
-    return query(view_sql(name), db)
+    return query_rows(view_sql(name), db)

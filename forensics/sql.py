@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import duckdb
 import orjson
@@ -64,11 +65,23 @@ def _relation(
     return con.sql(sql), kind
 
 
+if TYPE_CHECKING:
+    import polars as pl
+
 TABLE_ROWS = 40  # rows a terminal table shows unless --limit says otherwise
 
 
-def query(sql: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
-    """Column names and rows of one read-only query."""
+def query(sql: str, db: str | os.PathLike | None = None) -> pl.DataFrame:
+    """One read-only query's result as a polars DataFrame (rooms as UInt64, whole)."""
+    import polars as pl
+
+    with guarded(db) as con:
+        rel, _ = _relation(con, sql)
+        return pl.DataFrame() if rel is None else rel.pl()
+
+
+def query_rows(sql: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
+    """Column names and rows (tuples) of one read-only query."""
     cols, rows, _ = preview(sql, db, None)
     return cols, rows
 

@@ -101,7 +101,9 @@ def test_bundle_parts_open_and_say_what_they_are(incident: Path, tmp_path: Path)
     packets = pb.Trace.FromString(m["incident.pftrace"]).packet
     assert packets[0].HasField("clock_snapshot") and len(packets) > 100
     sources = orjson.loads(m["sources.json"])
-    _, rows = forensics.query("SELECT path, sha256 FROM sources", incident / "forensics.duckdb")
+    _, rows = forensics.query_rows(
+        "SELECT path, sha256 FROM sources", incident / "forensics.duckdb"
+    )
     assert {(s["path"], s["sha256"]) for s in sources} == set(rows)
     versions = orjson.loads(m["versions.json"])
     assert versions["pd-forensics"] == forensics.__version__
@@ -111,7 +113,9 @@ def test_bundle_parts_open_and_say_what_they_are(incident: Path, tmp_path: Path)
     runs = {r["run"]: r["tags"] for r in orjson.loads(m["runs.json"])}
     assert runs["extra"]["server.tp_size"] == "2"
     requests = pq.read_table(io.BytesIO(m["tables/requests.parquet"]))
-    ((n,),) = forensics.query("SELECT count(*) FROM requests", incident / "forensics.duckdb")[1]
+    ((n,),) = forensics.query_rows("SELECT count(*) FROM requests", incident / "forensics.duckdb")[
+        1
+    ]
     assert requests.num_rows == n
     # without redaction the prompts are there, so the search below can find them
     assert _found(m, PROMPTS[0][:32])

@@ -171,7 +171,7 @@ def test_json_keeps_room_ids_whole_as_strings(tmp_path: Path) -> None:
 def forensics_rows(db: str, sql: str) -> list[tuple]:
     import forensics
 
-    return forensics.query(sql, db)[1]
+    return forensics.query_rows(sql, db)[1]
 
 
 def test_ingest_help_names_every_input_form() -> None:
@@ -202,3 +202,16 @@ def test_terminal_tables_show_times_as_utc_and_ids_whole(tmp_path: Path) -> None
     assert cells and not any("…" in ln for ln in cells)
     listing = cli("query", "--list", env=wide).stdout.decode()
     assert "logged about it and around it — no probe records needed." in listing
+
+
+def test_python_query_returns_a_polars_frame_with_rooms_whole(tmp_path: Path) -> None:
+    import polars as pl
+
+    import forensics
+
+    forensics.demo(tmp_path / "inc")
+    db = tmp_path / "inc" / "forensics.duckdb"
+    df = forensics.query("SELECT room, verdict FROM rooms ORDER BY room", db)
+    assert isinstance(df, pl.DataFrame) and df.schema["room"] == pl.UInt64
+    cols, rows = forensics.query_rows("SELECT room, verdict FROM rooms ORDER BY room", db)
+    assert cols == ["room", "verdict"] and df.rows() == rows

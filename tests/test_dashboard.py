@@ -67,13 +67,13 @@ def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
     assert names == ["layer 30", "bad room (outline)", "ok", "corrupted", "page map",
                      "match", "partial", "stale", "mismatch", "conflict", "missing_dst",
                      "missing_src", "failures (transfer, abort)", "decode #running-req"]  # fmt: skip
-    (n_fail,), = forensics.query(
+    (n_fail,), = forensics.query_rows(
         "SELECT (SELECT count(*) FROM transfers) + (SELECT count(*) FROM events WHERE kind IN "
         "('abort', 'oom_abort', 'too_long', 'room_failed', 'lost_connection', 'session_failed'))",
         demo.ingest.db)[1]  # fmt: skip
     assert len(fig.data[12].x) == n_fail > 0
     # the step axis spans the incident's steps: nothing is drawn at a step 0 it never had
-    ((first,),) = forensics.query("SELECT min(step) FROM steps", demo.ingest.db)[1]
+    ((first,),) = forensics.query_rows("SELECT min(step) FROM steps", demo.ingest.db)[1]
     assert first > 0 and min(x for t in fig.data for x in t.x if x is not None) >= first
     assert fig.layout.meta["axis"] == "step"
     writes = fig.data[0]

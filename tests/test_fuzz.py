@@ -153,7 +153,7 @@ def test_scheduler_status_with_100k_rids_and_cut_short(tmp_path: Path) -> None:
     db = tmp_path / "f.duckdb"
     res = forensics.ingest([str(log)], db)
     assert (res.sources[0].entries, res.sources[0].quarantined) == (2, 0)
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         "SELECT json_array_length(running_rids), json_array_length(queued_rids) "
         "FROM scheduler_status", db)  # fmt: skip
     assert rows == [(100_000, 10)]  # the cut line is an entry, and no row

@@ -43,13 +43,13 @@ def test_json_values_of_any_type(tmp_path: Path, db: Path) -> None:
     res = forensics.ingest([str(path)], db)
     src = res.sources[0]
     assert (src.entries, src.quarantined) == (7, 3)
-    _, q = forensics.query("SELECT line, reason FROM quarantine ORDER BY line", db)
+    _, q = forensics.query_rows("SELECT line, reason FROM quarantine ORDER BY line", db)
     assert q == [
         (4, "json: __CURSOR is not a journald value (dict)"),
         (5, "json: MESSAGE is not a journald value (byte array with values outside 0-255)"),
         (6, "json: MESSAGE is not a journald value (list of dict)"),
     ]
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         "SELECT message, host, ts_us, fields FROM entries ORDER BY entry_no", db
     )
     assert rows[1][:2] == ("42", "h") and rows[2][:2] == ("true", "7")
@@ -64,7 +64,7 @@ def test_export_length_past_the_end_costs_one_entry(tmp_path: Path, db: Path) ->
     path.write_bytes(b"MESSAGE=first\n_HOSTNAME=h\n\n" + bad + good)
     res = forensics.ingest([str(path)], db)
     assert (res.sources[0].entries, res.sources[0].quarantined) == (5001, 1)
-    _, q = forensics.query("SELECT reason FROM quarantine", db)
+    _, q = forensics.query_rows("SELECT reason FROM quarantine", db)
     assert q[0][0].startswith("export: binary field")
 
 
@@ -76,7 +76,7 @@ def test_huge_page_range_is_quarantined_not_expanded(tmp_path: Path, db: Path) -
     )
     res = forensics.ingest([str(path)], db)
     assert res.sources[0].records["canary"] == 1 and res.sources[0].quarantined == 1
-    _, q = forensics.query("SELECT reason FROM quarantine", db)
+    _, q = forensics.query_rows("SELECT reason FROM quarantine", db)
     assert "over 1,048,576 pages" in q[0][0]
 
 
@@ -105,7 +105,7 @@ def test_results_with_impossible_values(tmp_path: Path, db: Path) -> None:
     )
     res = forensics.ingest([str(path)], db)
     assert res.sources[0].records == {"result": 1}
-    _, q = forensics.query("SELECT line, reason FROM quarantine ORDER BY line", db)
+    _, q = forensics.query_rows("SELECT line, reason FROM quarantine ORDER BY line", db)
     assert q == [
         (1, "results: start is not a time between 1970 and 9999: 1e+30"),
         (2, "results: end is before start"),
@@ -129,9 +129,9 @@ def test_crlf_text_keeps_markers_and_clean_messages(renderings, tmp_path: Path, 
     path = tmp_path / "crlf.log"
     path.write_bytes(text)
     res = forensics.ingest([str(path)], db)
-    _, rows = forensics.query("SELECT count(*) FROM entries WHERE message LIKE '%\r%'", db)
+    _, rows = forensics.query_rows("SELECT count(*) FROM entries WHERE message LIKE '%\r%'", db)
     assert rows == [(0,)]
-    _, boots = forensics.query("SELECT count(DISTINCT boot_id) FROM entries", db)
+    _, boots = forensics.query_rows("SELECT count(DISTINCT boot_id) FROM entries", db)
     assert boots == [(2,)] and res.sources[0].quarantined == 0
     assert "CRLF line ends read as LF" in res.sources[0].notes
 
@@ -147,8 +147,8 @@ def test_iso_times_with_z_read_as_utc(renderings, tmp_path: Path, db: Path) -> N
     forensics.ingest([str(renderings["short-iso-precise"])], other)
     forensics.ingest([str(path)], db, fmt="short-iso-precise")
     q = "SELECT list(ts_us ORDER BY entry_no) FROM entries"
-    _, plus = forensics.query(q, other)
-    _, z = forensics.query(q, db)
+    _, plus = forensics.query_rows(q, other)
+    _, z = forensics.query_rows(q, db)
     assert plus == z and None not in plus[0][0]
 
 

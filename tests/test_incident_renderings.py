@@ -53,5 +53,5 @@ def test_rooms_and_requests_in_every_rendering(
     assert sorted(r["rid"] for r in reqs if r["corrupted"]) == truth["corrupted"]
     assert {r["room"]: r["verdict"] for r in reqs} == truth["verdicts"]
     assert sum(r["unexpected_steps"] for r in reqs) == len(truth["burst_steps"])
-    _, q = forensics.query("SELECT count(*) FROM quarantine", db)
+    _, q = forensics.query_rows("SELECT count(*) FROM quarantine", db)
     assert q == [(0,)]

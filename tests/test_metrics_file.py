@@ -41,9 +41,9 @@ def test_metrics_files_in_a_directory_land_in_request_meta(tmp_path: Path, db: P
     (src,) = res.sources
     assert (src.format, src.entries, src.quarantined) == ("sglang-metrics", 3, 1)
     assert any("timed by the hour in the file's name" in n for n in src.notes)
-    _, q = forensics.query("SELECT line, reason FROM quarantine", db)
+    _, q = forensics.query_rows("SELECT line, reason FROM quarantine", db)
     assert q == [(3, "sglang-metrics: not a request metrics record")]
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         """SELECT rid, room, host, ts_us, finish_type, finish_message, status_code,
                   num_retractions, cached_tokens FROM request_meta ORDER BY rid""",
         db,
@@ -65,4 +65,4 @@ def test_a_metrics_record_never_continues_the_one_before(tmp_path: Path, db: Pat
     path.write_text(f"{first}\n{_record('t2', 2)}\n", encoding="utf-8")
     res = forensics.ingest([str(path)], db, host="decode-2")
     assert res.sources[0].entries == 2
-    assert forensics.query("SELECT count(*) FROM request_meta", db)[1] == [(2,)]
+    assert forensics.query_rows("SELECT count(*) FROM request_meta", db)[1] == [(2,)]

@@ -88,7 +88,7 @@ def test_bad_pattern_files_refused_with_reason(tmp_path: Path, edit, message: st
 
 def test_transfers_attached_to_rooms(tmp_path: Path) -> None:
     res = forensics.demo(tmp_path / "inc")
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         "SELECT verdict, transfer_events, transfer_reasons FROM rooms WHERE transfer_events > 0"
         " ORDER BY verdict DESC",
         res.ingest.db,
@@ -105,7 +105,7 @@ def test_team_samples_ingested_as_plain_sglang_log(tmp_path: Path, db: Path) -> 
     res = forensics.ingest([str(SHARED_SAMPLES)], db, host="mixed")
     assert res.sources[0].format == "sglang"  # SGLang's stdout: a plain log
     assert res.sources[0].records["batch"] == 9 and res.sources[0].records["transfer"] == 4
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         "SELECT phase, ranks, forward_ct, running_req, token_usage, full_token_usage,"
         " cuda_graph, gen_throughput FROM batches ORDER BY entry_no",
         db,
@@ -125,15 +125,15 @@ def test_rid_room_from_log_requests_links_requests(tmp_path: Path, db: Path) -> 
     results = tmp_path / "results.jsonl"
     results.write_text('{"session": 1, "round": 0, "rid": "r9", "corrupted": false}\n')
     forensics.ingest([str(log), str(results)], db, host="decode-0")
-    _, rows = forensics.query("SELECT event, rid, room FROM rid_rooms ORDER BY entry_no", db)
+    _, rows = forensics.query_rows("SELECT event, rid, room FROM rid_rooms ORDER BY entry_no", db)
     assert rows == [("Receive", "r9", 77), ("Finish", "r9", 77)]
-    _, req = forensics.query("SELECT rid, room, verdict FROM requests", db)
+    _, req = forensics.query_rows("SELECT rid, room, verdict FROM requests", db)
     assert req == [("r9", 77, None)]
 
 
 def test_http_access_lines(tmp_path: Path, db: Path) -> None:
     forensics.ingest([str(SHARED_SAMPLES)], db, host="mixed")
-    _, rows = forensics.query("SELECT method, path, status FROM http ORDER BY entry_no", db)
+    _, rows = forensics.query_rows("SELECT method, path, status FROM http ORDER BY entry_no", db)
     assert rows == [
         ("POST", "/v1/chat/completions", 200),
         ("POST", "/v1/chat/completions", 500),
@@ -163,11 +163,13 @@ def test_fork_format_mapped_onto_checksum_records(tmp_path: Path, db: Path) -> N
     )
     proc = cli("ingest", str(log), "--patterns", str(pats), "--db", str(db))
     assert proc.returncode == 0, proc.stderr
-    _, rows = forensics.query('SELECT side, room, buf, "full" FROM checksums ORDER BY entry_no', db)
+    _, rows = forensics.query_rows(
+        'SELECT side, room, buf, "full" FROM checksums ORDER BY entry_no', db
+    )
     assert rows == [("src", 7, "index_k", "abc"), ("dst", 7, "index_k", "abd")]
-    _, verdict = forensics.query("SELECT verdict FROM rooms", db)
+    _, verdict = forensics.query_rows("SELECT verdict FROM rooms", db)
     assert verdict == [("mismatch",)]
-    _, q = forensics.query("SELECT line, reason FROM quarantine", db)
+    _, q = forensics.query_rows("SELECT line, reason FROM quarantine", db)
     assert q == [(3, "checksum: room is not an unsigned 63-bit number")]
 
 

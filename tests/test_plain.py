@@ -11,7 +11,7 @@ import forensics
 
 
 def _entries(db: Path) -> list[tuple]:
-    return forensics.query(
+    return forensics.query_rows(
         "SELECT ts_us, host, line_first, line_last, message, fields FROM entries"
         " ORDER BY source_id, entry_no",
         db,
@@ -58,7 +58,7 @@ def test_tracebacks_join_their_entry_and_blank_lines_are_counted(tmp_path: Path,
     assert rows[0][4].endswith("illegal memory access was encountered")
     assert rows[1][0] == rows[0][0]  # no time of its own: the one before
     assert rows[0][1] == "decode-7"
-    _, m = forensics.query("SELECT lines, markers FROM sources", db)
+    _, m = forensics.query_rows("SELECT lines, markers FROM sources", db)
     assert m == [(9, 1)] and src.quarantined == 0
 
 

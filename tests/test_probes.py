@@ -166,14 +166,14 @@ def test_round_trip_through_ingest(tmp_path: Path, db: Path) -> None:
         for h in lg.handlers:
             h.close()
     forensics.ingest([str(pre), str(dec)], db)
-    _, rows = forensics.query("SELECT room, verdict, stale_of FROM rooms ORDER BY room", db)
+    _, rows = forensics.query_rows("SELECT room, verdict, stale_of FROM rooms ORDER BY room", db)
     assert rows == [(1, "match", None), (2, "partial", None), (3, "stale", 4),
                     (4, "missing_dst", None)]  # fmt: skip
-    _, canary_rows = forensics.query(
+    _, canary_rows = forensics.query_rows(
         "SELECT step, layer, n_changed, unexpected FROM canary ORDER BY layer", db
     )
     assert canary_rows == [(9, 0, 0, []), (9, 1, 3, [40, 41])]
-    _, writes = forensics.query("SELECT step, layer, rids FROM canary_writes", db)
+    _, writes = forensics.query_rows("SELECT step, layer, rids FROM canary_writes", db)
     assert writes == [(9, 1, ["r1", "r2"])]
 
 

@@ -27,12 +27,12 @@ def local_ray():
 
 
 def _rows(db: Path) -> dict[str, list[tuple]]:
-    out = {t: forensics.query(f"SELECT * FROM {t} ORDER BY ALL", db)[1] for t in SHARDED}
-    out["sources"] = forensics.query(
+    out = {t: forensics.query_rows(f"SELECT * FROM {t} ORDER BY ALL", db)[1] for t in SHARDED}
+    out["sources"] = forensics.query_rows(
         "SELECT source_id, run, sha256, bytes, format, lines, entries, duplicates, rejoined,"
         " quarantined, markers FROM sources ORDER BY ALL", db)[1]  # fmt: skip
     for name in ("rooms", "requests", "request_evidence"):
-        out[name] = forensics.query(f"SELECT * FROM {name} ORDER BY ALL", db)[1]
+        out[name] = forensics.query_rows(f"SELECT * FROM {name} ORDER BY ALL", db)[1]
     return out
 
 

@@ -23,7 +23,7 @@ STRUCTURED = {"json", "json-seq", "export", "journal"}
 
 
 def _rows(db: Path) -> list[dict]:
-    cols, rows = forensics.query("SELECT * FROM entries ORDER BY entry_no", db)
+    cols, rows = forensics.query_rows("SELECT * FROM entries ORDER BY entry_no", db)
     return [dict(zip(cols, r, strict=True)) for r in rows]
 
 

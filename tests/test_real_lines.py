@@ -36,7 +36,7 @@ def test_corpus_is_real_and_broad() -> None:
 
 
 def _counts(db: Path) -> dict[str, int]:
-    return {t: forensics.query(f"SELECT count(*) FROM {t}", db)[1][0][0] for t in TABLES}
+    return {t: forensics.query_rows(f"SELECT count(*) FROM {t}", db)[1][0][0] for t in TABLES}
 
 
 def _expected() -> dict[str, int]:
@@ -69,32 +69,32 @@ def test_every_real_line_lands_in_its_table(how: str, tmp_path: Path, db: Path) 
     res = forensics.ingest([str(path)], db)
     assert res.sources[0].quarantined == 0
     assert _counts(db) == _expected()
-    rooms = forensics.query("SELECT count(*) FROM rid_rooms WHERE rid IS NULL", db)[1][0][0]
+    rooms = forensics.query_rows("SELECT count(*) FROM rid_rooms WHERE rid IS NULL", db)[1][0][0]
     assert rooms == 0
     # Renamed keys keep their column; what the table lacks stays in extra.
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         "SELECT prealloc_req, extra FROM batches WHERE extra LIKE '%fwd_occupancy%91.37%'", db
     )
     assert rows == [(4, '{"est_prefill_tflops_s_per_gpu":"412.08","fwd_occupancy":"91.37%"}')]
-    _, v01 = forensics.query(
+    _, v01 = forensics.query_rows(
         "SELECT phase, new_seq, queue_req FROM batches WHERE extra LIKE '%fsm_cache%'", db
     )
     assert v01 == [("Prefill", 1, 0)]
-    _, states = forensics.query(
+    _, states = forensics.query_rows(
         "SELECT regexp_extract(reason, 'KVPoll\\.(\\w+)', 1) AS s FROM transfers"
         " WHERE reason LIKE '%KVPoll%' ORDER BY s",
         db,
     )
     assert [s for (s,) in states] == ["Bootstrapping", "Transferring", "WaitingForInput"]
     # Stock evidence: durations with their units as numbers, both forms of the header.
-    _, stats = forensics.query(
+    _, stats = forensics.query_rows(
         "SELECT type, room, transfer_ms, prealloc_queue_ms, alloc_wait_ms FROM req_stats"
         " WHERE type = 'decode' ORDER BY transfer_ms",
         db,
     )
     assert stats == [("decode", 6302951133822940417, 31.9, 20.01, 16.01),
                      ("decode", 4, 22297.77, None, 11.5)]  # fmt: skip
-    _, kinds = forensics.query("SELECT kind, count(*) FROM events GROUP BY ALL ORDER BY 1", db)
+    _, kinds = forensics.query_rows("SELECT kind, count(*) FROM events GROUP BY ALL ORDER BY 1", db)
     assert dict(kinds) == {
         "abort": 1, "aux_mismatch": 1, "cuda_error": 1, "graph_capture": 2,
         "lost_connection": 1, "oom_abort": 1, "retract": 2, "room_failed": 1,
@@ -107,9 +107,9 @@ def test_plain_log_takes_times_from_prefixes(tmp_path: Path, db: Path) -> None:
     path.write_text("".join(line + "\n" for _, _, line in real_lines()), encoding="utf-8")
     res = forensics.ingest([str(path)], db)
     assert res.sources[0].format == "sglang"
-    _, rows = forensics.query("SELECT DISTINCT host FROM entries", db)
+    _, rows = forensics.query_rows("SELECT DISTINCT host FROM entries", db)
     assert rows == [("decode-0",)]  # from the file name
-    _, ts = forensics.query(
+    _, ts = forensics.query_rows(
         "SELECT ts_us FROM entries WHERE message LIKE '[2025-03-14 02:16:14 TP0]%'", db
     )
     assert ts == [(1_741_918_574_000_000,)]

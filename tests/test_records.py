@@ -191,7 +191,7 @@ def test_demo_incident_records_stored_with_origin(tmp_path: Path) -> None:
     missing = sum(v == "missing_dst" for v in truth["verdicts"].values())
     no_src = sum(v == "missing_src" for v in truth["verdicts"].values())
     dst_records = sum(truth["dst_count"].values())  # duplicates and the conflict included
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         "SELECT side, count(*), count(DISTINCT room), bool_and(run = 'demo' AND host IS NOT NULL"
         " AND ts_us IS NOT NULL) FROM checksums GROUP BY side ORDER BY side",
         db,
@@ -200,11 +200,11 @@ def test_demo_incident_records_stored_with_origin(tmp_path: Path) -> None:
         ("dst", dst_records, n_rooms - missing, True),
         ("src", n_rooms - no_src, n_rooms - no_src, True),
     ]
-    _, burst = forensics.query(
+    _, burst = forensics.query_rows(
         "SELECT DISTINCT step FROM canary WHERE n_unexpected > 0 ORDER BY step", db
     )
     assert [b[0] for b in burst] == truth["burst_steps"]
-    _, q = forensics.query("SELECT count(*) FROM quarantine", db)
+    _, q = forensics.query_rows("SELECT count(*) FROM quarantine", db)
     assert q == [(0,)]
 
 
@@ -216,9 +216,9 @@ def test_rejected_records_reach_quarantine_and_entries_stay(tmp_path: Path, db: 
     )
     res = forensics.ingest([str(f)], db)
     assert {k: n for k, n in res.sources[0].records.items() if n} == {"step": 1}
-    _, q = forensics.query("SELECT line, reason FROM quarantine", db)
+    _, q = forensics.query_rows("SELECT line, reason FROM quarantine", db)
     assert q == [(1, "checksum: no room")]
-    _, n = forensics.query("SELECT count(*) FROM entries", db)
+    _, n = forensics.query_rows("SELECT count(*) FROM entries", db)
     assert n == [(2,)]
 
 
@@ -231,7 +231,7 @@ def test_overlap_duplicates_drop_their_records(renderings, tmp_path: Path, db: P
     (tmp_path / "b.log").write_text("".join(lines[2:]))
     forensics.ingest([str(tmp_path / "a.log")], db)
     forensics.ingest([str(tmp_path / "b.log")], db)
-    _, steps = forensics.query("SELECT step FROM steps ORDER BY step", db)
+    _, steps = forensics.query_rows("SELECT step FROM steps ORDER BY step", db)
     assert [s[0] for s in steps] == [0, 1, 2, 3, 4, 5]
 
 
@@ -258,7 +258,7 @@ def test_structured_fields_through_a_real_journal(tmp_path: Path, db: Path) -> N
         path = journals[0] if fmt == "journal" else render(journals, fmt, tmp_path / f"s.{fmt}")
         one = tmp_path / f"{fmt}.duckdb"
         forensics.ingest([str(path)], one)
-        _, rows = forensics.query('SELECT side, room, "full", extra FROM checksums', one)
+        _, rows = forensics.query_rows('SELECT side, room, "full", extra FROM checksums', one)
         assert rows == [("dst", 7301934425522180813, "ab12", '{"note":"retry"}')], fmt
 
 

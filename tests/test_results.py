@@ -24,7 +24,7 @@ def test_jsonl_times_rooms_and_extra(tmp_path: Path, db: Path) -> None:
     )
     res = forensics.ingest([str(f)], db, run="flag-on")
     assert res.sources[0].format == "results-jsonl" and res.sources[0].records == {"result": 1}
-    cols, rows = forensics.query("SELECT * FROM results", db)
+    cols, rows = forensics.query_rows("SELECT * FROM results", db)
     row = dict(zip(cols, rows[0], strict=True))
     assert (row["run"], row["session"], row["round"], row["room"], row["corrupted"]) == (
         "flag-on",
@@ -48,7 +48,7 @@ def test_broken_rows_quarantined_with_reason(tmp_path: Path, db: Path) -> None:
     )
     res = forensics.ingest([str(f)], db)
     assert res.sources[0].records == {"result": 1}
-    _, q = forensics.query("SELECT line, reason FROM quarantine ORDER BY line", db)
+    _, q = forensics.query_rows("SELECT line, reason FROM quarantine ORDER BY line", db)
     assert q == [
         (3, "results: no rid"),
         (4, "results: ok is not true/false: 'maybe'"),

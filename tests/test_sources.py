@@ -25,7 +25,7 @@ def incident(tmp_path: Path) -> Path:
 
 
 def _one(db: Path, sql: str) -> list[tuple]:
-    return forensics.query(sql, db)[1]
+    return forensics.query_rows(sql, db)[1]
 
 
 def _source_id(db: Path, name: str) -> int:

@@ -25,7 +25,7 @@ def stock(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _q(db: Path, sql: str) -> list[tuple]:
-    return forensics.query(sql, db)[1]
+    return forensics.query_rows(sql, db)[1]
 
 
 def test_stock_demo_has_no_probe_records_and_fills_the_stock_tables(stock) -> None:
@@ -54,7 +54,7 @@ def test_stock_demo_has_no_probe_records_and_fills_the_stock_tables(stock) -> No
 
 
 def test_each_planted_cause_is_in_its_request_window_and_nowhere_else(stock) -> None:
-    cols, rows = forensics.query(
+    cols, rows = forensics.query_rows(
         """SELECT rid, status, clock, prefill_host, decode_host, retractions, num_retractions,
                   other_aborts, own_transfer_failed, finish_type, cached_input_len,
                   decode_transfer_ms, running_req, bs_captured, errors, status_samples,
@@ -65,7 +65,7 @@ def test_each_planted_cause_is_in_its_request_window_and_nowhere_else(stock) -> 
     ev = {r[0]: dict(zip(cols, r, strict=True)) for r in rows}
     assert len(ev) == 48
     causes = stock.truth["causes"]
-    first = forensics.query(
+    first = forensics.query_rows(
         "SELECT rid FROM results ORDER BY start_us LIMIT 1", stock.ingest.db)[1][0][0]  # fmt: skip
     for rid, e in ev.items():
         sides = (e["clock"], e["prefill_host"], e["decode_host"])

@@ -226,7 +226,7 @@ def test_parallel_ingest_is_the_serial_one(renderings, tmp_path: Path, workers: 
     assert res.sources[1].duplicates > 0
     for table in ("entries", "quarantine", "sources"):
         cols = "* EXCLUDE (ingested_at)" if table == "sources" else "*"
-        got = {t: forensics.query(f"SELECT {cols} FROM {table} ORDER BY ALL", t)[1]
+        got = {t: forensics.query_rows(f"SELECT {cols} FROM {table} ORDER BY ALL", t)[1]
                for t in (serial, par)}  # fmt: skip
         assert got[serial] == got[par], table
 

@@ -36,7 +36,7 @@ def _read(path: Path) -> list:
 
 
 def _q(db: Path, sql: str) -> list[tuple]:
-    return forensics.query(sql, db)[1]
+    return forensics.query_rows(sql, db)[1]
 
 
 class Parsed:
