@@ -61,6 +61,12 @@ DbOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 RunOpt = Annotated[str | None, typer.Option("--run", help="Only this run [default: all runs].")]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(help="Only what happened from this time on (ISO 8601, UTC without a zone; or "
+                 "epoch seconds)."),
+]  # fmt: skip
+UntilOpt = Annotated[str | None, typer.Option(help="Only what happened before this time.")]
 PROGRESS_MIN_BYTES = 4 << 20
 
 
@@ -361,6 +367,21 @@ def query_cmd(
     sql(view_sql(name), db=db, format=format, out_file=out_file, limit=limit)
 
 
+def _windowed(db, since: str | None, until: str | None):
+    """The database, or with --since / --until a connection that sees only that window
+    (every table and named view restricted to it; nothing written)."""
+    if since is None and until is None:
+        return db
+    from .store import connect_read_only
+    from .store.overlay import parse_time, window
+
+    lo = parse_time(since, "--since") if since is not None else None
+    hi = parse_time(until, "--until") if until is not None else None
+    con = connect_read_only(db)
+    window(con, lo, hi)
+    return con
+
+
 def _write_json(doc) -> None:
     """A command's --json: room ids and other integers past 2^53 as strings."""
     sys.stdout.write(
@@ -381,12 +402,15 @@ def rooms(
     run: RunOpt = None,
     verdict: Annotated[str | None, typer.Option(help="List only rooms with this verdict.")] = None,
     limit: Annotated[int, typer.Option(help="Rooms to list.")] = 20,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Verdict counts per run and the worst rooms (conflict, mismatch, stale, partial, …).
 
     Example: forensics rooms --verdict stale
     """
+    db = _windowed(db, since, until)
     _emit(run_rooms(db, run, verdict, limit), json, terminal.rooms)
 
 
@@ -397,12 +421,15 @@ def correlate(
     bad: Annotated[
         str, typer.Option(help="Verdicts that make a room bad, comma-separated.")
     ] = ",".join(BAD_VERDICTS),
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Do bad rooms / unexpected page writes explain the corrupted requests? Fisher, RR.
 
     Example: forensics correlate --run flag-on --bad partial,mismatch,stale,conflict
     """
+    db = _windowed(db, since, until)
     verdicts = tuple(v.strip() for v in bad.split(",") if v.strip())
     _emit(run_correlate(db, run, verdicts), json, terminal.correlation)
 
@@ -421,6 +448,8 @@ def suspects(
         bool, typer.Option(help="Benjamini–Yekutieli (any dependence) instead of –Hochberg.")
     ] = False,
     top: Annotated[int, typer.Option(help="Lines of the ranking to show.")] = 15,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Every recorded factor ranked by its association with corruption: Fisher, exact
@@ -428,6 +457,7 @@ def suspects(
 
     Example: forensics suspects --run incident --fdr 0.05
     """
+    db = _windowed(db, since, until)
     from .analyses.suspects import suspects as run_suspects
 
     res = run_suspects(db, run or None, fdr, min_support, dependent)
@@ -440,21 +470,31 @@ def compare(
         list[str] | None, typer.Argument(help="Runs to compare [default: all].")
     ] = None,
     db: DbOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Corruption rate per run (Wilson 95 %) and Fisher's p for each pair: noise or not?
 
     Example: forensics compare flag-on flag-off
     """
+    db = _windowed(db, since, until)
     _emit(run_compare(db, runs or None), json, terminal.comparison)
 
 
 @app.command()
-def skew(db: DbOpt = None, run: RunOpt = None, json: JsonOpt = False) -> None:
+def skew(
+    db: DbOpt = None,
+    run: RunOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    json: JsonOpt = False,
+) -> None:
     """Bounds on the clock offset between prefill and decode hosts, from causality.
 
     Example: forensics skew --json
     """
+    db = _windowed(db, since, until)
     _emit(run_skew(db, run), json, terminal.skew)
 
 
@@ -479,12 +519,15 @@ def canary(
     db: DbOpt = None,
     run: RunOpt = None,
     top: Annotated[int, typer.Option(help="Steps to list.")] = 10,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Decode steps with page writes outside the expected set: layers, pages, batch.
 
     Example: forensics canary --top 5
     """
+    db = _windowed(db, since, until)
     _emit(run_canary(db, run, top), json, terminal.canary)
 
 
@@ -493,12 +536,15 @@ def report(
     db: DbOpt = None,
     run: RunOpt = None,
     top: Annotated[int, typer.Option(help="Rooms and canary steps to list.")] = 5,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """The whole story: coverage, verdicts, correlations, runs, canary, skew — in sentences.
 
     Example: forensics report --run flag-on
     """
+    db = _windowed(db, since, until)
     _emit(run_report(db, run, top), json, terminal.report)
 
 
@@ -510,12 +556,15 @@ def dashboard(
         Path | None, typer.Option("--out", help=f"HTML file to write [default: ./{DEFAULT_NAME}].")
     ] = None,
     open_: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """One offline HTML file: page writes, requests, page map, verdicts, runs, worst rooms.
 
     Example: forensics dashboard --run flag-on --out incident.html --open
     """
+    db = _windowed(db, since, until)
     from .dashboards.write import dashboard as run_dashboard
 
     res = run_dashboard(db, run or None, out_file, open_)
@@ -557,12 +606,15 @@ def trace(
     profile_host: Annotated[
         str | None, typer.Option(help="Host the profile was recorded on [default: --reference].")
     ] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """The incident as a Perfetto trace: hosts, requests, steps, transfers, page writes, load.
 
     Example: forensics trace --out incident.pftrace   (open it in ui.perfetto.dev)
     """
+    db = _windowed(db, since, until)
     from .export.trace import trace as run_trace
 
     res = run_trace(db, out_file, run or None, format, reference, max_events, profile, profile_host)
@@ -584,12 +636,15 @@ def bundle(
     redact_prompts: Annotated[
         bool, typer.Option(help="Replace user text by an HMAC under a key printed once.")
     ] = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """One file for a bug report: report, suspects, dashboard, trace, sources, versions, tables.
 
     Example: forensics bundle --out incident.tar.zst --redact-prompts
     """
+    db = _windowed(db, since, until)
     from .export.bundle import bundle as run_bundle
 
     res = run_bundle(db, out_file, run or None, with_inputs, redact_prompts)

@@ -432,3 +432,34 @@ def test_rooms_and_dashboard_follow_results_to_the_run_of_their_evidence(tmp_pat
     board = dashboard(db, ["harness"], tmp_path / "d.html")
     assert board.notes[0] == res.followed[0]
     assert "writes" in board.panels and "verdicts" in board.panels
+
+
+def test_since_and_until_restrict_every_analysis_to_the_window(tmp_path: Path) -> None:
+    from forensics.timefmt import iso_us
+
+    from .helpers import cli
+
+    forensics.demo(tmp_path / "d")
+    db = str(tmp_path / "d" / "forensics.duckdb")
+    (lo, hi, mid), = forensics.query_rows(
+        "SELECT least(min(start_us), (SELECT min(ts_us) FROM entries)), greatest(max(start_us),"
+        " (SELECT max(ts_us) FROM entries)), quantile_disc(start_us, 0.5) FROM results", db)[1]  # fmt: skip
+
+    def run(*args: str) -> dict:
+        proc = cli(*args, "--db", db, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return orjson.loads(proc.stdout)
+
+    whole = run("correlate")
+    assert run("correlate", "--since", str(lo / 1e6), "--until", str((hi + 1) / 1e6)) == whole
+    first = run("correlate", "--until", iso_us(mid).removesuffix("Z"))
+    (n_first,), = forensics.query_rows(
+        f"SELECT count(*) FROM results WHERE start_us < {mid // 1000 * 1000}", db)[1]  # fmt: skip
+    judged = first["requests"] + first["failed"] if "failed" in first else first["requests"]
+    assert 0 < judged <= n_first < whole["requests"]
+    later = run("rooms", "--since", str((hi + 10_000_000) / 1e6))
+    assert later["counts"] == {}  # nothing happened after the last request
+    bad = cli("rooms", "--db", db, "--since", "yesterday")
+    assert bad.returncode == 2 and b"--since 'yesterday': not a time" in bad.stderr
+    bad = cli("rooms", "--db", db, "--since", "2026-11-29T08:00:00", "--until", "2026-11-29")
+    assert bad.returncode == 2 and b"--until must be after --since" in bad.stderr

@@ -34,8 +34,8 @@ from .. import __version__
 from ..analyses.runs import Runs, run_filter, selected_runs
 from ..errors import ForensicsError
 from ..outputs import replacing
-from ..queries import all_queries
 from ..store import Db, reading
+from ..store.overlay import overlay
 
 # (pattern, replacement), the same in DuckDB's RE2 and Python's re
 SECRETS = [
@@ -92,10 +92,6 @@ def _sql_scrub(col: str) -> str:
     return expr
 
 
-def _temp_views(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    return dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE temporary").fetchall())
-
-
 def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
     """Every stored table behind a view that scrubs its text (and, with `key`, HMACs its
     user text); the named views recomputed from their SQL over them."""
@@ -119,18 +115,10 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
         con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
         con.create_function("fx_hmac_json", mac_json, ["VARCHAR"], "VARCHAR",
                             null_handling="special")  # fmt: skip
-    named = {q.name for q in all_queries()}
-    views = _temp_views(con)
-    for name, body in views.items():
-        if name in named or name.startswith("fx_"):
-            continue
-        sql = body.strip().rstrip(";")
-        sql = re.sub(r"(?is)^CREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+VIEW\s+\S+\s+AS\s+",
-                     "", sql)  # fmt: skip
-        con.execute(f"CREATE OR REPLACE TEMP VIEW fx_raw_{name} AS {sql}")
-        cols = con.execute(f"DESCRIBE fx_raw_{name}").fetchall()
+
+    def wrap(name: str, cols: list[tuple[str, str]]) -> tuple[str, str]:
         repl = []
-        for col, typ, *_ in cols:
+        for col, typ in cols:
             q = f'"{col}"'
             if key is not None and col in USER_TEXT.get(name, []):
                 fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
@@ -139,10 +127,9 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
                 repl.append(f"NULL::BLOB AS {q}")
             elif typ == "VARCHAR":
                 repl.append(f"{_sql_scrub(q)} AS {q}")
-        star = f"* REPLACE ({', '.join(repl)})" if repl else "*"
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {star} FROM fx_raw_{name}")
-    for q in all_queries():  # dependencies first; never the stored rows of the raw data
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS {q.sql}")
+        return (f"* REPLACE ({', '.join(repl)})" if repl else "*"), "TRUE"
+
+    overlay(con, wrap)
 
 
 @dataclass

@@ -1,0 +1,83 @@
+"""A connection's tables seen through a change: each stored table's view wrapped by
+another (a time window, scrubbed text), the named views recomputed from their SQL over
+them, so that every analysis, the dashboard and the trace see the changed rows.
+
+Only this connection sees it (temporary views); the catalog and the shards are untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import duckdb
+
+from ..errors import ForensicsError
+from ..parsers.isotime import iso_us
+from ..queries import all_queries
+
+# (table, [(column, type), ...]) -> (SELECT list, WHERE condition) for its new view
+Wrap = Callable[[str, list[tuple[str, str]]], tuple[str, str]]
+_CREATE = re.compile(r"(?is)^CREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+VIEW\s+\S+\s+AS\s+")
+
+
+def overlay(con: duckdb.DuckDBPyConnection, wrap: Wrap) -> None:
+    """Every stored table's temporary view replaced by `wrap`'s view of it; the named
+    views recomputed over them (never their rows stored for the unchanged data)."""
+    named = {q.name for q in all_queries()}
+    views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE temporary").fetchall()
+    for name, body in views:
+        if name in named or name.startswith("fx_"):
+            continue
+        raw = f"fx_{len(views)}_{name}"  # a fresh name: overlays may stack
+        while con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [raw]
+        ).fetchall()[0][0]:
+            raw += "_"
+        con.execute(f"CREATE TEMP VIEW {raw} AS {_CREATE.sub('', body.strip().rstrip(';'))}")
+        cols = [(c, t) for c, t, *_ in con.execute(f"DESCRIBE {raw}").fetchall()]
+        select, where = wrap(name, cols)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {select} FROM {raw} "
+                    f"WHERE {where}")  # fmt: skip
+    for q in all_queries():  # dependencies first
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS {q.sql}")
+
+
+def parse_time(text: str, flag: str) -> int:
+    """µs since the epoch of ISO 8601 (no zone: UTC) or of epoch seconds."""
+    try:
+        return round(float(text) * 1_000_000)
+    except ValueError:
+        pass
+    try:
+        return iso_us(text.replace(" ", "T", 1) if " " in text.strip() else text)
+    except ValueError:
+        raise ForensicsError(
+            f"{flag} {text!r}: not a time (ISO 8601 such as 2026-11-29T07:00:00Z, or epoch seconds)"
+        ) from None
+
+
+# where a table's time is: entries and records by their entry's time, results by when
+# the request was sent
+_TIME = {"results": "start_us"}
+
+
+def window(con: duckdb.DuckDBPyConnection, since_us: int | None, until_us: int | None) -> None:
+    """Only what happened in [since, until): rows without a time are left out too."""
+    if since_us is None and until_us is None:
+        return
+    if since_us is not None and until_us is not None and until_us <= since_us:
+        raise ForensicsError("--until must be after --since")
+
+    def wrap(name: str, cols: list[tuple[str, str]]) -> tuple[str, str]:
+        col = _TIME.get(name, "ts_us")
+        if col not in {c for c, _ in cols}:
+            return "*", "TRUE"
+        conds = [f"{col} IS NOT NULL"]
+        if since_us is not None:
+            conds.append(f"{col} >= {int(since_us)}")
+        if until_us is not None:
+            conds.append(f"{col} < {int(until_us)}")
+        return "*", " AND ".join(conds)
+
+    overlay(con, wrap)
