@@ -9,7 +9,10 @@ a finished request, its meta_info beside `request_parameters`; `sglang-metrics`)
   dated lines around it (else the file time), rolling over at midnight. A line with no
   time of its own takes the time of the line before. Times without a zone are read as UTC.
 - A traceback (an unprefixed `Traceback (most recent call last):`, indented lines, and
-  the lines up to the next prefixed one) joins the entry it belongs to, as one message.
+  the lines after it up to the next one of a known form: a prefixed line, uvicorn's
+  `INFO:`, a line a built-in pattern reads, another traceback) joins the entry it
+  belongs to, as one message; unprefixed lines after the exception's (CUDA's advice)
+  continue it.
 - Blank lines separate nothing: they are counted (`sources.markers`), not stored.
 - A metrics record's time is its `response_sent_to_client_ts` (else
   `request_finished_ts`, `request_received_ts`: --enable-metrics), else the hour its file
@@ -46,6 +49,23 @@ _TIME_ONLY = re.compile(r"^\[(\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)[ \]]")
 _DAY_S = 86_400
 _ROLLOVER_S = 6 * 3600  # a time of day that moves back by more than this is the next day
 _TRACEBACK = "Traceback (most recent call last):"
+_UVICORN = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s")
+_NEEDLES: tuple[str, ...] | None = None
+
+
+def _known_form(text: str) -> bool:
+    """A line that starts a record of its own: uvicorn's level prefix, or a line one of
+    the built-in patterns reads (its needle)."""
+    global _NEEDLES
+    if _UVICORN.match(text):
+        return True
+    if _NEEDLES is None:
+        from .patterns import builtin
+
+        _NEEDLES = tuple({p.needle for p in builtin() if len(p.needle) >= 6})
+    return any(n in text for n in _NEEDLES)
+
+
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -146,6 +166,7 @@ class PlainReader:
         self.entry_no = 0
         self.cur: _Entry | None = None
         self.in_traceback = False
+        self.past_exception = False  # the traceback's exception line has been read
         self.day: dt.date | None = None  # date of the last dated line
         self.last_secs: int | None = None  # time of day of the last line, for rollover
         self.last_ts: int | None = None
@@ -261,6 +282,7 @@ class PlainReader:
         # A traceback is its own entry, or part of the entry whose line opened it
         # ("… hit an exception: Traceback (most recent call last):").
         self.in_traceback = _TRACEBACK in text
+        self.past_exception = False
         self._flush()
         entry = _Entry(line, line, [raw], when, fields=extra)
         day = _date(dated.group(1)) if dated is not None else None
@@ -276,7 +298,20 @@ class PlainReader:
         self.cur = entry
 
     def _continues(self, text: str) -> bool:
-        return not text.startswith(_TRACEBACK) and (self.in_traceback or text[:1].isspace())
+        """An unprefixed line joins the entry before: indented, or inside a traceback —
+        which ends at the first line of a known form (uvicorn's `INFO:`, a line a
+        pattern reads, another traceback); other lines after the exception's (CUDA's
+        advice) continue its message."""
+        if text.startswith(_TRACEBACK):
+            return False
+        if text[:1].isspace():
+            return True
+        if not self.in_traceback:
+            return False
+        if not self.past_exception:  # the exception's own line ("RuntimeError: CUDA error…")
+            self.past_exception = True
+            return True
+        return not _known_form(text)
 
     # -- entries ------------------------------------------------------------------
     def _flush(self) -> None:

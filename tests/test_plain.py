@@ -110,3 +110,30 @@ def test_time_only_prefixes_around_a_date_change(tmp_path: Path, db: Path) -> No
         day + 2 * 86_400 * s + 3_600 * s,
         day + 2 * 86_400 * s + 3_900 * s,
     ]
+
+
+def test_a_traceback_ends_at_a_line_of_a_known_form(tmp_path: Path, db: Path) -> None:
+    """After its exception line, CUDA's advice continues the message; uvicorn's access
+    line, an unprefixed stats line a pattern reads and another traceback do not."""
+    path = tmp_path / "d.log"
+    path.write_text(
+        "[2026-09-20 14:03:13 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "scheduler.py", line 2345, in run_scheduler_process\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        'INFO:     10.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK\n'
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "ValueError: boom\n"
+        "Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, gen throughput "
+        "(token/s): 1.0, #queue-req: 0\n"
+    )
+    forensics.ingest([str(path)], db, host="decode-7", fmt="sglang")
+    rows = _entries(db)
+    assert [(r[2], r[3]) for r in rows] == [(1, 5), (6, 6), (7, 9), (10, 10)]
+    assert rows[0][4].endswith("For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+    assert rows[1][4].startswith("INFO:")
+    ((n,),) = forensics.query_rows("SELECT count(*) FROM batches", db)[1]
+    assert n == 1  # the stats line is its own entry, read by its pattern
