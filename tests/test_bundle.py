@@ -122,9 +122,12 @@ def test_bundle_parts_open_and_say_what_they_are(incident: Path, tmp_path: Path)
     assert not any(n.startswith("inputs/") for n in m)
 
 
-@pytest.mark.parametrize("redact", [False, True])
-def test_no_secret_in_any_member(incident: Path, tmp_path: Path, redact: bool) -> None:
-    bundle(incident / "forensics.duckdb", tmp_path / "b.tar.zst", redact_prompts=redact)
+@pytest.mark.parametrize(("redact", "inputs"), [(False, False), (True, False), (False, True)])
+def test_no_secret_in_any_member(
+    incident: Path, tmp_path: Path, redact: bool, inputs: bool
+) -> None:
+    bundle(incident / "forensics.duckdb", tmp_path / "b.tar.zst", redact_prompts=redact,
+           with_inputs=inputs)  # fmt: skip
     m = _members(tmp_path / "b.tar.zst")
     for secret in SECRETS:
         assert _found(m, secret) == [], secret
@@ -153,6 +156,8 @@ def test_with_inputs_adds_the_raw_files_and_refuses_redaction(
     assert any(n.endswith("decode-9.log") for n in raw) and len(raw) == len(
         orjson.loads(m["sources.json"])
     )
+    log = next(m[n] for n in raw if n.endswith("decode-9.log")).decode()
+    assert PROMPTS[0] in log and "http://***@10.0.4.11" in log  # the input, scrubbed
     assert res.members == list(m)
     r = cli("bundle", "--db", str(incident / "forensics.duckdb"), "--with-inputs",
             "--redact-prompts", "--out", str(tmp_path / "x.tar.zst"))  # fmt: skip

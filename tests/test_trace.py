@@ -205,6 +205,11 @@ def test_decode_load_counters(parsed, demo: Path) -> None:
               "WHERE phase = 'Decode' AND running_req IS NOT NULL")  # fmt: skip
     running = [(ts, v) for t, ts, v in p.counters if p.name_of(t) == "#running-req"]
     assert sorted(running) == sorted((ts * 1000, float(v)) for ts, v in rows)
+    usage_rows = _q(demo / "forensics.duckdb", "SELECT ts_us, token_usage FROM batches "
+                    "WHERE phase = 'Decode' AND token_usage IS NOT NULL")  # fmt: skip
+    usage = [(ts, v) for t, ts, v in p.counters if p.name_of(t) == "token usage"]
+    assert usage and sorted(usage) == sorted((ts * 1000, float(v)) for ts, v in usage_rows)
+    assert {p.host_of(t) for t, _, _ in p.counters} == {"decode-0"}
     assert all(p.tracks[t].HasField("counter") for t, _, _ in p.counters)
 
 

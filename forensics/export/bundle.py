@@ -174,6 +174,9 @@ tables/*.parquet             the named views' rows (rooms, requests, skew, ...)
 {inputs}"""
 
 
+INPUTS = """inputs/                      the raw inputs, decompressed, secrets scrubbed (their
+                             sha256 in sources.json is the original's)
+"""
 REDACTED = """User text (messages, harness details, reasons, request objects) is replaced by
 HMAC-SHA256 under a key printed once when the bundle was made.
 """
@@ -203,6 +206,34 @@ def _versions(con: duckdb.DuckDBPyConnection, where: str, params: list) -> dict:
         "dependencies": deps,
         "sglang": {"versions_in_runs": sglang, "server_args_lines": args},
     }
+
+
+_SECRETS_B = [(re.compile(pat.encode()), rep.encode()) for pat, rep in SECRETS]
+
+
+def _scrubbed_input(path: Path) -> tuple[bytes | None, str]:
+    """A raw input, decompressed, its secrets scrubbed as in every other member (so not
+    byte for byte the file: sources.json keeps the original's sha256). A binary
+    .journal cannot be scrubbed: left out (its entries are in the tables)."""
+    from ..store.inputs import Input, open_input
+
+    opened = open_input(Input(str(path), path))
+    try:
+        data = opened.stream.read()
+    finally:
+        opened.stream.close()
+    if data[:8] == b"LPKSHHRH":  # journald's file signature
+        return None, "a binary .journal file cannot be scrubbed of secrets"
+    for pat, rep in _SECRETS_B:
+        data = pat.sub(rep, data)
+    return data, ""
+
+
+def _plain_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".zst", ".xz"):
+        name = name.removesuffix(suffix)
+    return name
 
 
 def _text(show, result) -> bytes:
@@ -286,12 +317,15 @@ def bundle(
         if with_inputs:
             for s in srcs:
                 p = Path(s["path"])
-                if p.is_file():
-                    members[f"inputs/{s['source_id']}-{p.name}"] = p.read_bytes()
+                if not p.is_file():
+                    notes.append(f"input {s['path']} (source {s['source_id']}) is no longer "
+                                 "there: left out")  # fmt: skip
+                    continue
+                data, why = _scrubbed_input(p)
+                if data is None:
+                    notes.append(f"input {s['path']} left out: {why}")
                 else:
-                    notes.append(
-                        f"input {s['path']} (source {s['source_id']}) is no longer there: left out"
-                    )
+                    members[f"inputs/{s['source_id']}-{_plain_name(p)}"] = data
     text = {n for n in members if n.endswith((".txt", ".json", ".html"))}
     for n in text:
         members[n] = scrub(members[n].decode("utf-8", "replace")).encode()
@@ -302,7 +336,7 @@ def bundle(
         db=where_from if db is not None else "forensics.duckdb",
         runs=f" (runs: {', '.join(runs)})" if runs else "",
         redaction=REDACTED if key else "",
-        inputs="inputs/                      the raw inputs, as ingested\n" if with_inputs else "",
+        inputs=INPUTS if with_inputs else "",
     )
     members = {"README.txt": scrub(readme).encode(), **members}
     with replacing(out) as tmp_out, open(tmp_out, "wb") as fh:
