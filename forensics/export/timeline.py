@@ -304,32 +304,13 @@ def _transfers(con, where: str, params: list, on_ref) -> list[Slice]:
         if both:
             flow += 1
             fid = flow
-        if r["src_us"] is not None and r["src_host"] is not None:
-            out.append(
-                Slice(
-                    r["src_host"],
-                    "transfers",
-                    f"send room {r['room']}",
-                    cat,
-                    on_ref(r["src_host"], r["src_us"]),
-                    0,
-                    args | {"raw_ts_us": r["src_us"]},
-                    flow_out=fid,
-                )
-            )
-        if r["dst_us"] is not None and r["dst_host"] is not None:
-            out.append(
-                Slice(
-                    r["dst_host"],
-                    "transfers",
-                    f"receive room {r['room']}",
-                    cat,
-                    on_ref(r["dst_host"], r["dst_us"]),
-                    0,
-                    args | {"raw_ts_us": r["dst_us"]},
-                    flow_in=fid,
-                )
-            )
+        for side, verb in (("src", "send"), ("dst", "receive")):
+            host, ts = r[f"{side}_host"], r[f"{side}_us"]
+            if ts is None or host is None:
+                continue
+            flows = {"flow_out": fid} if side == "src" else {"flow_in": fid}
+            out.append(Slice(host, "transfers", f"{verb} room {r['room']}", cat,
+                             on_ref(host, ts), 0, args | {"raw_ts_us": ts}, **flows))  # fmt: skip
     return out
 
 
