@@ -51,8 +51,9 @@ app = typer.Typer(
     help="Post-mortem forensics for PD-disaggregated LLM inference logs (journald → DuckDB).",
 )
 out = Console(highlight=False)
-if not out.is_terminal and not os.environ.get("COLUMNS"):
-    out = Console(highlight=False, width=160)  # piped output: don't squeeze tables to 80
+if not out.is_terminal:  # piped output: don't squeeze tables to 80 (COLUMNS may widen it)
+    _cols = os.environ.get("COLUMNS", "")
+    out = Console(highlight=False, width=max(160, int(_cols) if _cols.isdigit() else 0))
 err = Console(stderr=True, highlight=False)
 
 DbOpt = Annotated[

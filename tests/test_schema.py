@@ -128,7 +128,8 @@ def test_every_event_kind_a_pattern_sets_is_documented() -> None:
 
 
 def test_upgrade_reads_stored_entries_for_the_new_tables(tmp_path: Path) -> None:
-    from forensics import ingest, query
+    from forensics import ingest
+    from forensics import query_rows as query
 
     log = tmp_path / "decode-0.log"
     log.write_text(

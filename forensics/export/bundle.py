@@ -182,7 +182,11 @@ HMAC-SHA256 under a key printed once when the bundle was made.
 """
 
 
-def _versions(con: duckdb.DuckDBPyConnection, where: str, params: list) -> dict:
+def _versions(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict:
+    """pd-forensics, Python and each dependency; SGLang's version (the reproducer's
+    server info, in the runs' tags) and its server arguments (its start-up line)."""
+    where, params = run_filter(runs)
+    in_runs, _ = run_filter(runs, "s.run")
     deps = {}
     for req in md.requires("pd-forensics") or []:
         name = re.split(r"[\s;<>=!~\[]", req, maxsplit=1)[0]
@@ -197,7 +201,7 @@ def _versions(con: duckdb.DuckDBPyConnection, where: str, params: list) -> dict:
     sglang = sorted({t[k] for t in tags for k in t if "version" in k.lower()})
     args = [m for (m,) in con.execute(
         f"""SELECT any_value(e.message) FROM entries e JOIN sources s USING (source_id)
-            WHERE {run_filter_alias(where)} AND e.message LIKE '%server_args=ServerArgs(%'
+            WHERE {in_runs} AND e.message LIKE '%server_args=ServerArgs(%'
             GROUP BY e.host ORDER BY e.host""", params).fetchall()]  # fmt: skip
     return {
         "pd-forensics": __version__,
@@ -243,10 +247,6 @@ def _text(show, result) -> bytes:
     buf = io.StringIO()
     show(Console(file=buf, width=100, color_system=None, highlight=False), result)
     return buf.getvalue().encode()
-
-
-def run_filter_alias(where: str) -> str:
-    return where.replace("run IN", "s.run IN")
 
 
 def bundle(
@@ -302,9 +302,7 @@ def bundle(
             [{"run": r, "tags": dict(t or {}), "created": c} for r, t, c in rows],
             option=orjson.OPT_INDENT_2,
         )
-        members["versions.json"] = orjson.dumps(
-            _versions(con, where, params), option=orjson.OPT_INDENT_2
-        )
+        members["versions.json"] = orjson.dumps(_versions(con, runs), option=orjson.OPT_INDENT_2)
         for view in VIEWS_AS_PARQUET:
             path = Path(tmp) / f"{view}.parquet"
             # uncompressed: the archive compresses it, and its text stays searchable

@@ -24,7 +24,7 @@ def test_a_line_without_a_room_is_not_about_a_request_without_one(tmp_path: Path
            "start": 1789912991.0, "end": 1789912993.5}  # fmt: skip
     results.write_bytes(orjson.dumps(row) + b"\n")
     forensics.ingest([str(log), str(results)], db)
-    _, rows = forensics.query(
+    _, rows = forensics.query_rows(
         "SELECT decode_host, clock, room, own_abort, other_aborts, running_req"
         " FROM request_evidence",
         db,
