@@ -21,6 +21,7 @@ _WHERE = {
     "ForensicsError": ".errors",
     "IngestResult": ".store.ingest",
     "SourceResult": ".store.ingest",
+    "bundle": ".export.bundle",
     "canary": ".analyses.canary",
     "compare": ".analyses.compare",
     "connect": ".store",
@@ -40,6 +41,7 @@ _WHERE = {
     "run_named": ".named",
     "skew": ".analyses.skew",
     "summarize": ".store.summary",
+    "trace": ".export.trace",
     "suspects": ".analyses.suspects",
 }
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "IngestResult",
     "SourceResult",
     "__version__",
+    "bundle",
     "canary",
     "compare",
     "connect",
@@ -67,6 +70,7 @@ __all__ = [
     "skew",
     "summarize",
     "suspects",
+    "trace",
 ]
 
 
@@ -90,6 +94,8 @@ if TYPE_CHECKING:
     from .analyses.suspects import suspects
     from .dashboards.write import dashboard
     from .errors import ForensicsError
+    from .export.bundle import bundle
+    from .export.trace import trace
     from .named import list_queries, run_named
     from .sql import export, query, query_rows
     from .store import connect, connect_read_only

@@ -330,3 +330,10 @@ def _umask() -> int:
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+def test_the_library_names_trace_and_bundle() -> None:
+    from forensics.export.bundle import bundle
+
+    assert forensics.trace is trace and forensics.bundle is bundle
+    assert {"trace", "bundle"} <= set(forensics.__all__)
