@@ -378,6 +378,18 @@ def test_every_command_answers_on_a_journal_without_evidence(tmp_path: Path) -> 
         proc = cli(cmd, "--db", str(db))
         assert proc.returncode == 0 and proc.stderr == b"", (cmd, proc.stderr)
         assert "→" in proc.stdout.decode() or "- " in proc.stdout.decode()
+    # the trace (both formats) and the bundle of an incident with nothing to draw
+    for out, fmt in (("t.pftrace", "proto"), ("t.json", "json")):
+        proc = cli("trace", "--db", str(db), "--out", str(tmp_path / out), "--format", fmt)
+        assert proc.returncode == 0, proc.stderr
+        assert b"1 hosts, 0 slices" in proc.stdout  # the host is a process of its own
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    packets = pb.Trace.FromString((tmp_path / "t.pftrace").read_bytes()).packet
+    assert [p.track_descriptor.process.process_name for p in packets
+            if p.HasField("track_descriptor")] == ["h1"]  # fmt: skip
+    proc = cli("bundle", "--db", str(db), "--out", str(tmp_path / "b.tar.zst"))
+    assert proc.returncode == 0 and (tmp_path / "b.tar.zst").stat().st_size > 0, proc.stderr
 
 
 def test_correlate_with_a_chosen_set_of_bad_verdicts(effect) -> None:

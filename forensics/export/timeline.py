@@ -51,6 +51,7 @@ class Clocks:
     reference: str | None
     shifts_us: dict[str, int]  # added to a host's times to put them on the reference's
     unshifted: list[str]  # hosts no two-sided bound ties to the reference: left as they are
+    hosts: list[str] = field(default_factory=list)  # every host the incident's entries name
 
     def shift(self, host: str | None) -> int:
         return self.shifts_us.get(host or "", 0)
@@ -126,7 +127,7 @@ def clocks(con: duckdb.DuckDBPyConnection, runs: Runs, reference: str | None) ->
                     shifts[other] = shifts[h] + mid
                     todo.append(other)
     left = [h for h in hosts if h not in shifts]
-    return Clocks(reference, {h: round(s) for h, s in shifts.items()}, left)
+    return Clocks(reference, {h: round(s) for h, s in shifts.items()}, left, hosts)
 
 
 def pack_lanes(intervals: list[tuple[int, int]]) -> list[int]:
@@ -201,7 +202,7 @@ def build(
             + ", ".join(clk.unshifted)
         )
     hosts = sorted(
-        {s.host for s in slices} | {c.host for c in counters},
+        set(clk.hosts) | {s.host for s in slices} | {c.host for c in counters},
         key=lambda h: (h != clk.reference, h == CLIENT, h),
     )
     return Timeline(hosts, slices, counters, clk, notes, budget.dropped)

@@ -47,6 +47,8 @@ def varint(n: int) -> bytes:
 
 def varints(values: np.ndarray) -> list[bytes]:
     """Many unsigned varints at once (a trace's timestamps)."""
+    if len(values) == 0:
+        return []
     v = values.astype(np.uint64)
     groups = np.stack([(v >> np.uint64(7 * i)) & np.uint64(0x7F) for i in range(10)], 1)
     width = 1 + sum((v >= np.uint64(1 << (7 * k))).astype(np.int64) for k in range(1, 10))
