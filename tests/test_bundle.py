@@ -95,6 +95,15 @@ def test_bundle_parts_open_and_say_what_they_are(incident: Path, tmp_path: Path)
                  "incident.pftrace", "sources.json", "runs.json", "versions.json"):  # fmt: skip
         assert part in m and part in m["README.txt"].decode()
     assert orjson.loads(m["report.json"])["conclusions"]
+
+    def ints(doc):
+        if isinstance(doc, dict):
+            return [i for v in doc.values() for i in ints(v)]
+        if isinstance(doc, list):
+            return [i for v in doc for i in ints(v)]
+        return [doc] if isinstance(doc, int) and not isinstance(doc, bool) else []
+
+    assert all(abs(i) < 2**53 for i in ints(orjson.loads(m["report.json"])))  # rooms as text
     assert "inputs:" in m["report.txt"].decode()
     assert "ranked" in m["suspects.txt"].decode() or orjson.loads(m["suspects.json"])
     assert m["dashboard.html"].startswith(b"<!DOCTYPE html>") or b"<html" in m["dashboard.html"]

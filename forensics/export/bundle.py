@@ -33,7 +33,7 @@ import zstandard
 from .. import __version__
 from ..analyses.runs import Runs, run_filter, selected_runs
 from ..errors import ForensicsError
-from ..outputs import replacing
+from ..outputs import json_safe, replacing
 from ..store import Db, reading
 from ..store.overlay import overlay
 
@@ -240,6 +240,11 @@ def _plain_name(path: Path) -> str:
     return name
 
 
+def _json(doc) -> bytes:
+    """A JSON member as `--json` writes it: room ids (past 2^53) as strings."""
+    return orjson.dumps(json_safe(doc), default=str, option=orjson.OPT_INDENT_2)
+
+
 def _text(show, result) -> bytes:
     """A command's terminal output as plain text, 100 columns wide."""
     from rich.console import Console
@@ -277,14 +282,10 @@ def bundle(
         shadow(con, key.encode() if key else None)
         rep = report(con, runs)
         members["report.txt"] = _text(terminal.report, rep)
-        members["report.json"] = orjson.dumps(
-            rep.as_dict(), default=str, option=orjson.OPT_INDENT_2
-        )
+        members["report.json"] = _json(rep.as_dict())
         sus = suspects(con, runs)
         members["suspects.txt"] = _text(terminal.suspects, sus)
-        members["suspects.json"] = orjson.dumps(
-            sus.as_dict(), default=str, option=orjson.OPT_INDENT_2
-        )
+        members["suspects.json"] = _json(sus.as_dict())
         board = dashboard(con, runs, Path(tmp) / "dashboard.html")
         members["dashboard.html"] = board.path.read_bytes()
         tr = trace(con, Path(tmp) / "incident.pftrace", runs)
@@ -294,15 +295,13 @@ def bundle(
             " ORDER BY source_id", params)  # fmt: skip
         names = [d[0] for d in cur.description]
         srcs = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-        members["sources.json"] = orjson.dumps(srcs, default=str, option=orjson.OPT_INDENT_2)
+        members["sources.json"] = _json(srcs)
         rows = con.execute(
             f"SELECT run, tags, created::VARCHAR FROM runs WHERE {where}", params
         ).fetchall()
-        members["runs.json"] = orjson.dumps(
-            [{"run": r, "tags": dict(t or {}), "created": c} for r, t, c in rows],
-            option=orjson.OPT_INDENT_2,
-        )
-        members["versions.json"] = orjson.dumps(_versions(con, runs), option=orjson.OPT_INDENT_2)
+        runs_doc = [{"run": r, "tags": dict(t or {}), "created": c} for r, t, c in rows]
+        members["runs.json"] = _json(runs_doc)
+        members["versions.json"] = _json(_versions(con, runs))
         for view in VIEWS_AS_PARQUET:
             path = Path(tmp) / f"{view}.parquet"
             # uncompressed: the archive compresses it, and its text stays searchable

@@ -58,15 +58,15 @@ class _Tracks:
         return self.uuid[key]
 
 
+_ORDER = {t: 1_000_000 + i for i, t in enumerate(("decode steps", "transfers", "page writes",
+                                                  "sglang events"))}  # fmt: skip
+
+
 def _rank(track: str) -> int:
     """Tracks in a host: requests lanes by number, then steps, transfers, the rest."""
     if track.startswith("requests "):
         return int(track.split()[1])
-    return (
-        1_000_000 + ["decode steps", "transfers", "page writes", "sglang events"].index(track)
-        if track in ("decode steps", "transfers", "page writes", "sglang events")
-        else 2_000_000
-    )
+    return _ORDER.get(track, 2_000_000)
 
 
 def _ordered(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
