@@ -137,3 +137,36 @@ def test_a_traceback_ends_at_a_line_of_a_known_form(tmp_path: Path, db: Path) ->
     assert rows[1][4].startswith("INFO:")
     ((n,),) = forensics.query_rows("SELECT count(*) FROM batches", db)[1]
     assert n == 1  # the stats line is its own entry, read by its pattern
+
+
+def test_a_traceback_from_the_field_keeps_cudas_advice(tmp_path: Path, db: Path) -> None:
+    """As pasted in sgl-project/sglang#3713 (2025-02): the exception, CUDA's three advice
+    lines, a blank line, then the next prefixed line."""
+    path = tmp_path / "decode.log"
+    path.write_text(
+        "[2025-02-21 22:59:28 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1825, in '
+        "run_scheduler_process\n"
+        "    scheduler.event_loop_overlap()\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/cuda/streams.py", line 100, in '
+        "synchronize\n"
+        "    super().synchronize()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+        "\n"
+        "[2025-02-21 22:59:28] Received sigquit from a child proces. It usually means the child "
+        "failed.\n"
+    )  # fmt: skip
+    forensics.ingest([str(path)], db, host="decode-0", fmt="sglang")
+    rows = _entries(db)
+    assert [(r[2], r[3]) for r in rows] == [(1, 9), (11, 11)]
+    assert rows[0][4].endswith(
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+    )
+    ((kinds,),) = forensics.query_rows("SELECT list(DISTINCT kind ORDER BY kind) FROM events", db)[
+        1
+    ]
+    assert "cuda_error" in kinds or "traceback" in kinds
