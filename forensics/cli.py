@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 import duckdb
 import orjson
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
@@ -28,6 +27,7 @@ from .analyses.rooms import rooms as run_rooms
 from .analyses.skew import skew as run_skew
 from .dashboards.write import DEFAULT_NAME
 from .errors import ForensicsError
+from .escaping import SafeConsole, visible
 from .named import list_queries, view_sql
 from .outputs import json_safe
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
@@ -50,11 +50,11 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Post-mortem forensics for PD-disaggregated LLM inference logs (journald → DuckDB).",
 )
-out = Console(highlight=False)
+out = SafeConsole()
 if not out.is_terminal:  # piped output: don't squeeze tables to 80 (COLUMNS may widen it)
     _cols = os.environ.get("COLUMNS", "")
-    out = Console(highlight=False, width=max(160, int(_cols) if _cols.isdigit() else 0))
-err = Console(stderr=True, highlight=False)
+    out = SafeConsole(width=max(160, int(_cols) if _cols.isdigit() else 0))
+err = SafeConsole(stderr=True)
 
 DbOpt = Annotated[
     Path | None,
@@ -75,7 +75,7 @@ def _progress_factory(progress: Progress):
     def make(inp, size):
         if size is None or size < PROGRESS_MIN_BYTES:
             return None
-        task = progress.add_task(inp.name, total=size)
+        task = progress.add_task(visible(inp.name), total=size)
         return lambda n: progress.advance(task, n)
 
     return make
@@ -156,7 +156,7 @@ def ingest(
     # No Progress at all off a terminal: some rich versions print a blank line on exit.
     progress = (
         Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             DownloadColumn(),
             TransferSpeedColumn(),
@@ -247,9 +247,7 @@ def sources(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None
         return
     rows = list_sources(db)
     if json:
-        sys.stdout.write(
-            orjson.dumps(json_safe(rows), default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
-        )
+        _write_json(rows)
         return
     t = Table()
     for c in ("id", "run", "path", "format", "entries", "dups", "quarantined", "sha256"):
@@ -328,7 +326,9 @@ def sql(
     if format != "table":
         text = export(statement, format, out_file, db, limit)
         if text is not None:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            text = text if text.endswith("\n") else text + "\n"
+            # a terminal gets controls escaped; a pipe or a file the bytes as stored
+            sys.stdout.write(visible(text) if sys.stdout.isatty() else text)
         else:
             err.print(f"wrote {out_file}")
         return
@@ -384,10 +384,10 @@ def _windowed(db, since: str | None, until: str | None):
 
 
 def _write_json(doc) -> None:
-    """A command's --json: room ids and other integers past 2^53 as strings."""
-    sys.stdout.write(
-        orjson.dumps(json_safe(doc), default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
-    )
+    """A command's --json: room ids and other integers past 2^53 as strings; C1 and bidi
+    characters as JSON escapes (orjson escapes C0 itself), the same values either way."""
+    text = orjson.dumps(json_safe(doc), default=str, option=orjson.OPT_INDENT_2).decode()
+    sys.stdout.write(visible(text) + "\n")
 
 
 def _emit(result, as_json: bool, show) -> None:
@@ -821,7 +821,7 @@ def _root(
 
 def _fail(message: str, code: int = 2) -> None:
     # Plain write: one line, never wrapped by the console width.
-    sys.stderr.write("error: " + " ".join(message.split()) + "\n")
+    sys.stderr.write("error: " + visible(" ".join(message.split())) + "\n")
     sys.exit(code)
 
 

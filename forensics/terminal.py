@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 
 from .analyses.canary import CanaryReport, page_ranges
@@ -106,7 +105,7 @@ def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -
             strat = s.stratified
             mh = "-" if strat is None or strat.p is None else _bare(fmt_p(strat.p))
             t.add_row(
-                str(s.group), escape(s.predicate) + alike,
+                str(s.group), s.predicate + alike,
                 f"{x.exposed_cases}/{x.exposed_total}", f"{x.control_cases}/{x.control_total}",
                 fmt_num(x.relative_risk),
                 f"{fmt_num(x.odds_ratio)} ({fmt_ci(x.or_low, x.or_high).removeprefix('95 % CI ')})",
@@ -172,7 +171,7 @@ def follow(con: Console, f: Follow) -> None:
         t.add_column(col, overflow="fold")
     for ln in f.lines:
         shifted = "" if ln.ts_us == ln.raw_ts_us else " *"
-        t.add_row(iso_us(ln.ts_us) + shifted, ln.host or "-", escape(ln.message))
+        t.add_row(iso_us(ln.ts_us) + shifted, ln.host or "-", ln.message)
     con.print(t)
     if any(ln.ts_us != ln.raw_ts_us for ln in f.lines):
         con.print("  * shifted onto decode's clock (logged time in --json: raw_ts_us)")

@@ -34,6 +34,21 @@ _ARROW = {
 }  # fmt: skip
 
 
+# A shard's source is the folder it lies in (`…/source_id=N/<file>`), read from the file's
+# name and from that folder only: DuckDB's hive partitioning would read every `key=value`
+# folder on the way (an incident under `host=decode-0/` gave every entry that host). A
+# filter on it still prunes files before they are opened (DuckDB evaluates filters on
+# `filename` against the file list).
+SOURCE_OF_FILE = "CAST(regexp_extract(filename, '(^|/)source_id=([0-9]+)/[^/]*$', 2) AS INTEGER)"
+
+
+def read_parquet(files: list, *options: str) -> str:
+    """`read_parquet([...])` over these files (paths or strings) with hive partitioning
+    off (DuckDB guesses it from the path otherwise), and any further `options`."""
+    listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    return f"read_parquet([{listed}], {', '.join(('hive_partitioning = false', *options))})"
+
+
 @dataclass(frozen=True)
 class C:
     """One column: its name, DuckDB type, and what it holds (with units)."""
@@ -108,14 +123,18 @@ class Table:
 
     def view(self, files: list[str]) -> str:
         """The body of the view that reads this table from its shard files: the declared
-        columns, in order and type, whatever a shard of an older schema lacks (NULL)."""
+        columns, in order and type, whatever a shard of an older schema lacks (NULL).
+        `source_id` is the name of each file's own folder, never a folder above it."""
         if not files:
             nulls = ", ".join(f'CAST(NULL AS {c.type}) AS "{c.name}"' for c in self.all_columns)
             return f"SELECT {nulls} WHERE false"
-        cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in self.all_columns)
-        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-        return (f"SELECT {cols} FROM read_parquet([{listed}], hive_partitioning = true, "
-                "hive_types = {'source_id': INTEGER}, union_by_name = true)")  # fmt: skip
+        cols = ", ".join(
+            f'{SOURCE_OF_FILE} AS "source_id"' if c.name == "source_id"
+            else f'CAST("{c.name}" AS {c.type}) AS "{c.name}"'
+            for c in self.all_columns
+        )  # fmt: skip
+        scan = read_parquet(files, "filename = true", "union_by_name = true")
+        return f"SELECT {cols} FROM {scan}"
 
     def cast(self, df: pl.DataFrame) -> pl.DataFrame:
         """A pattern's text fields as the declared types; a value that does not read as

@@ -247,10 +247,10 @@ def _json(doc) -> bytes:
 
 def _text(show, result) -> bytes:
     """A command's terminal output as plain text, 100 columns wide."""
-    from rich.console import Console
+    from ..escaping import SafeConsole
 
     buf = io.StringIO()
-    show(Console(file=buf, width=100, color_system=None, highlight=False), result)
+    show(SafeConsole(file=buf, width=100, color_system=None), result)
     return buf.getvalue().encode()
 
 

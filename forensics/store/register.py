@@ -15,10 +15,11 @@ from pathlib import Path
 
 import duckdb
 
+from ..parsers.tables import SOURCE_OF_FILE, read_parquet
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .records import TABLES as RECORD_TABLES
 from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
-from .stage import IDENTITY, SourceResult, Staged, sql_files, sql_path, write_query
+from .stage import IDENTITY, SourceResult, Staged, sql_path, write_query
 
 # Candidates' message bytes compared in one pass of dedupe. The exact comparison joins
 # candidates with the stored entries, messages included: a 3 GB source that repeats a
@@ -79,10 +80,10 @@ def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: list[
     con.execute(  # every new key once, with its source (read once, used twice below)
         f"""CREATE OR REPLACE TEMP TABLE _new AS
             SELECT DISTINCT p.key, w.src
-            FROM read_parquet({sql_files([f for _, f in files])}, filename = true) p
+            FROM {read_parquet([f for _, f in files], "filename = true")} p
             JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
     )
-    old = (f"SELECT key FROM read_parquet({sql_files(held)})" if held
+    old = (f"SELECT key FROM {read_parquet(held)}" if held
            else "SELECT NULL::UBIGINT AS key")  # fmt: skip
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _shared AS
@@ -119,8 +120,8 @@ def _one(
     writer = ShardWriter(staged, SCHEMA_VERSION)
     writer.files = {t: list(f) for t, f in st.files.items()}
     if shared and held and writer.files.get("entries") and _holds_shared(con, writer):
-        against = (f"read_parquet({sql_files(held)}, hive_partitioning = true, "
-                   "hive_types = {'source_id': INTEGER})")  # fmt: skip
+        against = (f"(SELECT *, {SOURCE_OF_FILE} AS source_id "
+                   f"FROM {read_parquet(held, 'filename = true')})")  # fmt: skip
         dropped = drop_duplicates(con, writer, against=against)
         res.duplicates = dropped
         res.entries -= dropped
@@ -153,8 +154,8 @@ def _holds_shared(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> bool:
     return bool(
         scalar(
             con,
-            f"""SELECT count(*) FROM (SELECT key FROM read_parquet(
-        {sql_files(writer.paths("entries"))}) SEMI JOIN _shared USING (key))""",
+            f"""SELECT count(*) FROM (SELECT key FROM {read_parquet(writer.paths("entries"))}
+            SEMI JOIN _shared USING (key))""",
         )
     )
 
@@ -173,7 +174,7 @@ def drop_duplicates(
     modulo the number of passes), each about DEDUPE_PASS_BYTES of messages.
     `against`: the relation of registered entries (a view of `entries`).
     """
-    new = f"read_parquet({sql_files(writer.paths('entries'))})"
+    new = read_parquet(writer.paths("entries"))
     cols = IDENTITY.split(", ")
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _cand AS
@@ -228,7 +229,7 @@ def _split(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> None:
     """The staged files without the rows of `_dups`' entries; the entries themselves to
     `dropped_entries`."""
     old = writer.paths("entries")
-    src = f"read_parquet({sql_files(old)})"
+    src = read_parquet(old)
     write_query(con, writer, "dropped_entries",
                 f"SELECT * FROM {src} WHERE entry_no IN (SELECT entry_no FROM _dups) "
                 "ORDER BY entry_no")  # fmt: skip
@@ -240,6 +241,6 @@ def _split(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> None:
         if table == "quarantine":  # a reader's own rejects name no entry
             cond, order = f"(entry_no IS NULL OR {cond})", "line"
         new = write_query(con, writer, table,
-                          f"SELECT * FROM read_parquet({sql_files(files)}) WHERE {cond} "
+                          f"SELECT * FROM {read_parquet(files)} WHERE {cond} "
                           f"ORDER BY {order}")  # fmt: skip
         writer.replace(table, new)

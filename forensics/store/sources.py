@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..errors import ForensicsError
-from ..parsers.tables import SHARDED
+from ..parsers.tables import SHARDED, read_parquet
 from .database import (
     SCHEMA_VERSION,
     catalog_path,
@@ -31,7 +31,7 @@ from .records import TABLES as RECORD_TABLES
 from .records import _records_of
 from .register import drop_duplicates
 from .shards import ShardWriter, list_files, rows_in
-from .stage import arrow_batches, sql_files, write_quarantine, write_query
+from .stage import arrow_batches, write_quarantine, write_query
 
 
 def list_sources(db: str | os.PathLike | None = None) -> list[dict]:
@@ -164,7 +164,7 @@ def _restore(
         con,
         writer,
         "entries",
-        f"SELECT * FROM read_parquet({sql_files(dropped)}) ORDER BY entry_no",
+        f"SELECT * FROM {read_parquet(dropped)} ORDER BY entry_no",
     )
     against = f"(SELECT * FROM entries WHERE source_id <> {int(source_id)})"
     drop_duplicates(con, writer, against=against)
@@ -175,7 +175,7 @@ def _restore(
         return 0, []
     entries = con.sql(
         "SELECT entry_no, line_first, host, ts_us, message, fields FROM "
-        f"read_parquet({sql_files(back)}) ORDER BY entry_no"
+        f"{read_parquet(back)} ORDER BY entry_no"
     ).pl()
     frames, rejects = _records_of(entries)
     for kind, df in frames.items():
@@ -231,8 +231,8 @@ def relabel_source(
                         continue
                     writer = ShardWriter(fs[0].parent, SCHEMA_VERSION)
                     repl = ", ".join(f"? AS {c}" for c in sets)
-                    rel = con.sql(f"SELECT * REPLACE ({repl}) FROM read_parquet"
-                                  f"({sql_files(fs)})", params=list(sets.values()))  # fmt: skip
+                    rel = con.sql(f"SELECT * REPLACE ({repl}) FROM {read_parquet(fs)}",
+                                  params=list(sets.values()))  # fmt: skip
                     for batch in arrow_batches(rel):
                         writer.write(table, pa.Table.from_batches([batch]))
                     writer.close()

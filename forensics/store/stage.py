@@ -35,7 +35,7 @@ from ..parsers.journald import (
 from ..parsers.journald.text import TEXT_FORMATS
 from ..parsers.patterns import Pattern
 from ..parsers.results import RESULT_FORMATS, NotResults, read_results
-from ..parsers.tables import ENTRIES, RESULTS
+from ..parsers.tables import ENTRIES, RESULTS, read_parquet
 from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_LIMIT
 from .inputs import Input, Opened, not_a_log, open_input
 from .records import TABLES as RECORD_TABLES
@@ -371,10 +371,6 @@ def sql_path(p: Path) -> str:
     return "'" + str(p).replace("'", "''") + "'"
 
 
-def sql_files(paths: list[Path]) -> str:
-    return "[" + ", ".join(sql_path(p) for p in paths) + "]"
-
-
 def _rejoin(con: duckdb.DuckDBPyConnection, writer: ShardWriter, text: bool) -> tuple[list, int]:
     """Join stdout lines that journald split at LineMax back into one entry: (the heads
     rewritten, entries gone).
@@ -387,7 +383,7 @@ def _rejoin(con: duckdb.DuckDBPyConnection, writer: ShardWriter, text: bool) -> 
     if text:
         brk = f"({brk} OR strlen(message) = {LINE_MAX})"
     src = writer.paths("entries")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW mine AS SELECT * FROM read_parquet({sql_files(src)})")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW mine AS SELECT * FROM {read_parquet(src)}")
     stream = "PARTITION BY host, boot_id, pid, ident, unit ORDER BY entry_no"
     con.execute(
         f"""
@@ -449,9 +445,9 @@ def _reconcile(
 ) -> None:
     """After a rejoin: records of the entries no longer stored, and of the heads whose
     message changed, go; the heads are read again."""
-    entries = sql_files(writer.paths("entries"))
+    entries = read_parquet(writer.paths("entries"))
     con.execute(f"CREATE OR REPLACE TEMP TABLE kept AS "
-                f"SELECT entry_no FROM read_parquet({entries})")  # fmt: skip
+                f"SELECT entry_no FROM {entries}")  # fmt: skip
     con.execute("CREATE OR REPLACE TEMP TABLE heads (entry_no BIGINT)")
     con.executemany("INSERT INTO heads VALUES (?)", [[h] for h in heads])
     for kind, table in RECORD_TABLES.items():
@@ -459,7 +455,7 @@ def _reconcile(
         if not old:
             continue
         new = write_query(con, writer, table, f"""
-            SELECT * FROM read_parquet({sql_files(old)})
+            SELECT * FROM {read_parquet(old)}
             WHERE entry_no IN (SELECT entry_no FROM kept)
               AND entry_no NOT IN (SELECT entry_no FROM heads)""")  # fmt: skip
         writer.replace(table, new)
@@ -468,7 +464,7 @@ def _reconcile(
     gone = set(heads)
     records.rejects = [r for r in records.rejects if r[0] in kept and r[0] not in gone]
     again = con.sql(
-        f"SELECT entry_no, line_first, host, ts_us, message, fields FROM read_parquet({entries})"
+        f"SELECT entry_no, line_first, host, ts_us, message, fields FROM {entries}"
         " WHERE entry_no IN (SELECT entry_no FROM heads) ORDER BY entry_no"
     ).pl()
     con.execute("DROP TABLE kept; DROP TABLE heads")
