@@ -38,9 +38,11 @@ def dashboard(
     runs: Runs = None,
     out: str | os.PathLike | None = None,
     open_browser: bool = False,
+    scrub: bool = False,
 ) -> DashboardResult:
     """Write the dashboard of `runs` (all when None) to `out` (default
-    ./forensics-dashboard.html)."""
+    ./forensics-dashboard.html). `scrub`: secrets out of every value shown (on a
+    connection given, its tables stay scrubbed after)."""
     # Plotly takes 0.2 s to import: only this command pays for it.
     from .data import panels
     from .figures import runs_figure, suspects_figure, timeline_figure
@@ -48,6 +50,10 @@ def dashboard(
 
     t0 = time.perf_counter()
     with reading(db) as con:  # a path, or a connection the caller holds (the bundle's)
+        if scrub:
+            from ..scrubbing import shadow
+
+            shadow(con)
         chosen, followed = with_evidence_runs(con, selected_runs(con, runs) if runs else None)
         chosen = chosen or selected_runs(con, None)
         p = panels(con, chosen)

@@ -68,6 +68,10 @@ SinceOpt = Annotated[
                  "epoch seconds)."),
 ]  # fmt: skip
 UntilOpt = Annotated[str | None, typer.Option(help="Only what happened before this time.")]
+ScrubOpt = Annotated[
+    bool,
+    typer.Option("--scrub", help="Secrets (URL passwords, tokens, keys) out of every value shown."),
+]
 PROGRESS_MIN_BYTES = 4 << 20
 
 
@@ -171,7 +175,9 @@ def ingest(
             paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,
             patterns=patterns, progress=_progress_factory(progress) if progress else None,
             wait=wait, waiting=lambda: err.print(f"waiting up to {wait:g} s for another "
-                                                 "ingest to finish with the database …"),
+                                                 "process (a writer, or a reader while the "
+                                                 "catalog is opened) to let go of the "
+                                                 "database …"),
             workers=workers,
             ray=RaySettings(ray_address, ray_cpus, ray_timeout, ray_shared) if ray else None,
         )  # fmt: skip
@@ -557,6 +563,7 @@ def dashboard(
         Path | None, typer.Option("--out", help=f"HTML file to write [default: ./{DEFAULT_NAME}].")
     ] = None,
     open_: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
+    scrub: ScrubOpt = False,
     since: SinceOpt = None,
     until: UntilOpt = None,
     json: JsonOpt = False,
@@ -568,7 +575,7 @@ def dashboard(
     db = _windowed(db, since, until)
     from .dashboards.write import dashboard as run_dashboard
 
-    res = run_dashboard(db, run or None, out_file, open_)
+    res = run_dashboard(db, run or None, out_file, open_, scrub)
     if json:
         _write_json(res.as_dict())
         return
@@ -607,6 +614,7 @@ def trace(
     profile_host: Annotated[
         str | None, typer.Option(help="Host the profile was recorded on [default: --reference].")
     ] = None,
+    scrub: ScrubOpt = False,
     since: SinceOpt = None,
     until: UntilOpt = None,
     json: JsonOpt = False,
@@ -618,7 +626,8 @@ def trace(
     db = _windowed(db, since, until)
     from .export.trace import trace as run_trace
 
-    res = run_trace(db, out_file, run or None, format, reference, max_events, profile, profile_host)
+    res = run_trace(db, out_file, run or None, format, reference, max_events, profile, profile_host,
+                    scrub)  # fmt: skip
     if json:
         _write_json(res.as_dict())
         return

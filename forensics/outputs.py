@@ -12,9 +12,12 @@ from .errors import ForensicsError
 
 
 @contextmanager
-def replacing(path: str | os.PathLike, make_parents: bool = False) -> Iterator[Path]:
+def replacing(
+    path: str | os.PathLike, make_parents: bool = False, mode: int | None = None
+) -> Iterator[Path]:
     """A temporary path in the target's folder; renamed onto `path` only when the block
-    succeeds, so a full disk or an interruption never leaves a short or empty file."""
+    succeeds, so a full disk or an interruption never leaves a short or empty file.
+    `mode`: the file's permissions (default: what the umask gives a new file)."""
     target = Path(path)
     try:
         if make_parents:
@@ -27,7 +30,7 @@ def replacing(path: str | os.PathLike, make_parents: bool = False) -> Iterator[P
     try:
         yield tmp_path
         # mkstemp makes the file 0600: the result gets what any new file would (umask)
-        os.chmod(tmp_path, 0o666 & ~_umask())
+        os.chmod(tmp_path, 0o666 & ~_umask() if mode is None else mode)
         os.replace(tmp_path, target)
     except OSError as exc:
         raise ForensicsError(f"cannot write {target}: {exc.strerror}") from None

@@ -10,6 +10,7 @@ import re
 import tarfile
 from pathlib import Path
 
+import duckdb
 import orjson
 import pyarrow.parquet as pq
 import pytest
@@ -17,7 +18,8 @@ import zstandard
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import forensics
-from forensics.export.bundle import bundle, scrub
+from forensics.export.bundle import bundle
+from forensics.scrubbing import scrub, sql_scrub
 from tests.helpers import cli
 
 PROMPTS = [
@@ -25,7 +27,14 @@ PROMPTS = [
     "Write a bash script that rotates the nginx logs every night and keeps seven copies",
 ]
 SECRETS = ["hunter2-Pa55word", "sk-live-abcdefghijklmnopqrstu", "eyJhbGciOiJIUzI1NiJ9.tok3n",
-           "AKIAsecretkey12345"]  # fmt: skip
+           "AKIAsecretkey12345",
+           # issue 31: a run tag's URL, a token-named tag, a results header's URL whose
+           # password holds @ and /, user-less credentials, token-like keys in ServerArgs,
+           # a query string and JSON, value-shaped secrets whatever their key
+           "TagPass-111", "TagTok-222", "SS/word-333", "Less-444", "Kf-555", "Q-666",
+           "Aws-777", "hf_abcdefghijklmnopqrstuvwxyz0123", "ghp_0123456789abcdefghijklmnopqrstuvwxyz",
+           "AKIAIOSFODNN7EXAMPLE", "MIIEowIBAAKCAQEA2a2rwplBQLzHPZe5",
+           "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -42,20 +51,34 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "[2026-11-29 07:00:05 TP0] connecting to http://admin:hunter2-Pa55word@10.0.4.11:8998/",
         "[2026-11-29 07:00:06 TP0] headers: {'Authorization': 'Bearer eyJhbGciOiJIUzI1NiJ9.tok3n'}",
         f"[2026-11-29 07:00:07 TP0] server_args=ServerArgs(model_path='m', api_key='{SECRETS[3]}')",
+        "[2026-11-29 07:00:08 TP0] cache at redis://:Less-444@cache:6379/0",
+        "[2026-11-29 07:00:08 TP0] server_args=ServerArgs(hf_token='hf_abcdefghijklmnopqrstuvwxyz0123', "
+        "ssl_keyfile_password='Kf-555', tokenizer_path='m', max_total_tokens=8192)",
+        '[2026-11-29 07:00:09 TP0] GET /v1/models?token=Q-666&x=1 {"aws_secret_access_key": "Aws-777"}',
+        "[2026-11-29 07:00:09 TP0] pushing with ghp_0123456789abcdefghijklmnopqrstuvwxyz as AKIAIOSFODNN7EXAMPLE",
+        "[2026-11-29 07:00:09 TP0] key -----BEGIN RSA PRIVATE KEY----- MIIEowIBAAKCAQEA2a2rwplBQLzHPZe5 "
+        "-----END RSA PRIVATE KEY----- loaded",
+        "[2026-11-29 07:00:09 TP0] session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
     ]  # fmt: skip
     log.write_text("\n".join(lines) + "\n")
     results = d / "extra-results.jsonl"
     rows = [
         {
             "forensics_run": "extra",
-            "server_info": {"version": "0.5.9", "api_key": SECRETS[1], "tp_size": 2},
+            "server_info": {
+                "version": "0.5.9",
+                "api_key": SECRETS[1],
+                "tp_size": 2,
+                "url": "postgres://u:P@SS/word-333@db:5432/x",
+            },
         }
     ]
     rows += [{"session": str(i), "round": 0, "rid": f"x{i}", "corrupted": True,
               "reason": f"reply echoed the prompt: {p}", "prompt": p}
              for i, p in enumerate(PROMPTS)]  # fmt: skip
     results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    forensics.ingest([str(log), str(results)], d / "forensics.duckdb", run="extra")
+    forensics.ingest([str(log), str(results)], d / "forensics.duckdb", run="extra",
+                     tags={"url": "http://u:TagPass-111@h", "hf_token": "TagTok-222"})  # fmt: skip
     return d
 
 
@@ -142,6 +165,50 @@ def test_no_secret_in_any_member(
         assert _found(m, secret) == [], secret
 
 
+def test_the_secrets_are_there_to_be_found(incident: Path, tmp_path: Path) -> None:
+    """Without scrubbing, the dashboard and trace hold the secrets the bundle must not
+    (so the searches above can fail); with --scrub they hold none."""
+    db = str(incident / "forensics.duckdb")
+    for flag in ([], ["--scrub"]):
+        board, tr = tmp_path / f"d{len(flag)}.html", tmp_path / f"t{len(flag)}.json"
+        r = cli("dashboard", "--db", db, "--out", str(board), *flag)
+        assert r.returncode == 0, r.stderr
+        r = cli("trace", "--db", db, "--out", str(tr), "--format", "json", *flag)
+        assert r.returncode == 0, r.stderr
+        m = {"dashboard.html": board.read_bytes(), "trace.json": tr.read_bytes()}
+        found = [s for s in SECRETS if _found(m, s)]
+        if flag:
+            assert found == []
+        else:  # the tag's URL is on the page; the log lines' secrets in the trace's args
+            assert "TagPass-111" in found and len(found) >= 3, found
+
+
+def test_bundle_is_private_and_packs_only_the_ingested_inputs(
+    incident: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    d = tmp_path / "copy"
+    shutil.copytree(incident, d)
+    (d / "forensics.duckdb").unlink()
+    shutil.rmtree(d / "forensics.shards")
+    log = d / "decode-9.log"
+    forensics.ingest([str(log)], d / "x.duckdb")
+    key = tmp_path / "id_rsa"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")
+    log.unlink()
+    log.symlink_to(key)  # the path now names another file: not the one ingested
+    res = bundle(d / "x.duckdb", tmp_path / "p.tar.zst", with_inputs=True)
+    assert (tmp_path / "p.tar.zst").stat().st_mode & 0o777 == 0o600
+    m = _members(tmp_path / "p.tar.zst")
+    assert not any(n.startswith("inputs/") for n in m)
+    assert _found(m, "b3BlbnNzaC1rZXktdjEAAAAA") == []
+    assert any("sha256" in n and "decode-9.log" in n for n in res.notes), res.notes
+    with tarfile.open(fileobj=io.BytesIO(zstandard.ZstdDecompressor().stream_reader(
+            open(tmp_path / "p.tar.zst", "rb")).read())) as t:  # fmt: skip
+        assert {i.mode for i in t.getmembers()} == {0o600}
+
+
 def test_redacted_bundle_holds_no_piece_of_any_prompt(incident: Path, tmp_path: Path) -> None:
     res = bundle(incident / "forensics.duckdb", tmp_path / "r.tar.zst", redact_prompts=True)
     assert res.key and len(res.key) == 32
@@ -191,7 +258,56 @@ def test_cli_prints_the_key_once(incident: Path, tmp_path: Path) -> None:
         ("--api-key s3cr3t --port 1", "--api-key *** --port 1"),
         ("token sk-abcdefghijklmnopqrstuv end", "token sk-*** end"),
         ("room=7301934425522180813 ok", "room=7301934425522180813 ok"),
+        ("postgres://u:P@SS/word@db:5432/x", "postgres://***@db:5432/x"),
+        ("redis://:PASS@cache:6379", "redis://***@cache:6379"),
+        ("http://u:p%40ss@h/", "http://***@h/"),
+        ("http://u:pw@[::1]:8080/v1", "http://***@[::1]:8080/v1"),
+        ('{"url": "http:\\/\\/u:pw@h\\/x"}', '{"url": "http:\\/\\/***@h\\/x"}'),
+        ('{"url": "http:\\u002f\\u002fu:pw@h"}', '{"url": "http:\\u002f\\u002f***@h"}'),
+        ("http:&#x2F;&#x2F;u:pw@h", "http:&#x2F;&#x2F;***@h"),
+        (
+            "ServerArgs(hf_token='x1', ssl_keyfile_password='pw1x', api_key='k-1')",
+            "ServerArgs(hf_token='***', ssl_keyfile_password='***', api_key='***')",
+        ),
+        (
+            '{"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG", "tp_size": 2}',
+            '{"aws_secret_access_key": "***", "tp_size": 2}',
+        ),
+        ("GET /v1/models?token=abc123&x=1", "GET /v1/models?token=***&x=1"),
+        (
+            "--hf-token hfabc --port 1 --max-total-tokens 5",
+            "--hf-token *** --port 1 --max-total-tokens 5",
+        ),
+        (
+            "Prefill batch, #new-seq: 1, #new-token: 896, #cached-token: 0",
+            "Prefill batch, #new-seq: 1, #new-token: 896, #cached-token: 0",
+        ),
+        (
+            "tokenizer_path='/m/tok' max_prefill_tokens=16384",
+            "tokenizer_path='/m/tok' max_prefill_tokens=16384",
+        ),
+        ("AKIAIOSFODNN7EXAMPLE ghp_abcdefghijklmnopqrstuvwxyz0123456789", "AKIA*** gh_***"),
+        (
+            "github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW",
+            "github_pat_***",
+        ),
+        ("hf_abcdefghijklmnopqrstuvwxyz12", "hf_***"),
+        (
+            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "jwt jwt-***",
+        ),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\nafter",
+            "-----PRIVATE KEY ***-----\nafter",
+        ),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",
+            "-----PRIVATE KEY ***-----",
+        ),
     ],
 )
 def test_scrub(text: str, kept: str) -> None:
+    """Python's patterns, and the same in DuckDB (the bundle's views scrub in SQL)."""
     assert scrub(text) == kept
+    con = duckdb.connect()
+    assert con.execute(f"SELECT {sql_scrub('?::VARCHAR')}", [text]).fetchall()[0][0] == kept

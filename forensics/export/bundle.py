@@ -34,19 +34,10 @@ from .. import __version__
 from ..analyses.runs import Runs, run_filter, selected_runs
 from ..errors import ForensicsError
 from ..outputs import json_safe, replacing
+from ..scrubbing import scrub, scrub_bytes
+from ..scrubbing import shadow as scrub_tables
 from ..store import Db, reading
-from ..store.overlay import overlay
 
-# (pattern, replacement), the same in DuckDB's RE2 and Python's re
-SECRETS = [
-    (r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@:\"']+(:[^/\s@\"']*)?@", r"\1***@"),
-    (r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer\s+|basic\s+|token\s+)?[^\s\"',;}]+",
-     r"\1\2***"),
-    (r"(?i)((?:x-)?api[_-]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}&)]+", r"\1***"),
-    (r"(?i)(--api-key[= ]+)[^\s\"',]+", r"\1***"),
-    (r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1***"),
-    (r"sk-[A-Za-z0-9_-]{16,}", "sk-***"),
-]  # fmt: skip
 # Columns that can hold what a user wrote (prompts, replies, harness details): replaced
 # by their HMAC under --redact-prompts. Ids, hosts, numbers and verdicts stay.
 USER_TEXT = {
@@ -79,57 +70,42 @@ def _map_strings(doc, fn):
     return doc
 
 
-def scrub(text: str) -> str:
-    for pat, rep in SECRETS:
-        text = re.sub(pat, rep, text)
-    return text
-
-
-def _sql_scrub(col: str) -> str:
-    expr = col
-    for pat, rep in SECRETS:
-        expr = f"regexp_replace({expr}, '{pat.replace(chr(39), chr(39) * 2)}', '{rep}', 'g')"
-    return expr
-
-
 def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
-    """Every stored table behind a view that scrubs its text (and, with `key`, HMACs its
-    user text); the named views recomputed from their SQL over them."""
-    if key is not None:
+    """Every table behind a view that scrubs its text (scrubbing.shadow) and, with `key`,
+    HMACs its user text; the named views recomputed from their SQL over them."""
+    if key is None:
+        scrub_tables(con)
+        return
 
-        def mac(s: str | None) -> str | None:
-            if s is None:
-                return None
-            return "hmac:" + hmac.new(key, s.encode(), hashlib.sha256).hexdigest()[:32]
+    def mac(s: str | None) -> str | None:
+        if s is None:
+            return None
+        return "hmac:" + hmac.new(key, s.encode(), hashlib.sha256).hexdigest()[:32]
 
-        def mac_json(s: str | None) -> str | None:
-            # JSON columns stay JSON (the views parse them): every string in them HMAC'd
-            if s is None:
-                return None
-            try:
-                doc = orjson.loads(s)
-            except orjson.JSONDecodeError:
-                return orjson.dumps(mac(s)).decode()
-            return orjson.dumps(_map_strings(doc, mac)).decode()
+    def mac_json(s: str | None) -> str | None:
+        # JSON columns stay JSON (the views parse them): every string in them HMAC'd
+        if s is None:
+            return None
+        try:
+            doc = orjson.loads(s)
+        except orjson.JSONDecodeError:
+            return orjson.dumps(mac(s)).decode()
+        return orjson.dumps(_map_strings(doc, mac)).decode()
 
-        con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
-        con.create_function("fx_hmac_json", mac_json, ["VARCHAR"], "VARCHAR",
-                            null_handling="special")  # fmt: skip
+    con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
+    con.create_function("fx_hmac_json", mac_json, ["VARCHAR"], "VARCHAR",
+                        null_handling="special")  # fmt: skip
 
-    def wrap(name: str, cols: list[tuple[str, str]]) -> tuple[str, str]:
-        repl = []
-        for col, typ in cols:
-            q = f'"{col}"'
-            if key is not None and col in USER_TEXT.get(name, []):
-                fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
-                repl.append(f"{fn}({q}::VARCHAR)::{typ} AS {q}")
-            elif key is not None and col in BLOBS.get(name, []):
-                repl.append(f"NULL::BLOB AS {q}")
-            elif typ == "VARCHAR":
-                repl.append(f"{_sql_scrub(q)} AS {q}")
-        return (f"* REPLACE ({', '.join(repl)})" if repl else "*"), "TRUE"
+    def redacted(table: str, col: str, typ: str) -> str | None:
+        q = f'"{col}"'
+        if col in USER_TEXT.get(table, []):
+            fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
+            return f"{fn}({q}::VARCHAR)::{typ}"
+        if col in BLOBS.get(table, []):
+            return "NULL::BLOB"
+        return None
 
-    overlay(con, wrap)
+    scrub_tables(con, redacted)
 
 
 @dataclass
@@ -158,7 +134,9 @@ README = """pd-forensics evidence bundle
 ============================
 
 Made by pd-forensics {version} on {when} from {db}{runs}.
-Secrets (URL user-info, Authorization headers, API keys) were scrubbed from every file.
+Secrets (URL user-info, Authorization headers, tokens, passwords, keys, and values shaped
+like a known kind of secret) were scrubbed from every file. The bundle is written 0600:
+it holds prompts and replies unless made with --redact-prompts.
 {redaction}
 report.txt / report.json     `forensics report`: coverage, verdicts, correlations,
                              suspects, runs, canary, skew; ends in bug-report sentences
@@ -212,15 +190,22 @@ def _versions(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict:
     }
 
 
-_SECRETS_B = [(re.compile(pat.encode()), rep.encode()) for pat, rep in SECRETS]
-
-
-def _scrubbed_input(path: Path) -> tuple[bytes | None, str]:
+def _scrubbed_input(path: Path, sha256: str) -> tuple[bytes | None, str]:
     """A raw input, decompressed, its secrets scrubbed as in every other member (so not
-    byte for byte the file: sources.json keeps the original's sha256). A binary
-    .journal cannot be scrubbed: left out (its entries are in the tables)."""
+    byte for byte the file: sources.json keeps the original's sha256). Only the file that
+    was ingested: one whose sha256 differs now (changed, replaced, or another host's file
+    at the same path) is left out. A binary .journal cannot be scrubbed: left out (its
+    entries are in the tables)."""
     from ..store.inputs import Input, open_input
 
+    if not path.is_file():
+        return None, "it is no longer there"
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    if h.hexdigest() != sha256:
+        return None, f"its sha256 is not the ingested one ({sha256[:12]}…): not that file"
     opened = open_input(Input(str(path), path))
     try:
         data = opened.stream.read()
@@ -228,9 +213,7 @@ def _scrubbed_input(path: Path) -> tuple[bytes | None, str]:
         opened.stream.close()
     if data[:8] == b"LPKSHHRH":  # journald's file signature
         return None, "a binary .journal file cannot be scrubbed of secrets"
-    for pat, rep in _SECRETS_B:
-        data = pat.sub(rep, data)
-    return data, ""
+    return scrub_bytes(data), ""
 
 
 def _plain_name(path: Path) -> str:
@@ -314,13 +297,9 @@ def bundle(
         if with_inputs:
             for s in srcs:
                 p = Path(s["path"])
-                if not p.is_file():
-                    notes.append(f"input {s['path']} (source {s['source_id']}) is no longer "
-                                 "there: left out")  # fmt: skip
-                    continue
-                data, why = _scrubbed_input(p)
+                data, why = _scrubbed_input(p, s["sha256"])
                 if data is None:
-                    notes.append(f"input {s['path']} left out: {why}")
+                    notes.append(f"input {s['path']} (source {s['source_id']}) left out: {why}")
                 else:
                     members[f"inputs/{s['source_id']}-{_plain_name(p)}"] = data
     text = {n for n in members if n.endswith((".txt", ".json", ".html"))}
@@ -336,12 +315,13 @@ def bundle(
         inputs=INPUTS if with_inputs else "",
     )
     members = {"README.txt": scrub(readme).encode(), **members}
-    with replacing(out) as tmp_out, open(tmp_out, "wb") as fh:
+    # 0600: prompts and replies are in it (unless redacted), whatever the umask allows
+    with replacing(out, mode=0o600) as tmp_out, open(tmp_out, "wb") as fh:
         cctx = zstandard.ZstdCompressor(level=10)
         with cctx.stream_writer(fh) as zw, tarfile.open(fileobj=zw, mode="w|") as tar:
             for name, data in members.items():
                 info = tarfile.TarInfo(f"incident/{name}")
-                info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+                info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
                 tar.addfile(info, io.BytesIO(data))
     return BundleResult(out, list(members), out.stat().st_size, time.perf_counter() - t0,
                         redact_prompts, key, notes)  # fmt: skip

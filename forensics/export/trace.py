@@ -68,10 +68,12 @@ def trace(
     max_events: int = tl_mod.MAX_EVENTS,
     profile: str | os.PathLike | None = None,
     profile_host: str | None = None,
+    scrub: bool = False,
 ) -> TraceResult:
     """Write the incident's timeline; with `profile` (a torch profiler / Kineto JSON trace
     recorded on `profile_host`, default the reference host), `out` is a .tar or .zip
-    holding both and the perfetto_manifest.json that puts them on one clock."""
+    holding both and the perfetto_manifest.json that puts them on one clock. `scrub`:
+    secrets out of every value in it (on a connection given, its tables stay scrubbed)."""
     if format not in FORMATS:
         raise ForensicsError(f"unknown trace format {format!r}; choose one of {', '.join(FORMATS)}")
     if max_events < 1:
@@ -83,6 +85,10 @@ def trace(
         )
     t0 = time.perf_counter()
     with reading(db) as con:
+        if scrub:
+            from ..scrubbing import shadow
+
+            shadow(con)
         tl = tl_mod.build(con, run, reference, max_events)
     writer = write_proto if format == "proto" else write_json
     host = None

@@ -199,27 +199,38 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A writable connection to a checked (or new) database; while another writer holds
     it, waits up to `wait` seconds."""
+    return open_writer(path, wait, waiting)[0]
+
+
+def open_writer(
+    path: str | os.PathLike | None = None,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+) -> tuple[duckdb.DuckDBPyConnection, bool]:
+    """`connect`, and whether this call made the catalog: decided under the file's lock
+    (an empty file), never from whether the path existed before (two first ingests both
+    saw none)."""
     p = db_path(path)
-    new = not p.exists()
     con = _connect(p, read_only=False, wait=wait, waiting=waiting)
-    if new or (_version(con) is None and _empty(con)):
+    if _version(con) is None and _empty(con):
         con.execute("BEGIN")
         con.execute(DDL)
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         _install(con, p)
         con.execute("COMMIT")
+        return con, True
     else:
         try:
             _check(con, p, writable=True)
         except _Legacy:
             con.close()
             upgrade(p)  # a writing command upgrades by itself
-            return connect(p, wait, waiting)
+            return open_writer(p, wait, waiting)
         except ForensicsError:
             con.close()
             raise
         _install(con, p)  # views follow the code that wrote last
-    return con
+    return con, False
 
 
 def _install(con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
@@ -21,11 +22,13 @@ from ..errors import ForensicsError
 from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
-from .database import connect, db_path, transaction
+from .database import connect, db_path, open_writer, transaction
 from .derived import refresh_derived
 from .inputs import Input, expand
+from .points import ENV as PAUSE_ENV
+from .points import reached
 from .register import register
-from .shards import folder, staging
+from .shards import folder, staging, writer_lock
 from .stage import Options, SourceResult, Staged, stage
 
 YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
@@ -120,8 +123,8 @@ def ingest(
         remote = parse(paths)
     else:
         inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")), skip_dirs=(root,))
-    created = not path.exists()
-    if not created:  # a catalog this version cannot write fails before any input is read
+    reached("ingest-start")
+    if path.exists():  # a catalog this version cannot write fails before any input is read
         connect(path, wait, waiting).close()
     opts = Options(run=run, fmt=fmt, year=year, host=host, user=user)
     root_existed = root.exists()
@@ -139,11 +142,6 @@ def ingest(
             timings["read_s"] = time.perf_counter() - t0
             results = _register(path, staged, run, tags or {}, wait, waiting, timings)
             return IngestResult(path, run, results, timings)
-    except BaseException:
-        if created:
-            for p in (path, path.with_name(path.name + ".wal")):
-                p.unlink(missing_ok=True)
-        raise
     finally:
         if not root_existed and root.is_dir() and not any(root.iterdir()):
             root.rmdir()
@@ -158,20 +156,25 @@ def _register(
     waiting: Callable[[], None] | None,
     timings: dict[str, float],
 ) -> list[SourceResult]:
-    con = connect(path, wait, waiting)
-    moved: list[Path] = []
-    try:
-        with transaction(con):
-            t0 = time.perf_counter()
-            results, moved = register(con, staged, run, tags)
-            t1 = time.perf_counter()
-            refresh_derived(con)  # the answers' views over the new data, stored with it
-            timings["register_s"], timings["derived_s"] = t1 - t0, time.perf_counter() - t1
-    except BaseException:
-        for m in moved:
-            shutil.rmtree(m, ignore_errors=True)
-        raise
-    finally:
+    with writer_lock(folder(path), wait, waiting):
+        con, made = open_writer(path, wait, waiting)
+        reached("catalog-opened")
+        moved: list[Path] = []
+        try:
+            with transaction(con):
+                t0 = time.perf_counter()
+                results, moved = register(con, staged, run, tags)
+                t1 = time.perf_counter()
+                refresh_derived(con)  # the answers' views over the new data, stored with it
+                timings["register_s"], timings["derived_s"] = t1 - t0, time.perf_counter() - t1
+        except BaseException:
+            for m in moved:
+                shutil.rmtree(m, ignore_errors=True)
+            con.close()
+            if made:  # only the catalog this ingest made, under the writer lock
+                for p in (path, path.with_name(path.name + ".wal")):
+                    p.unlink(missing_ok=True)
+            raise
         con.close()
     return results
 
@@ -204,7 +207,8 @@ def stage_all(
     os.environ.setdefault("POLARS_MAX_THREADS", str(share))
     # Spawned, not forked: the parent's threads (polars', DuckDB's) do not survive a fork,
     # and a fork server that imported the readers first hung its workers.
-    with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(n, mp_context=get_context("spawn"), initializer=_worker,
+                             initargs=(os.getpid(),)) as pool:  # fmt: skip
         futures: dict[Future, int] = {}
         for i, (inp, f) in enumerate(zip(inputs, folders, strict=True)):
             if inp.is_stdin:  # this process's own stdin: read here
@@ -224,6 +228,21 @@ def stage_all(
             if progress and (cb := progress(inputs[i], _size(inputs[i]))):
                 cb(_size(inputs[i]) or 0)
     return [out[i] for i in range(len(inputs))]
+
+
+def _worker(parent: int) -> None:
+    """A reading worker: gone with its parent (a killed ingest leaves no idle workers),
+    and without the parent's descriptors' settings (the fds named there are not its own)."""
+    for name in ("FORENSICS_PROGRESS_FD", *PAUSE_ENV):
+        os.environ.pop(name, None)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
 
 
 def _size(inp: Input) -> int | None:

@@ -130,7 +130,9 @@ def _one(
                 res.records[kind] = sum(rows_in(p) for p in writer.paths(table))
             res.quarantined = sum(rows_in(p) for p in writer.paths("quarantine"))
     target = source_folder(root, sid)
-    if target.exists():  # an unregistered leftover that sweep could not take
+    if target.is_symlink():  # never followed: the link goes, not what it names
+        target.unlink()
+    elif target.exists():  # an unregistered leftover that sweep could not take
         shutil.rmtree(target)
     os.rename(staged, target)
     moved.append(target)

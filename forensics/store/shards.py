@@ -14,8 +14,9 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,11 +24,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import ForensicsError
 from ..parsers.tables import SHARDED
 
 SUFFIX = ".shards"
 STAGING = ".ingest-"  # a folder an ingest writes its sources into before registering them
 LOCK = ".lock"  # held (flock) by the ingest that owns a staging folder while it runs
+WRITER = ".writer"  # held (flock) by the writer that creates, registers or removes
 # Row groups of about this many rows: a scan reads groups in parallel and skips them by
 # their statistics; one group a 16 MB batch keeps the writer's memory flat.
 ROW_GROUP_ROWS = 128 * 1024
@@ -186,25 +189,88 @@ def _abandoned(where: Path) -> bool:
     return True
 
 
+@contextmanager
+def writer_lock(
+    root: Path, wait: float = 0.0, waiting: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """The incident's writer lock (flock on the shard folder's WRITER file), held while a
+    writer creates, registers into or removes the catalog: a failed first ingest removes
+    the catalog it made without another writer committing into it between."""
+    root.mkdir(parents=True, exist_ok=True)
+    fh = open(root / WRITER, "a")  # noqa: SIM115 (held for the whole block)
+    deadline, pause = time.monotonic() + wait, 0.05
+    try:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    how = f" (waited {wait:g} s)" if wait else " (--wait SECONDS waits for it)"
+                    raise ForensicsError(
+                        f"{root.parent} is being written by another process{how}"
+                    ) from None
+                if waiting is not None:
+                    waiting()
+                    waiting = None
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 1.0)
+        yield
+    finally:
+        fh.close()
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
 def sweep(root: Path, listed: set[str], base: Path) -> list[str]:
     """Remove what an earlier ingest left behind and no catalog lists: abandoned staging
     folders, and shard files (and folders) not registered. Run by a writer that holds the
-    catalog; returns what it removed (relative to `base`)."""
+    catalog; returns what it removed (relative to `base`). Nothing is followed: a link
+    in the folder is removed as a link (its target untouched), and every delete goes
+    through the folder's own descriptor, so a folder swapped for a link meanwhile is not
+    entered."""
     removed: list[str] = []
     if not root.is_dir():
         return removed
-    for child in sorted(root.iterdir()):
-        rel = str(child.relative_to(base))
-        if child.name.startswith(STAGING):
-            if child.is_dir() and _abandoned(child):
-                shutil.rmtree(child, ignore_errors=True)
-                removed.append(rel)
-        elif child.is_dir() and child.name.startswith("source_id="):
-            for f in sorted(child.iterdir()):
-                frel = str(f.relative_to(base))
-                if frel not in listed and f.name.endswith((".parquet", ".tmp")):
-                    f.unlink(missing_ok=True)
-                    removed.append(frel)
-            if not any(child.iterdir()):
-                child.rmdir()
+    prefix = root.relative_to(base)
+    rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)  # the folder itself may be a link
+    try:
+        for entry in sorted(os.scandir(rootfd), key=lambda e: e.name):
+            name = entry.name
+            if not name.startswith((STAGING, "source_id=")):
+                continue
+            if entry.is_symlink():
+                os.unlink(name, dir_fd=rootfd)
+                removed.append(str(prefix / name))
+            elif name.startswith(STAGING) and entry.is_dir(follow_symlinks=False):
+                if _abandoned(root / name):
+                    shutil.rmtree(name, dir_fd=rootfd, ignore_errors=True)
+                    removed.append(str(prefix / name))
+            elif entry.is_dir(follow_symlinks=False):
+                removed += _sweep_source(rootfd, prefix / name, listed)
+    finally:
+        os.close(rootfd)
+    return removed
+
+
+def _sweep_source(rootfd: int, rel: Path, listed: set[str]) -> list[str]:
+    removed: list[str] = []
+    try:
+        fd = os.open(rel.name, _DIR, dir_fd=rootfd)
+    except OSError:  # gone, or swapped for a link since it was listed
+        return removed
+    try:
+        for f in sorted(os.scandir(fd), key=lambda e: e.name):
+            frel = str(rel / f.name)
+            if frel in listed:
+                continue
+            if f.is_symlink() or f.name.endswith((".parquet", ".tmp")):
+                os.unlink(f.name, dir_fd=fd)
+                removed.append(frel)
+        empty = not any(True for _ in os.scandir(fd))
+    finally:
+        os.close(fd)
+    if empty:
+        os.rmdir(rel.name, dir_fd=rootfd)
     return removed

@@ -1,0 +1,153 @@
+"""Secrets out of what leaves the tool (the bundle; `dashboard --scrub`, `trace --scrub`).
+
+Scrubbed at the rows, before any encoding: every stored table and catalog table is seen
+through a view whose every text value (VARCHAR, JSON, lists, maps, structs) went through
+the patterns below — a column of a type this module does not know is left out (NULL),
+so a column added later fails closed. The text members are scrubbed once more as text,
+where a separator may be escaped (`:\\/\\/`, `\\u002f`, `&#x2F;`, `%2F`).
+
+The patterns are the same in DuckDB's RE2 and Python's re (no look-arounds), after
+gitleaks' default rules for value-shaped secrets.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+
+from .store.overlay import overlay
+
+_SLASH = r"(?:/|\\/|\\u002[fF]|&#x2[fF];|&#47;|%2[fF])"
+_COLON = r"(?::|\\u003[aA]|&#x3[aA];|&#58;|%3[aA])"
+_AT = r"(?:@|\\u0040|&#x40;|&#64;|%40)"
+# a name that holds a secret: *token, *password, *secret*, *_key (api-key, x-api-key …),
+# written as key=value, key: value, "key": "value", --key value or key='value'
+_NAME = r"[A-Za-z0-9_.-]*(?i:token|passwd|password|secret[A-Za-z0-9_.-]*|_key|-key|apikey)"
+_VALUE_END = r"[^\s\"'`,;&)}\]<>\\]"
+# a value with a letter in it: `#new-token: 896` is a count, not a secret
+_VALUE = rf"{_VALUE_END}*[A-Za-z]{_VALUE_END}*"
+
+# (pattern, replacement), in the order applied
+SECRETS: list[tuple[str, str]] = [
+    # PEM private keys: from BEGIN to END, or to the end of the text when END is elsewhere
+    (r"-----BEGIN[ A-Z0-9_-]*PRIVATE KEY( BLOCK)?-----(?s:.*?)(?:-----END[ A-Z0-9_-]*PRIVATE"
+     r" KEY( BLOCK)?-----|$)", "-----PRIVATE KEY ***-----"),
+    # URL user-info of any scheme, with or without a user, up to the last @ of the word
+    (rf"([A-Za-z][A-Za-z0-9+.-]*{_COLON}{_SLASH}{_SLASH})[^\s\"'<>`]*{_AT}", r"\1***@"),
+    (r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer\s+|basic\s+|token\s+)?[^\s\"',;}]+",
+     r"\1\2***"),
+    (r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1***"),
+    # key=value, key: value, "key": "value", key='value', ?key=value&
+    (rf"({_NAME}\\?[\"']?\s*[:=]\s*\\?[\"']?){_VALUE}", r"\1***"),
+    # --key value, --key=value (ServerArgs as a command line)
+    (rf"(--{_NAME}(?:=|\s+))[^-\s\"',]{_VALUE_END}*", r"\1***"),
+    # value-shaped, whatever the key
+    (r"\bhf_[A-Za-z0-9]{20,}", "hf_***"),
+    (r"\bsk-[A-Za-z0-9_-]{16,}", "sk-***"),
+    (r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{12,}", "AKIA***"),
+    (r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}", "gh_***"),
+    (r"\bgithub_pat_[A-Za-z0-9_]{22,}", "github_pat_***"),
+    (r"\bglpat-[A-Za-z0-9_-]{20,}", "glpat-***"),
+    (r"\bxox[baprs]-[A-Za-z0-9-]{10,}", "xox-***"),
+    (r"\bAIza[0-9A-Za-z_-]{35}", "AIza***"),
+    (r"\bey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", "jwt-***"),
+]  # fmt: skip
+_COMPILED = [(re.compile(p), r) for p, r in SECRETS]
+_COMPILED_B = [(re.compile(p.encode()), r.encode()) for p, r in SECRETS]
+
+
+def scrub(text: str) -> str:
+    for pat, rep in _COMPILED:
+        text = pat.sub(rep, text)
+    return text
+
+
+def scrub_bytes(data: bytes) -> bytes:
+    for pat, rep in _COMPILED_B:
+        data = pat.sub(rep, data)
+    return data
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def sql_scrub(expr: str) -> str:
+    """A VARCHAR expression with every pattern applied (DuckDB)."""
+    for pat, rep in SECRETS:
+        expr = f"regexp_replace({expr}, {_quoted(pat)}, {_quoted(rep)}, 'g')"
+    return expr
+
+
+# Types with no text in them: shown as they are.
+_PLAIN = re.compile(
+    r"^(BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT"
+    r"|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\)|DATE|TIME|TIMESTAMP|TIMESTAMP WITH TIME ZONE"
+    r"|TIMESTAMP_NS|TIMESTAMP_MS|TIMESTAMP_S|INTERVAL|UUID)$"
+)
+
+
+def scrubbed(expr: str, typ: str, depth: int = 0) -> str | None:
+    """`expr` of DuckDB type `typ` with its text scrubbed, or None where the type holds
+    text this cannot reach (the column is then left out: fail closed)."""
+    typ = typ.strip()
+    if _PLAIN.match(typ):
+        return expr
+    if typ in ("VARCHAR", "JSON"):
+        return f"{sql_scrub(f'{expr}::VARCHAR')}::{typ}"
+    if depth > 3:
+        return None
+    if typ.endswith("[]"):
+        inner = scrubbed(f"x{depth}", typ[:-2], depth + 1)
+        return None if inner is None else f"list_transform({expr}, lambda x{depth}: {inner})"
+    if typ.startswith("MAP(") and typ.endswith(")"):
+        k, v = _split_top(typ[4:-1])
+        if k != "VARCHAR":
+            return None
+        value = scrubbed(f"e{depth}.value", v, depth + 1)
+        if value is None:
+            return None
+        # a value under a secret's name goes whatever it looks like (hf_token, password …)
+        named = f"regexp_full_match(e{depth}.key, {_quoted(_NAME)})"
+        return (f"map_from_entries(list_transform(map_entries({expr}), lambda e{depth}: "
+                f"{{'key': e{depth}.key, 'value': CASE WHEN {named} THEN '***' ELSE {value} "
+                f"END}}))")  # fmt: skip
+    return None
+
+
+def _split_top(inner: str) -> tuple[str, str]:
+    """`K, V` of a MAP(K, V) type, split at its top-level comma."""
+    level = 0
+    for i, ch in enumerate(inner):
+        level += ch == "("
+        level -= ch == ")"
+        if ch == "," and level == 0:
+            return inner[:i].strip(), inner[i + 1 :].strip()
+    return inner, ""
+
+
+CATALOG_TABLES = ("runs", "sources", "meta")
+
+
+def shadow(con: duckdb.DuckDBPyConnection, extra=None) -> None:
+    """Every stored table (the shards' views and the catalog's runs, sources, meta) behind
+    a view that scrubs every text value; the named views recomputed over them. `extra`:
+    (table, column, type) -> an expression that replaces the scrubbed one (or None)."""
+    db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
+    for table in CATALOG_TABLES:  # catalog tables become views, so the overlay wraps them
+        # runs keep their insertion order (analyses/runs.py orders ties by rowid)
+        order = ", rowid AS rowid" if table == "runs" else ""
+        con.execute(f'CREATE OR REPLACE TEMP VIEW {table} AS SELECT *{order} '
+                    f'FROM "{db}".main.{table}')  # fmt: skip
+
+    def wrap(name: str, cols: list[tuple[str, str]]) -> tuple[str, str]:
+        out = []
+        for col, typ in cols:
+            q = f'"{col}"'
+            own = extra(name, col, typ) if extra else None
+            expr = own if own is not None else scrubbed(q, typ)
+            out.append(f"{expr if expr is not None else f'NULL::{typ}'} AS {q}")
+        return ", ".join(out), "TRUE"
+
+    overlay(con, wrap)
