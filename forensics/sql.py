@@ -43,7 +43,7 @@ def guarded(db: str | os.PathLike | None = None) -> Iterator[duckdb.DuckDBPyConn
     """A read-only connection that cannot reach outside the database file."""
     con = connect_read_only(db)
     try:
-        files = [str(shard_root(con).parent / p) for p in registered(con)]
+        files = [str(shard_root(con) / p) for p in registered(con)]
         if files:  # before the lock: the views' files, and nothing else
             con.execute("SET allowed_paths = ?", [files])
         con.execute("SET enable_external_access = false")

@@ -455,11 +455,13 @@ already held it (overlapping exports). Kept so that removing that source restore
 SHARDS = Table("shards", "shard", """One Parquet file of one source's rows of one table. The
 views over the stored tables read exactly the files listed here (a file in the folder that
 is not listed is invisible, and the next ingest removes it).""", (
-    C("path", "VARCHAR", "the file, relative to the catalog's folder", key="PRIMARY KEY"),
+    C("path", "VARCHAR", "the file, relative to the shard folder (`source_id=N/<file>`)",
+      key="PRIMARY KEY"),
     C("source_id", "INTEGER", "the source whose rows it holds", not_null=True),
     C("table_name", "VARCHAR", "the table (a view of that name reads it)", not_null=True),
     C("rows", "BIGINT", "rows in it"),
-    C("bytes", "BIGINT", "its size on disk"),
+    C("bytes", "BIGINT", "its size on disk (checked on every open)"),
+    C("sha256", "VARCHAR", "its content's hash (checked by `forensics verify`)"),
 ), provenance=())  # fmt: skip
 
 

@@ -49,11 +49,12 @@ def messages(db: Path) -> list[str]:
 
 def plain(db: Path, read_only: bool = True):
     """The database as a plain DuckDB client opens it (README: the views name their shards
-    relative to the catalog's folder)."""
+    relative to the shard folder)."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=read_only)
-    con.execute(f"SET file_search_path = '{Path(db).resolve().parent}'")
+    shards = Path(db).resolve().with_suffix(".shards")
+    con.execute(f"SET file_search_path = '{shards}'")
     return con
 
 

@@ -88,13 +88,13 @@ def test_shards_hold_the_declared_columns(tmp_path: Path) -> None:
     con.close()
     assert {t for _, t in files} == {"entries", "checksums", "quarantine"}
     for path, table in files:
-        f = pq.ParquetFile(tmp_path / path)
+        f = pq.ParquetFile(tmp_path / "t.shards" / path)
         assert f.schema_arrow.names == [c for c in tables.SHARDED[table].names
                                         if c != "source_id"]  # fmt: skip
         meta = f.schema_arrow.metadata
         assert meta[b"forensics.schema_version"] == str(database.SCHEMA_VERSION).encode()
         assert meta[b"forensics.table"] == table.encode()
-        assert Path(path).parts[:2] == ("t.shards", "source_id=1")
+        assert Path(path).parts[:1] == ("source_id=1",)
 
 
 def test_what_readers_fill_is_declared() -> None:

@@ -182,7 +182,7 @@ def test_files_not_registered_are_invisible_and_swept(renderings, tmp_path: Path
     con = plain(db)
     listed = {r[0] for r in con.execute("SELECT path FROM shards").fetchall()}
     con.close()
-    on_disk = {str(p.relative_to(db.parent)) for p in folder(db).rglob("*.parquet")}
+    on_disk = {p.relative_to(folder(db)).as_posix() for p in folder(db).rglob("*.parquet")}
     assert on_disk == listed  # the stray copy went; source 2 is the new one's
 
 
@@ -200,11 +200,11 @@ def test_the_incident_folder_moves_and_opens_from_anywhere(renderings, tmp_path:
     proc = cli("sql", "SELECT count(*) FROM entries", "--db", str(db), "--format", "csv",
                cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.decode().split()[-1] == str(want[1])
-    # a plain DuckDB client: the catalog's folder as its file search path (README)
+    # a plain DuckDB client: the shard folder as its file search path (README)
     con = duckdb.connect(str(db), read_only=True)
     with pytest.raises(duckdb.IOException):
         con.execute("SELECT count(*) FROM entries").fetchall()
-    con.execute(f"SET file_search_path = '{moved}'")
+    con.execute(f"SET file_search_path = '{moved / 'incident.shards'}'")
     assert con.execute("SELECT count(*) FROM entries").fetchall() == [(want[1],)]
     con.close()
 

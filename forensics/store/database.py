@@ -7,6 +7,8 @@ it anew as a catalog and shards."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -19,8 +21,12 @@ from ..errors import ForensicsError
 from ..parsers import tables
 from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
+from .pairing import check_writable, mark_folder, new_identity, reading_note, stamp
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
+# The first schema of a catalog and shards: a catalog of it or later is migrated in place
+# (CATALOG_MIGRATIONS), one before it written anew (legacy.py).
+CATALOG_VERSION = 7
 # The last schema that kept sources' rows in the .duckdb file (legacy.py reads it).
 LEGACY_VERSION = 6
 # Tables added by a version: created by its migration, then filled from the stored
@@ -94,8 +100,10 @@ def _connect(
             first = str(exc).splitlines()[0]
             raise ForensicsError(f"cannot open database {path}: {first}") from None
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-    # the stored views name their shards relative to the catalog's folder
-    con.execute("SET file_search_path = ?", [str(path.resolve().parent)])
+    # the stored views name their shards relative to the shard folder
+    from .shards import folder
+
+    con.execute("SET file_search_path = ?", [str(folder(path.resolve()))])
     return con
 
 
@@ -130,9 +138,17 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -
     v = _version(con)
     if v == SCHEMA_VERSION:
         return
+    if v is not None and CATALOG_VERSION <= v < SCHEMA_VERSION:
+        if writable:
+            migrate_catalog(con, path, v)
+            return
+        raise ForensicsError(
+            f"{path} has schema version {v}, this pd-forensics reads {SCHEMA_VERSION}: "
+            "`forensics upgrade` brings it up to date (a few seconds, nothing is lost)"
+        )
     if v is None:
         raise ForensicsError(f"{path} is not a pd-forensics database (no schema version)")
-    if v < SCHEMA_VERSION and all(k in MIGRATIONS for k in range(v, LEGACY_VERSION)):
+    if v < CATALOG_VERSION and all(k in MIGRATIONS for k in range(v, LEGACY_VERSION)):
         if writable:
             raise _Legacy(v)
         raise ForensicsError(
@@ -152,6 +168,30 @@ class _Legacy(Exception):
 
     def __init__(self, version: int) -> None:
         self.version = version
+
+
+def migrate_catalog(con: duckdb.DuckDBPyConnection, path: Path, version: int) -> None:
+    """A catalog of schema 7 brought up to this one in its own file: shard paths relative
+    to the shard folder (not the catalog's folder: renaming the pair kept them), each
+    file's sha256, and the catalog's identity, marked in its folder."""
+    from .shards import file_sha256, folder
+
+    root = folder(path.resolve())
+    rows = con.execute("SELECT path, source_id, table_name, rows, bytes FROM shards").fetchall()
+    with transaction(con):
+        con.execute("DROP TABLE shards")
+        con.execute(tables.SHARDS.ddl())
+        for old, sid, table, n, size in rows:
+            rel = old.split("/", 1)[1] if "/" in old else old
+            f = root / rel
+            sha = file_sha256(f) if f.is_file() else None
+            con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?)",
+                        [rel, sid, table, n, size, sha])  # fmt: skip
+        mark = new_identity(con)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    [str(SCHEMA_VERSION)])  # fmt: skip
+        _install(con, path)
+    mark_folder(root, mark)
 
 
 def migrate_in_place(con: duckdb.DuckDBPyConnection, version: int) -> None:
@@ -216,8 +256,16 @@ def open_writer(
         con.execute("BEGIN")
         con.execute(DDL)
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        new_identity(con)  # the folder is marked at the first commit that registers
         _install(con, p)
         con.execute("COMMIT")
+        try:
+            check_writable(con, p, shard_root(con))
+        except ForensicsError:
+            con.close()
+            for f in (p, p.with_name(p.name + ".wal")):
+                f.unlink(missing_ok=True)
+            raise
         return con, True
     else:
         try:
@@ -229,6 +277,11 @@ def open_writer(
         except ForensicsError:
             con.close()
             raise
+        try:
+            check_writable(con, p, shard_root(con))
+        except ForensicsError:
+            con.close()
+            raise
         _install(con, p)  # views follow the code that wrote last
     return con, False
 
@@ -237,7 +290,7 @@ def _install(con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False) -> Non
     """The stored tables' views over the shards, then the named queries' views."""
     from .shards import install_table_views
 
-    install_table_views(con, p.resolve().parent, temp=temp)
+    install_table_views(con, shard_root(con), temp=temp)
     install_views(con, temp=temp)
 
 
@@ -278,6 +331,9 @@ def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyC
     except ForensicsError:
         con.close()
         raise
+    note = reading_note(con, p, shard_root(con))
+    if note:
+        logging.getLogger("forensics").warning(note)
     # The file's views are those of the pd-forensics that wrote last; readers use this
     # one's (temporary views shadow stored ones and leave the file untouched), with the
     # shards' absolute paths wherever the folder is now.
@@ -287,6 +343,18 @@ def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyC
 
 def _empty(con: duckdb.DuckDBPyConnection) -> bool:
     return scalar(con, "SELECT count(*) FROM information_schema.tables") == 0
+
+
+@contextmanager
+def committing(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A writer's transaction: all or nothing, the catalog's next generation stamped in
+    it, and the shard folder marked with it after the commit (a kill between the two is
+    recognised and mended by the next writer: pairing.py)."""
+    with transaction(con):
+        yield con
+        mark = stamp(con)
+    with contextlib.suppress(OSError):
+        mark_folder(shard_root(con), mark)
 
 
 @contextmanager

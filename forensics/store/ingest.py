@@ -22,7 +22,7 @@ from ..errors import ForensicsError
 from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
-from .database import connect, db_path, open_writer, transaction
+from .database import committing, connect, db_path, open_writer
 from .derived import refresh_derived
 from .inputs import Input, expand
 from .points import ENV as PAUSE_ENV
@@ -161,7 +161,7 @@ def _register(
         reached("catalog-opened")
         moved: list[Path] = []
         try:
-            with transaction(con):
+            with committing(con):
                 t0 = time.perf_counter()
                 results, moved = register(con, staged, run, tags)
                 t1 = time.perf_counter()

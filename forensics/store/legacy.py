@@ -28,6 +28,7 @@ from .database import (
     transaction,
 )
 from .derived import install_views, refresh_derived
+from .pairing import Mark, mark_folder, new_identity
 from .shards import ShardWriter, folder, install_table_views, list_files, source_folder, staging
 from .stage import write_query
 
@@ -61,12 +62,13 @@ def convert(path: Path) -> Path:
                 moved.append(target)
         for p in (tmp, tmp.with_name(tmp.name + ".wal")):
             p.unlink(missing_ok=True)
-        _new_catalog(tmp, path, sorted(written))
+        mark = _new_catalog(tmp, path, sorted(written))
         os.rename(path, backup)
         wal = path.with_name(path.name + ".wal")
         if wal.exists():
             os.rename(wal, backup.with_name(backup.name + ".wal"))
         os.rename(tmp, path)
+        mark_folder(root, mark)
         return backup
     except BaseException:
         for m in moved:
@@ -105,17 +107,17 @@ def _write_shards(con: duckdb.DuckDBPyConnection, where: Path) -> dict[int, Path
     return out
 
 
-def _new_catalog(tmp: Path, path: Path, sources: list[int]) -> None:
+def _new_catalog(tmp: Path, path: Path, sources: list[int]) -> Mark:
     """The catalog of the old file's runs and sources and their shards, written at `tmp`
     to take `path`'s place (paths relative to its folder)."""
     con = duckdb.connect(str(tmp))
     try:
-        base = path.resolve().parent
-        con.execute("SET file_search_path = ?", [str(base)])
         root = folder(path.resolve())
+        con.execute("SET file_search_path = ?", [str(root)])
         with transaction(con):
             con.execute(DDL)
             con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            mark = new_identity(con)
             quoted = str(path).replace("'", "''")
             con.execute(f"ATTACH '{quoted}' AS _forensics_legacy (READ_ONLY)")
             con.execute("INSERT INTO runs SELECT * FROM _forensics_legacy.runs")
@@ -123,12 +125,13 @@ def _new_catalog(tmp: Path, path: Path, sources: list[int]) -> None:
             con.execute("DETACH _forensics_legacy")
             for sid in sources:
                 for f in sorted(source_folder(root, sid).glob("*.parquet")):
-                    list_files(con, base, sid, f.name.rsplit("-", 1)[0], [f])
-            install_table_views(con, base)
+                    list_files(con, root, sid, f.name.rsplit("-", 1)[0], [f])
+            install_table_views(con, root)
             install_views(con)
             refresh_derived(con)
     finally:
         con.close()
+    return mark
 
 
 def create_legacy(con: duckdb.DuckDBPyConnection) -> None:

@@ -43,20 +43,19 @@ def register(
 ) -> tuple[list[SourceResult], list[Path]]:
     """Register `staged` in the caller's transaction: their results, and the folders moved
     into the shard folder (the caller removes them if the transaction does not commit)."""
-    catalog = catalog_path(con)
-    base, root = catalog.parent, folder(catalog)
-    sweep(root, set(registered(con)), base)
+    root = folder(catalog_path(con))
+    sweep(root, set(registered(con)))
     ensure_run(con, run, tags)
     moved: list[Path] = []
     out: list[SourceResult] = []
-    held = [base / p for p in registered(con, "entries")]  # grows as sources register
+    held = [root / p for p in registered(con, "entries")]  # grows as sources register
     todo = [st for st in staged if st.result.status == "ingested" and st.folder is not None]
     shared = _shared_keys(con, todo, held)
     try:
         for st in staged:
             out.append(st.result)
             if st in todo:
-                _one(con, st, run, tags, base, root, moved, held, shared)
+                _one(con, st, run, tags, root, moved, held, shared)
         reinstall(con)
     except BaseException:
         for m in moved:
@@ -99,7 +98,6 @@ def _one(
     st: Staged,
     run: str,
     tags: dict[str, str],
-    base: Path,
     root: Path,
     moved: list[Path],
     held: list[Path],
@@ -138,7 +136,7 @@ def _one(
     moved.append(target)
     for table, names in writer.files.items():
         files = [target / name for name in names]
-        list_files(con, base, sid, table, files)
+        list_files(con, root, sid, table, files)
         if table == "entries":
             held += files  # the next source dedupes against this one
     con.execute(

@@ -2,16 +2,18 @@
 views that read the registered ones, and the removal of files no catalog lists.
 
 Layout: `incident.duckdb` (the catalog) and `incident.shards/source_id=N/<table>-<token>
-.parquet`. The folder name is the rows' `source_id` (hive partitioning): a source is
-registered by renaming its staged folder, and a scan that filters on one source opens
-only its files. Paths are stored relative to the catalog's folder, so the incident folder
-can be copied or moved; forensics gives its own connections absolute paths, a plain DuckDB
-client `SET file_search_path = '<the catalog's folder>'`.
+.parquet`. The folder name is the rows' `source_id`: a source is registered by renaming
+its staged folder, and a scan that filters on one source opens only its files. Paths are
+stored relative to the shard folder, so the incident can be copied, moved or renamed
+(catalog and folder together); forensics gives its own connections absolute paths, a
+plain DuckDB client `SET file_search_path = '<the shard folder>'`. The shard folder may
+be a link (shards on another disk); nothing inside it is followed.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import time
@@ -125,14 +127,23 @@ def rows_in(path: Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def list_files(
-    con: duckdb.DuckDBPyConnection, base: Path, source_id: int, table: str, files: list[Path]
+    con: duckdb.DuckDBPyConnection, root: Path, source_id: int, table: str, files: list[Path]
 ) -> None:
-    """Register shard files of one source's table (`base`: the catalog's folder)."""
+    """Register shard files of one source's table (`root`: the shard folder) with their
+    rows, bytes and sha256."""
     for f in files:
-        con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?)",
-                    [str(f.relative_to(base)), source_id, table, rows_in(f),
-                     f.stat().st_size])  # fmt: skip
+        con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?)",
+                    [f.relative_to(root).as_posix(), source_id, table, rows_in(f),
+                     f.stat().st_size, file_sha256(f)])  # fmt: skip
 
 
 def registered(con: duckdb.DuckDBPyConnection, table: str | None = None) -> list[str]:
@@ -143,16 +154,19 @@ def registered(con: duckdb.DuckDBPyConnection, table: str | None = None) -> list
     ).fetchall()]  # fmt: skip
 
 
-def install_table_views(con: duckdb.DuckDBPyConnection, base: Path, temp: bool = False) -> None:
+def install_table_views(
+    con: duckdb.DuckDBPyConnection, root: Path, temp: bool = False, skip: frozenset = frozenset()
+) -> None:
     """A view per sharded table over its registered files. In the file (temp=False) the
-    paths are relative to the catalog's folder, for any client; a temporary view of this
-    connection's gets them absolute (`base`: the catalog's folder)."""
+    paths are relative to the shard folder, for any client; a temporary view of this
+    connection's gets them absolute (`root`: the shard folder). `skip`: sources left out
+    (damaged ones, for the commands that work beside them)."""
     files: dict[str, list[str]] = {t: [] for t in SHARDED}
-    for path, table in con.execute(
-        "SELECT path, table_name FROM shards ORDER BY source_id, path"
+    for path, table, sid in con.execute(
+        "SELECT path, table_name, source_id FROM shards ORDER BY source_id, path"
     ).fetchall():
-        if table in files:
-            files[table].append(str(base / path) if temp else path)
+        if table in files and sid not in skip:
+            files[table].append(str(root / path) if temp else path)
     kind = "TEMP VIEW" if temp else "VIEW"
     for name, t in SHARDED.items():
         con.execute(f"CREATE OR REPLACE {kind} {name} AS {t.view(files[name])}")
@@ -223,17 +237,16 @@ def writer_lock(
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def sweep(root: Path, listed: set[str], base: Path) -> list[str]:
+def sweep(root: Path, listed: set[str]) -> list[str]:
     """Remove what an earlier ingest left behind and no catalog lists: abandoned staging
     folders, and shard files (and folders) not registered. Run by a writer that holds the
-    catalog; returns what it removed (relative to `base`). Nothing is followed: a link
+    catalog; returns what it removed (relative to `root`, as `listed`). Nothing is followed: a link
     in the folder is removed as a link (its target untouched), and every delete goes
     through the folder's own descriptor, so a folder swapped for a link meanwhile is not
     entered."""
     removed: list[str] = []
     if not root.is_dir():
         return removed
-    prefix = root.relative_to(base)
     rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)  # the folder itself may be a link
     try:
         for entry in sorted(os.scandir(rootfd), key=lambda e: e.name):
@@ -242,13 +255,13 @@ def sweep(root: Path, listed: set[str], base: Path) -> list[str]:
                 continue
             if entry.is_symlink():
                 os.unlink(name, dir_fd=rootfd)
-                removed.append(str(prefix / name))
+                removed.append(name)
             elif name.startswith(STAGING) and entry.is_dir(follow_symlinks=False):
                 if _abandoned(root / name):
                     shutil.rmtree(name, dir_fd=rootfd, ignore_errors=True)
-                    removed.append(str(prefix / name))
+                    removed.append(name)
             elif entry.is_dir(follow_symlinks=False):
-                removed += _sweep_source(rootfd, prefix / name, listed)
+                removed += _sweep_source(rootfd, Path(name), listed)
     finally:
         os.close(rootfd)
     return removed
@@ -262,7 +275,7 @@ def _sweep_source(rootfd: int, rel: Path, listed: set[str]) -> list[str]:
         return removed
     try:
         for f in sorted(os.scandir(fd), key=lambda e: e.name):
-            frel = str(rel / f.name)
+            frel = (rel / f.name).as_posix()
             if frel in listed:
                 continue
             if f.is_symlink() or f.name.endswith((".parquet", ".tmp")):

@@ -19,12 +19,12 @@ from ..errors import ForensicsError
 from ..parsers.tables import SHARDED, read_parquet
 from .database import (
     SCHEMA_VERSION,
-    catalog_path,
+    committing,
     connect,
     connect_read_only,
     first_row,
     reinstall,
-    transaction,
+    shard_root,
 )
 from .derived import STAMP, refresh_derived
 from .records import TABLES as RECORD_TABLES
@@ -76,7 +76,7 @@ def _changed(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _files(con: duckdb.DuckDBPyConnection, source_id: int) -> dict[str, list[Path]]:
-    base = catalog_path(con).parent
+    base = shard_root(con)
     out: dict[str, list[Path]] = {}
     for path, table in con.execute(
         "SELECT path, table_name FROM shards WHERE source_id = ? ORDER BY path", [source_id]
@@ -86,13 +86,13 @@ def _files(con: duckdb.DuckDBPyConnection, source_id: int) -> dict[str, list[Pat
 
 
 def _list(con: duckdb.DuckDBPyConnection, source_id: int, table: str, files: list[Path]) -> None:
-    list_files(con, catalog_path(con).parent, source_id, table, files)
+    list_files(con, shard_root(con), source_id, table, files)
 
 
 def _unlist(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
-    base = catalog_path(con).parent
+    root = shard_root(con)
     for f in files:
-        con.execute("DELETE FROM shards WHERE path = ?", [str(f.relative_to(base))])
+        con.execute("DELETE FROM shards WHERE path = ?", [f.relative_to(root).as_posix()])
 
 
 def remove_source(db: str | os.PathLike | None, source_id: int) -> dict:
@@ -121,7 +121,7 @@ def remove_source(db: str | os.PathLike | None, source_id: int) -> dict:
         mine = _files(con, source_id)
         removed = {t: sum(rows_in(f) for f in fs) for t, fs in mine.items()}
         restored: dict[int, int] = {}
-        with transaction(con):
+        with committing(con):
             for fs in mine.values():
                 _unlist(con, fs)
             con.execute("DELETE FROM sources WHERE source_id = ?", [source_id])
@@ -220,7 +220,7 @@ def relabel_source(
         changed: dict[str, int] = {}
         files = _files(con, source_id)
         try:
-            with transaction(con):
+            with committing(con):
                 for table, fs in files.items():
                     sets = {}
                     if host is not None and table in _holding("host"):

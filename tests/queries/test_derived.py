@@ -14,7 +14,7 @@ import forensics
 from forensics.analyses.rooms import rooms
 from forensics.store import SCHEMA_VERSION, connect, connect_read_only, refresh_derived, transaction
 from forensics.store.database import reinstall
-from forensics.store.shards import ShardWriter, folder, source_folder
+from forensics.store.shards import ShardWriter, folder, list_files, source_folder
 from forensics.synthetic import incident
 
 from ..helpers import plain
@@ -128,8 +128,7 @@ def test_data_written_without_a_refresh_is_answered_from_the_sql(tmp_path: Path)
             writer = ShardWriter(where, SCHEMA_VERSION)
             writer.write("checksums", rows)
             (name,) = writer.close()["checksums"]
-            con.execute("INSERT INTO shards VALUES (?, 99, 'checksums', 1, 0)",
-                        [str((where / name).relative_to(db.parent))])  # fmt: skip
+            list_files(con, folder(db), 99, "checksums", [where / name])
             reinstall(con)
     finally:
         con.close()
