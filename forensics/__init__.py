@@ -24,6 +24,7 @@ _WHERE = {
     "bundle": ".export.bundle",
     "canary": ".analyses.canary",
     "compare": ".analyses.compare",
+    "copy_incident": ".store.relocate",
     "connect": ".store",
     "connect_read_only": ".store",
     "correlate": ".analyses.correlate",
@@ -34,6 +35,7 @@ _WHERE = {
     "ingest": ".store.ingest",
     "list_queries": ".named",
     "list_sources": ".store.sources",
+    "move_incident": ".store.relocate",
     "query": ".sql",
     "query_rows": ".sql",
     "report": ".analyses.report",
@@ -43,6 +45,7 @@ _WHERE = {
     "summarize": ".store.summary",
     "trace": ".export.trace",
     "suspects": ".analyses.suspects",
+    "verify": ".store.integrity",
 }
 __all__ = [
     "ForensicsError",
@@ -54,6 +57,7 @@ __all__ = [
     "compare",
     "connect",
     "connect_read_only",
+    "copy_incident",
     "correlate",
     "dashboard",
     "demo",
@@ -62,6 +66,7 @@ __all__ = [
     "ingest",
     "list_queries",
     "list_sources",
+    "move_incident",
     "query",
     "query_rows",
     "report",
@@ -71,6 +76,7 @@ __all__ = [
     "summarize",
     "suspects",
     "trace",
+    "verify",
 ]
 
 
@@ -100,6 +106,8 @@ if TYPE_CHECKING:
     from .sql import export, query, query_rows
     from .store import connect, connect_read_only
     from .store.ingest import IngestResult, SourceResult, ingest
+    from .store.integrity import verify
+    from .store.relocate import copy_incident, move_incident
     from .store.sources import list_sources
     from .store.summary import summarize
     from .synthetic.demo import demo

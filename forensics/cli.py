@@ -189,11 +189,17 @@ def ingest(
 
 
 def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) -> None:
-    con = connect_read_only(res.db)
+    from .store.database import shard_root
+    from .store.integrity import check
+
+    con = connect_read_only(res.db, damaged_ok=True)  # ingest works beside a damaged source
     try:
         summ = summarize(con, res.source_ids)
+        damage = check(con, shard_root(con))
     finally:
         con.close()
+    if damage:
+        err.print(f"note: {damage.line()}")
     if as_json:
         doc = {
             "db": str(res.db),
@@ -258,12 +264,20 @@ def sources(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None
     t = Table()
     for c in ("id", "run", "path", "format", "entries", "dups", "quarantined", "sha256"):
         t.add_column(c)
+    damaged = [r for r in rows if r["damaged"]]
+    if damaged:
+        t.add_column("damaged", style="red")
     for r in rows:
         t.add_row(
             str(r["source_id"]), r["run"], r["path"], r["format"], f"{r['entries']:,}",
             f"{r['duplicates']:,}", f"{r['quarantined']:,}", r["sha256"][:12],
+            *([r["damaged"] or ""] if damaged else []),
         )  # fmt: skip
     out.print(t)
+    for r in damaged[:1]:
+        sid = r["source_id"]
+        out.print(f"source {sid} is damaged: `forensics sources remove {sid}` removes it, then "
+                  f"`forensics ingest {r['path']}` reads it again")  # fmt: skip
 
 
 @sources_app.command("remove")
@@ -767,6 +781,55 @@ def upgrade(db: DbOpt = None) -> None:
 
 
 @app.command()
+def verify(db: DbOpt = None, json: JsonOpt = False) -> None:
+    """Read every shard file whole: its sha256, rows and table as registered, and the
+    catalog's standing with its shard folder. Exit 0 when clean, 1 when damaged.
+
+    Example: forensics verify --db incident.duckdb
+    """
+    from .store.integrity import verify as run_verify
+
+    res = run_verify(db)
+    if json:
+        _write_json(res.as_dict())
+    else:
+        for line in res.sentences():
+            out.print(line)
+    if not res.clean:
+        raise typer.Exit(1)
+
+
+@app.command(name="copy")
+def copy_cmd(
+    dst: Annotated[Path, typer.Argument(help="The copy's catalog (or a folder to put it in).")],
+    db: DbOpt = None,
+) -> None:
+    """Copy the incident (catalog and shard folder) with an identity of its own: both
+    read and write independently. A copy of the .duckdb file alone shares the original's
+    shards and opens read-only.
+
+    Example: forensics copy backup/incident.duckdb --db incident.duckdb
+    """
+    from .store.relocate import copy_incident
+
+    out.print(f"copied {db_path(db)} to {copy_incident(db, dst)}")
+
+
+@app.command(name="mv")
+def mv_cmd(
+    dst: Annotated[Path, typer.Argument(help="The new catalog path (or a folder to move to).")],
+    db: DbOpt = None,
+) -> None:
+    """Rename or move the incident: the catalog and its shard folder together.
+
+    Example: forensics mv flag-off.duckdb --db incident.duckdb
+    """
+    from .store.relocate import move_incident
+
+    out.print(f"moved {db_path(db)} to {move_incident(db, dst)}")
+
+
+@app.command()
 def demo(
     dir: Annotated[Path, typer.Option("--dir", help="Where the incident's files go.")] = Path(
         "demo-incident"
@@ -864,7 +927,10 @@ def _failure(exc: BaseException, interrupted: bool, debug: bool) -> tuple[str, i
     if isinstance(exc, ForensicsError) or (patterns and isinstance(exc, patterns.PatternError)):
         return str(exc), 2
     if isinstance(exc, duckdb.Error):
-        return f"database: {str(exc).splitlines()[0]}", 2
+        first = str(exc).splitlines()[0]
+        if ".parquet" in first:  # a shard unreadable though its size was right
+            first += " (a shard may be damaged: `forensics verify` names it and the way out)"
+        return f"database: {first}", 2
     usage = _usage_error(exc)
     if usage is not None:
         return usage, 2

@@ -22,6 +22,7 @@ from .errors import ForensicsError
 from .outputs import json_safe, replacing, write_text
 from .store import connect_read_only
 from .store.database import shard_root
+from .store.integrity import inside
 from .store.shards import registered
 
 OUTPUT_FORMATS = ("table", "csv", "json", "parquet")
@@ -43,7 +44,9 @@ def guarded(db: str | os.PathLike | None = None) -> Iterator[duckdb.DuckDBPyConn
     """A read-only connection that cannot reach outside the database file."""
     con = connect_read_only(db)
     try:
-        files = [str(shard_root(con) / p) for p in registered(con)]
+        root = shard_root(con)
+        # only the registered files inside the folder (a path leaving it is never allowed)
+        files = [str(f) for p in registered(con) if (f := inside(root, p)) is not None]
         if files:  # before the lock: the views' files, and nothing else
             con.execute("SET allowed_paths = ?", [files])
         con.execute("SET enable_external_access = false")

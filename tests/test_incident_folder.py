@@ -235,3 +235,175 @@ def _children(pid: int) -> list[int]:
         kids += [int(k) for k in (task / "children").read_text().split()]
     return [k for k in kids if any("fifo" in os.readlink(f) for f in
                                    Path(f"/proc/{k}/fd").iterdir() if f.is_symlink())]  # fmt: skip
+
+
+def _mark(db: Path) -> bytes:
+    return (db.with_suffix(".shards") / ".identity").read_bytes()
+
+
+def test_a_catalog_copied_alone_falls_behind_and_only_reads(
+    inputs: list[Path], tmp_path: Path
+) -> None:
+    db, bak = tmp_path / "inc.duckdb", tmp_path / "inc.bak"  # both name inc.shards
+    forensics.ingest([str(inputs[0])], db)
+    shutil.copy(db, bak)
+    forensics.ingest([str(inputs[1])], db)  # the original's next commit
+    r = cli("report", "--db", str(bak))
+    assert r.returncode == 0, r.stderr
+    assert b"opened read-only" in r.stderr and len(r.stderr.decode().strip().splitlines()) == 1
+    w = cli("ingest", str(inputs[2]), "--db", str(bak))
+    assert w.returncode == 2 and b"forensics copy" in w.stderr, w.stderr
+    assert len(w.stderr.decode().strip().splitlines()) == 1
+    assert len(forensics.list_sources(db)) == 2 and cli("report", "--db", str(db)).stderr == b""
+
+
+def test_another_catalog_with_the_same_stem_is_refused(inputs: list[Path], tmp_path: Path) -> None:
+    db, other = tmp_path / "x.duckdb", tmp_path / "x.db"
+    forensics.ingest([str(inputs[0])], db)
+    w = cli("ingest", str(inputs[1]), "--db", str(other))
+    assert w.returncode == 2 and b"belongs to another catalog" in w.stderr, w.stderr
+    assert not other.exists()  # the catalog it made, removed
+    assert [s["source_id"] for s in forensics.list_sources(db)] == [1]
+    assert cli("verify", "--db", str(db)).returncode == 0
+
+
+def test_copies_and_renames_of_the_pair(inputs: list[Path], tmp_path: Path) -> None:
+    a = tmp_path / "a" / "inc.duckdb"
+    a.parent.mkdir()
+    forensics.ingest([str(inputs[0])], a)
+    whole = tmp_path / "whole"
+    shutil.copytree(a.parent, whole, symlinks=True)  # cp -a
+    b = whole / "inc.duckdb"
+    forensics.ingest([str(inputs[1])], b)
+    forensics.ingest([str(inputs[2])], a)
+    assert {s["path"] for s in forensics.list_sources(a)} == {str(inputs[0]), str(inputs[2])}
+    assert {s["path"] for s in forensics.list_sources(b)} == {str(inputs[0]), str(inputs[1])}
+    # renamed by hand: both files
+    (tmp_path / "a" / "inc.duckdb").rename(tmp_path / "a" / "new.duckdb")
+    (tmp_path / "a" / "inc.shards").rename(tmp_path / "a" / "new.shards")
+    moved = tmp_path / "a" / "new.duckdb"
+    assert cli("report", "--db", str(moved)).returncode == 0
+    forensics.ingest([str(inputs[1])], moved)
+    # forensics copy: an identity of its own; forensics mv: the pair
+    c = cli("copy", str(tmp_path / "c" / "copy.duckdb"), "--db", str(moved))
+    assert c.returncode == 0, c.stderr
+    copy = tmp_path / "c" / "copy.duckdb"
+    assert _mark(copy) != _mark(moved)
+    assert cli("sources", "remove", "1", "--db", str(copy)).returncode == 0
+    assert len(forensics.list_sources(moved)) == 3 and len(forensics.list_sources(copy)) == 2
+    m = cli("mv", str(tmp_path / "d" / "final.duckdb"), "--db", str(copy))
+    assert m.returncode == 0, m.stderr
+    assert not copy.exists() and not copy.with_suffix(".shards").exists()
+    assert cli("verify", "--db", str(tmp_path / "d" / "final.duckdb")).returncode == 0
+
+
+def test_the_shard_folder_may_be_a_link(inputs: list[Path], tmp_path: Path) -> None:
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0])], db)
+    disk = tmp_path / "other-disk" / "inc.shards"
+    disk.parent.mkdir()
+    shutil.move(db.with_suffix(".shards"), disk)
+    db.with_suffix(".shards").symlink_to(disk)
+    forensics.ingest([str(inputs[1])], db)
+    assert len(forensics.list_sources(db)) == 2
+    assert cli("verify", "--db", str(db)).returncode == 0
+
+
+def test_a_folder_that_missed_the_last_commit_is_mended(inputs: list[Path], tmp_path: Path) -> None:
+    """Killed between the commit and the folder's mark: the next open reads without a word
+    and the next writer marks the folder."""
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0])], db)
+    before = _mark(db)
+    forensics.ingest([str(inputs[1])], db)
+    (db.with_suffix(".shards") / ".identity").write_bytes(before)
+    r = cli("report", "--db", str(db))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    forensics.ingest([str(inputs[2])], db)
+    assert orjson.loads(_mark(db))["generation"] == orjson.loads(before)["generation"] + 2
+
+
+def _shard(db: Path, source_id: int, table: str = "entries") -> Path:
+    return next((db.with_suffix(".shards") / f"source_id={source_id}").glob(f"{table}-*"))
+
+
+DAMAGE = {
+    "deleted": lambda f, other: f.unlink(),
+    "truncated": lambda f, other: f.write_bytes(f.read_bytes()[:100]),
+    "replaced by another source's file": lambda f, other: shutil.copy(other, f),
+    "replaced by another table's file": lambda f, other: shutil.copy(
+        next(f.parent.glob("rid_rooms-*")), f
+    ),
+    "a folder": lambda f, other: (f.unlink(), f.mkdir()),
+    "its folder missing": lambda f, other: shutil.rmtree(f.parent),
+}
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_a_damaged_source_is_named(inputs: list[Path], tmp_path: Path, how: str) -> None:
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0]), str(inputs[1])], db)
+    DAMAGE[how](_shard(db, 1), _shard(db, 2))
+    for answer in (forensics.report, forensics.rooms, forensics.suspects):
+        with pytest.raises(forensics.ForensicsError, match=r"source 1 .*sources remove 1"):
+            answer(db)
+    assert [bool(s["damaged"]) for s in forensics.list_sources(db)] == [True, False]
+    assert forensics.verify(db).damage.sources == {1}
+
+
+def test_the_way_out_of_a_damaged_source_works(inputs: list[Path], tmp_path: Path) -> None:
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0]), str(inputs[1])], db)
+    want = _answers(db)
+    DAMAGE["deleted"](_shard(db, 1), _shard(db, 2))
+    for cmd in (["report"], ["sql", "SELECT 1"]):
+        r = cli(*cmd, "--db", str(db))
+        err = r.stderr.decode()
+        assert r.returncode == 2 and "source 1" in err and "sources remove 1" in err, err
+        assert len(err.strip().splitlines()) == 1
+    listed = cli("sources", "--db", str(db))
+    assert listed.returncode == 0 and b"damaged" in listed.stdout
+    assert cli("verify", "--db", str(db)).returncode == 1
+    forensics.ingest([str(inputs[2])], db)  # beside it
+    again = forensics.ingest([str(inputs[0])], db)
+    assert "sources remove 1" in again.sources[0].reason  # skipped, and said why
+    r = cli("sources", "remove", "1", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    assert forensics.verify(db).clean
+    from forensics.store.sources import remove_source
+
+    remove_source(db, 3)
+    forensics.ingest([str(inputs[0])], db)
+    counted = {t: n for t, (n, _) in _answers(db)["views"].items()}  # under new source ids
+    assert counted == {t: n for t, (n, _) in want["views"].items()}
+
+
+def test_bytes_changed_in_place_are_caught_by_verify(inputs: list[Path], tmp_path: Path) -> None:
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0])], db)
+    f = _shard(db, 1)
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size: the cheap check on open passes
+    f.write_bytes(bytes(data))
+    v = cli("verify", "--db", str(db), "--json")
+    assert v.returncode == 1
+    doc = orjson.loads(v.stdout)
+    assert doc["sources"] == [1] and "sha256" in doc["damaged"][0]["why"]
+
+
+def test_a_registered_path_outside_the_folder_is_never_read_or_deleted(
+    inputs: list[Path], tmp_path: Path
+) -> None:
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0])], db)
+    secret = tmp_path / "outside.parquet"
+    shutil.copy(_shard(db, 1), secret)
+    con = plain(db, read_only=False)
+    for bad in ("../outside.parquet", str(secret)):
+        con.execute("INSERT INTO shards VALUES (?, 1, 'entries', 1, ?, NULL)",
+                    [bad, secret.stat().st_size])  # fmt: skip
+    con.close()
+    r = cli("sql", f"SELECT count(*) FROM read_parquet('{secret}')", "--db", str(db))
+    assert r.returncode == 2 and b"outside the shard folder" in r.stderr, r.stderr
+    assert cli("sources", "remove", "1", "--db", str(db)).returncode == 0
+    assert secret.exists()

@@ -12,6 +12,7 @@ import orjson
 import pytest
 import typer.main
 
+import forensics
 from forensics.cli import app
 from forensics.synthetic.planted import generate_planted, write_planted
 
@@ -94,6 +95,9 @@ def _args(name: str, h: dict, tmp: Path) -> tuple[list[str], set[int]]:
         "patterns": (["--check", str(tmp / "[bold]none.toml")], {2}),
         "repro": ([f"http://127.0.0.1:9/{RUN}", "--run", RUN, *REPRO, str(tmp / "r.jsonl")], {2}),
         "upgrade": ([*db], {0}),
+        "verify": ([*db], {0}),
+        "copy": ([str(tmp / "c [bold]x.duckdb"), *db], {0}),
+        "mv": ([str(tmp / "n [bold]x.duckdb"), "--db", str(tmp / "m [bold]x.duckdb")], {0}),
         "demo": (["--dir", str(tmp / "demo [bold]d")], {0}),
         "sources remove": (["99", *db], {2}),
         "sources relabel": (["4", "--host", HOST, *db], {0}),
@@ -119,6 +123,8 @@ def test_every_registered_command_is_listed(hostile: dict, tmp_path: Path) -> No
 @pytest.mark.parametrize("name", COMMANDS)
 def test_hostile_values_are_shown_escaped(name: str, hostile: dict, tmp_path: Path) -> None:
     args, codes = _args(name, hostile, tmp_path)
+    if name == "mv":  # a copy to move: mv takes away the one it is given
+        forensics.copy_incident(hostile["db"], tmp_path / "m [bold]x.duckdb")
     for json in ([], ["--json"]):
         if json and name not in ("ingest", "report", "rooms", "follow", "suspects"):
             continue

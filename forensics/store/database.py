@@ -287,10 +287,13 @@ def open_writer(
 
 
 def _install(con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False) -> None:
-    """The stored tables' views over the shards, then the named queries' views."""
+    """The stored tables' views over the shards (a damaged source's files left out: the
+    commands that work beside it see the others), then the named queries' views."""
+    from .integrity import check
     from .shards import install_table_views
 
-    install_table_views(con, shard_root(con), temp=temp)
+    root = shard_root(con)
+    install_table_views(con, root, temp=temp, skip=check(con, root).sources)
     install_views(con, temp=temp)
 
 
@@ -318,7 +321,13 @@ def reading(db: Db) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
-def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyConnection:
+def connect_read_only(
+    path: str | os.PathLike | None = None, damaged_ok: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """A checked read-only connection. A damaged source (integrity.py) is refused with one
+    line naming it and the way out, unless `damaged_ok` (`sources` lists it)."""
+    from .integrity import check
+
     p = db_path(path)
     if not p.exists():
         raise ForensicsError(
@@ -334,6 +343,10 @@ def connect_read_only(path: str | os.PathLike | None = None) -> duckdb.DuckDBPyC
     note = reading_note(con, p, shard_root(con))
     if note:
         logging.getLogger("forensics").warning(note)
+    damage = check(con, shard_root(con))
+    if damage and not damaged_ok:
+        con.close()
+        raise ForensicsError(damage.line())
     # The file's views are those of the pd-forensics that wrote last; readers use this
     # one's (temporary views shadow stored ones and leave the file untouched), with the
     # shards' absolute paths wherever the folder is now.

@@ -17,6 +17,7 @@ import duckdb
 
 from ..parsers.tables import SOURCE_OF_FILE, read_parquet
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
+from .integrity import check
 from .records import TABLES as RECORD_TABLES
 from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
 from .stage import IDENTITY, SourceResult, Staged, sql_path, write_query
@@ -45,10 +46,11 @@ def register(
     into the shard folder (the caller removes them if the transaction does not commit)."""
     root = folder(catalog_path(con))
     sweep(root, set(registered(con)))
+    damaged = check(con, root).sources  # not read: dedupe against the sound sources
     ensure_run(con, run, tags)
     moved: list[Path] = []
     out: list[SourceResult] = []
-    held = [root / p for p in registered(con, "entries")]  # grows as sources register
+    held = [root / p for p in registered(con, "entries", damaged)]  # grows as sources register
     todo = [st for st in staged if st.result.status == "ingested" and st.folder is not None]
     shared = _shared_keys(con, todo, held)
     try:
@@ -108,6 +110,8 @@ def _one(
     if dup is not None:
         res.status = "skipped"
         res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
+        if check(con, root).sources & {dup[0]}:
+            res.reason += f" (damaged: `forensics sources remove {dup[0]}` first)"
         shutil.rmtree(st.folder or "", ignore_errors=True)
         return
     for name, own in st.headers.items():

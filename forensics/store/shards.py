@@ -146,12 +146,16 @@ def list_files(
                      f.stat().st_size, file_sha256(f)])  # fmt: skip
 
 
-def registered(con: duckdb.DuckDBPyConnection, table: str | None = None) -> list[str]:
-    """The registered files (relative paths), in source order."""
+def registered(
+    con: duckdb.DuckDBPyConnection, table: str | None = None, skip: frozenset = frozenset()
+) -> list[str]:
+    """The registered files (relative to the shard folder), in source order; `skip`:
+    sources left out."""
     where = "WHERE table_name = ?" if table else ""
     return [r[0] for r in con.execute(
-        f"SELECT path FROM shards {where} ORDER BY source_id, path", [table] if table else []
-    ).fetchall()]  # fmt: skip
+        f"SELECT path, source_id FROM shards {where} ORDER BY source_id, path",
+        [table] if table else [],
+    ).fetchall() if r[1] not in skip]  # fmt: skip
 
 
 def install_table_views(
@@ -279,7 +283,10 @@ def _sweep_source(rootfd: int, rel: Path, listed: set[str]) -> list[str]:
             if frel in listed:
                 continue
             if f.is_symlink() or f.name.endswith((".parquet", ".tmp")):
-                os.unlink(f.name, dir_fd=fd)
+                if f.is_dir(follow_symlinks=False):
+                    shutil.rmtree(f.name, dir_fd=fd, ignore_errors=True)
+                else:
+                    os.unlink(f.name, dir_fd=fd)
                 removed.append(frel)
         empty = not any(True for _ in os.scandir(fd))
     finally:

@@ -8,6 +8,7 @@ recomputed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from .database import (
     shard_root,
 )
 from .derived import STAMP, refresh_derived
+from .integrity import check, inside
 from .records import TABLES as RECORD_TABLES
 from .records import _records_of
 from .register import drop_duplicates
@@ -35,8 +37,14 @@ from .stage import arrow_batches, write_quarantine, write_query
 
 
 def list_sources(db: str | os.PathLike | None = None) -> list[dict]:
-    con = connect_read_only(db)
+    """Every source, oldest first; `damaged`: why one of its files is not the registered
+    one (None when sound)."""
+    con = connect_read_only(db, damaged_ok=True)
     try:
+        damage = check(con, shard_root(con))
+        why = {}
+        for b in damage.files:
+            why.setdefault(b.source_id, f"{b.path} {b.why}")
         # The time as ISO text in UTC: DuckDB before 2.0 needs pytz to hand out a
         # TIMESTAMPTZ as a Python datetime.
         rel = con.sql(
@@ -44,7 +52,10 @@ def list_sources(db: str | os.PathLike | None = None) -> list[dict]:
             " '%Y-%m-%dT%H:%M:%S.%fZ') AS ingested_at) FROM sources ORDER BY source_id"
         )
         cols = rel.columns
-        return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
+        rows = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
+        for r in rows:
+            r["damaged"] = why.get(r["source_id"])
+        return rows
     finally:
         con.close()
 
@@ -76,12 +87,16 @@ def _changed(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _files(con: duckdb.DuckDBPyConnection, source_id: int) -> dict[str, list[Path]]:
-    base = shard_root(con)
+    """A source's registered files by table; a path that leaves the shard folder is
+    never one of them (never read, never deleted)."""
+    root = shard_root(con)
     out: dict[str, list[Path]] = {}
     for path, table in con.execute(
         "SELECT path, table_name FROM shards WHERE source_id = ? ORDER BY path", [source_id]
     ).fetchall():
-        out.setdefault(table, []).append(base / path)
+        f = inside(root, path)
+        if f is not None:
+            out.setdefault(table, []).append(f)
     return out
 
 
@@ -119,11 +134,12 @@ def remove_source(db: str | os.PathLike | None, source_id: int) -> dict:
                 "ingested before shards); remove those first"
             )
         mine = _files(con, source_id)
-        removed = {t: sum(rows_in(f) for f in fs) for t, fs in mine.items()}
+        removed = dict(con.execute(  # as registered: a damaged file may be gone
+            "SELECT table_name, sum(rows)::BIGINT FROM shards WHERE source_id = ? GROUP BY 1",
+            [source_id]).fetchall())  # fmt: skip
         restored: dict[int, int] = {}
         with committing(con):
-            for fs in mine.values():
-                _unlist(con, fs)
+            con.execute("DELETE FROM shards WHERE source_id = ?", [source_id])
             con.execute("DELETE FROM sources WHERE source_id = ?", [source_id])
             reinstall(con)
             for sid, _, srun in later:
@@ -147,7 +163,8 @@ def _delete(files: list[Path]) -> None:
     """Files no longer listed (after the commit: a reader that opened before it still
     read them); folders left empty too."""
     for f in files:
-        f.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            f.unlink()
         if f.parent.is_dir() and not any(f.parent.iterdir()):
             f.parent.rmdir()
 
@@ -217,6 +234,11 @@ def relabel_source(
     new: list[Path] = []
     try:
         old_run, path = _source(con, source_id)
+        if source_id in check(con, shard_root(con)).sources:
+            raise ForensicsError(
+                f"source {source_id} ({path}) is damaged: `forensics sources remove "
+                f"{source_id}` removes it, then `forensics ingest {path}` reads it again"
+            )
         changed: dict[str, int] = {}
         files = _files(con, source_id)
         try:
