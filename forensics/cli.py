@@ -68,6 +68,11 @@ SinceOpt = Annotated[
                  "epoch seconds)."),
 ]  # fmt: skip
 UntilOpt = Annotated[str | None, typer.Option(help="Only what happened before this time.")]
+WaitOpt = Annotated[
+    float,
+    typer.Option(help="Seconds to wait while another process (a writer, or a reader while it "
+                 "opens the catalog) holds the database."),
+]  # fmt: skip
 ScrubOpt = Annotated[
     bool,
     typer.Option("--scrub", help="Secrets (URL passwords, tokens, keys) out of every value shown."),
@@ -83,6 +88,14 @@ def _progress_factory(progress: Progress):
         return lambda n: progress.advance(task, n)
 
     return make
+
+
+def _waiting(wait: float):
+    """What a writer says once when it has to wait for the catalog."""
+    return lambda: err.print(
+        f"waiting up to {wait:g} s for another process (a writer, or a "
+        "reader opening the catalog) to let go of the database …"
+    )
 
 
 def _tags(values: list[str]) -> dict[str, str]:
@@ -117,9 +130,7 @@ def ingest(
         list[Path],
         typer.Option("--patterns", help="Pattern file (TOML) for a fork's own lines (repeatable)."),
     ] = [],  # noqa: B006
-    wait: Annotated[
-        float, typer.Option(help="Seconds to wait while another ingest holds the database.")
-    ] = 60.0,
+    wait: WaitOpt = 60.0,
     workers: Annotated[
         int | None,
         typer.Option(help="Processes reading inputs [default: one an input, up to the cores]."),
@@ -174,10 +185,7 @@ def ingest(
         res = run_ingest(
             paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,
             patterns=patterns, progress=_progress_factory(progress) if progress else None,
-            wait=wait, waiting=lambda: err.print(f"waiting up to {wait:g} s for another "
-                                                 "process (a writer, or a reader while the "
-                                                 "catalog is opened) to let go of the "
-                                                 "database …"),
+            wait=wait, waiting=_waiting(wait),
             workers=workers,
             ray=RaySettings(ray_address, ray_cpus, ray_timeout, ray_shared) if ray else None,
         )  # fmt: skip
@@ -284,6 +292,7 @@ def sources(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None
 def sources_remove(
     source_id: Annotated[int, typer.Argument(help="The source's id (forensics sources).")],
     db: DbOpt = None,
+    wait: WaitOpt = 0.0,
     json: JsonOpt = False,
 ) -> None:
     """Remove every row of one source (refused, with why, when that could lose entries).
@@ -292,7 +301,7 @@ def sources_remove(
     """
     from .store.sources import remove_source
 
-    res = remove_source(db, source_id)
+    res = remove_source(db, source_id, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"removed source {source_id} ({res['path']}): " + ", ".join(
         f"{n:,} {t}" for t, n in res["removed"].items()))  # fmt: skip
 
@@ -303,6 +312,7 @@ def sources_relabel(
     host: Annotated[str | None, typer.Option(help="Its host, for entries and records.")] = None,
     run: Annotated[str | None, typer.Option(help="Its run.")] = None,
     db: DbOpt = None,
+    wait: WaitOpt = 0.0,
     json: JsonOpt = False,
 ) -> None:
     """Give one source's rows another host or run (an ingest with the wrong --host).
@@ -311,7 +321,7 @@ def sources_relabel(
     """
     from .store.sources import relabel_source
 
-    res = relabel_source(db, source_id, host, run)
+    res = relabel_source(db, source_id, host, run, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"relabelled source {source_id} ({res['path']}): " + ", ".join(
         f"{n:,} {c}" for c, n in res["changed"].items()))  # fmt: skip
 

@@ -11,6 +11,7 @@ that `--out` names are written by pd-forensics itself, whole or not at all.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -112,19 +113,30 @@ def preview(
         return list(rel.columns), rows[:limit], total
 
 
+# Cells CSV (through polars) takes as they are; every other type is written as text.
+_CSV_CELLS = re.compile(
+    r"^(BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT"
+    r"|FLOAT|DOUBLE|DECIMAL\(\d+,\s*\d+\)|DATE|TIME|TIMESTAMP|TIMESTAMP WITH TIME ZONE"
+    r"|TIMESTAMP_NS|TIMESTAMP_MS|TIMESTAMP_S|VARCHAR|JSON|UUID)$"
+)
+
+
 def _flat(rel: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
-    """Nested columns (lists, maps, structs) as JSON text and blobs as hex: CSV has
-    only flat cells."""
+    """Nested and variant columns (lists, maps, structs, unions, VARIANT) as JSON text,
+    blobs as hex, anything else CSV has no cell for (intervals, bits, …) as DuckDB's
+    text: CSV has only flat cells."""
     exprs = []
     for name, dtype in zip(rel.columns, rel.types, strict=True):
         t = str(dtype).upper()
         q = '"' + name.replace('"', '""') + '"'
-        if t.endswith("]") or t.startswith(("MAP", "STRUCT", "UNION")):
+        if _CSV_CELLS.match(t):
+            exprs.append(q)
+        elif t.endswith("]") or t.startswith(("MAP", "STRUCT", "UNION", "VARIANT")):
             exprs.append(f"to_json({q})::VARCHAR AS {q}")
         elif t == "BLOB":
             exprs.append(f"hex({q}) AS {q}")
         else:
-            exprs.append(q)
+            exprs.append(f"{q}::VARCHAR AS {q}")
     return rel.project(", ".join(exprs))
 
 

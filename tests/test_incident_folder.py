@@ -407,3 +407,38 @@ def test_a_registered_path_outside_the_folder_is_never_read_or_deleted(
     assert r.returncode == 2 and b"outside the shard folder" in r.stderr, r.stderr
     assert cli("sources", "remove", "1", "--db", str(db)).returncode == 0
     assert secret.exists()
+
+
+def test_a_worker_killed_or_a_full_disk_is_one_line(inputs: list[Path], tmp_path: Path) -> None:
+    from concurrent.futures.process import BrokenProcessPool
+
+    import forensics.store.ingest as ingest_mod
+
+    db = tmp_path / "inc.duckdb"
+    real = ingest_mod.stage_all
+
+    def broken(*a, **k):
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device", str(tmp_path / "x.parquet"))
+
+    for fake, needle in ((broken, "worker reading the inputs died"), (full, "no space left")):
+        ingest_mod.stage_all = fake
+        try:
+            with pytest.raises(forensics.ForensicsError, match=needle) as exc:
+                forensics.ingest([str(inputs[0])], db)
+        finally:
+            ingest_mod.stage_all = real
+        assert "\n" not in str(exc.value) and not db.exists()
+        assert not db.with_suffix(".shards").exists()  # nothing left of a failed first ingest
+
+
+def test_csv_takes_every_column_type(tmp_path: Path, inputs: list[Path]) -> None:
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0])], db)
+    q = ("SELECT [1, 2] AS l, {'a': 1} AS s, MAP {'k': 'v'} AS m, union_value(k := 1) AS u, "
+         "INTERVAL 1 DAY AS i, '101'::BIT AS b, 'x'::BLOB AS x, 1::VARIANT AS v")  # fmt: skip
+    r = cli("sql", q, "--format", "csv", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines()[0] == "l,s,m,u,i,b,x,v"

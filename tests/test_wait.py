@@ -39,3 +39,46 @@ def test_an_ingest_waits_for_the_writer_that_holds_the_file(tmp_path: Path) -> N
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_every_writer_waits_and_reads_its_inputs_meanwhile(tmp_path: Path) -> None:
+    """`sources remove|relabel --wait` wait like ingest; an ingest that meets a held
+    catalog reads (stages) its inputs first and waits only to register them."""
+    from .helpers import cli
+
+    log = tmp_path / "decode-0.log"
+    log.write_text("[2026-09-24 01:50:40] Decode batch, #running-req: 3, #token: 10, "
+                   "token usage: 0.01, gen throughput (token/s): 1.0, #queue-req: 0\n")  # fmt: skip
+    other = tmp_path / "decode-1.log"
+    other.write_text(log.read_text().replace("#running-req: 3", "#running-req: 4"))
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(log)], db)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for args in (["sources", "remove", "1"], ["sources", "relabel", "1", "--host", "h"]):
+            r = cli(*args, "--db", str(db))
+            assert r.returncode == 2 and b"--wait SECONDS" in r.stderr, r.stderr
+        staged = threading.Event()
+        done: list = []
+
+        def read_then_wait() -> None:
+            def waiting() -> None:  # called when it meets the lock: the input is read by now
+                staged.set()
+
+            done.append(forensics.ingest([str(other)], db, wait=120, waiting=waiting))
+
+        worker = threading.Thread(target=read_then_wait)
+        worker.start()
+        assert staged.wait(120)
+        assert any(p.name.startswith(".ingest-") and any(p.rglob("entries-*"))
+                   for p in (tmp_path / "db.shards").iterdir())  # fmt: skip
+        holder.stdin.close()
+        worker.join(120)
+        assert done and done[0].sources[0].status == "ingested"
+        r = cli("sources", "relabel", "1", "--host", "h", "--wait", "30", "--db", str(db))
+        assert r.returncode == 0, r.stderr
+    finally:
+        holder.kill()
+        holder.wait()

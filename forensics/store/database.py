@@ -90,7 +90,7 @@ def _connect(
             if time.monotonic() >= deadline:
                 how = (f" (waited {wait:g} s)" if wait
                        else "" if read_only else " (--wait SECONDS waits for it)")  # fmt: skip
-                raise ForensicsError(f"database {path} is locked by another process{how}") from None
+                raise Locked(f"database {path} is locked by another process{how}") from None
             if waiting is not None:
                 waiting()
                 waiting = None
@@ -101,10 +101,12 @@ def _connect(
             raise ForensicsError(f"cannot open database {path}: {first}") from None
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     # the stored views name their shards relative to the shard folder
-    from .shards import folder
-
     con.execute("SET file_search_path = ?", [str(folder(path.resolve()))])
     return con
+
+
+class Locked(ForensicsError):
+    """Another process holds the catalog (and `wait` ran out)."""
 
 
 def catalog_path(con: duckdb.DuckDBPyConnection) -> Path:
@@ -119,8 +121,6 @@ def catalog_path(con: duckdb.DuckDBPyConnection) -> Path:
 
 def shard_root(con: duckdb.DuckDBPyConnection) -> Path:
     """The shard folder beside the connection's catalog."""
-    from .shards import folder
-
     return folder(catalog_path(con))
 
 
@@ -132,6 +132,14 @@ def _version(con: duckdb.DuckDBPyConnection) -> int | None:
         return None
     row = first_row(con, "SELECT value FROM meta WHERE key = 'schema_version'")
     return int(row[0]) if row else None
+
+
+SHARD_SUFFIX = ".shards"
+
+
+def folder(catalog: Path) -> Path:
+    """The shard folder of a catalog file (`x.duckdb` -> `x.shards`)."""
+    return catalog.with_name(catalog.stem + SHARD_SUFFIX)
 
 
 def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -> None:
@@ -260,7 +268,7 @@ def open_writer(
         _install(con, p)
         con.execute("COMMIT")
         try:
-            check_writable(con, p, shard_root(con))
+            check_writable(con, p, folder(p.resolve()))
         except ForensicsError:
             con.close()
             for f in (p, p.with_name(p.name + ".wal")):
@@ -278,7 +286,7 @@ def open_writer(
             con.close()
             raise
         try:
-            check_writable(con, p, shard_root(con))
+            check_writable(con, p, folder(p.resolve()))
         except ForensicsError:
             con.close()
             raise
@@ -292,7 +300,7 @@ def _install(con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False) -> Non
     from .integrity import check
     from .shards import install_table_views
 
-    root = shard_root(con)
+    root = folder(p.resolve())  # p, not the connection's file: `:memory:` has none
     install_table_views(con, root, temp=temp, skip=check(con, root).sources)
     install_views(con, temp=temp)
 
@@ -366,7 +374,7 @@ def committing(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnec
     with transaction(con):
         yield con
         mark = stamp(con)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ForensicsError):  # ForensicsError: in memory
         mark_folder(shard_root(con), mark)
 
 

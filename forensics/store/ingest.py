@@ -8,12 +8,15 @@ Readers keep working while inputs are read: the catalog is held only to register
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -22,13 +25,13 @@ from ..errors import ForensicsError
 from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
-from .database import committing, connect, db_path, open_writer
+from .database import Locked, committing, connect, db_path, open_writer
 from .derived import refresh_derived
 from .inputs import Input, expand
 from .points import ENV as PAUSE_ENV
 from .points import reached
 from .register import register
-from .shards import folder, staging, writer_lock
+from .shards import WRITER, folder, staging, writer_lock
 from .stage import Options, SourceResult, Staged, stage
 
 YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
@@ -125,7 +128,8 @@ def ingest(
         inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")), skip_dirs=(root,))
     reached("ingest-start")
     if path.exists():  # a catalog this version cannot write fails before any input is read
-        connect(path, wait, waiting).close()
+        with contextlib.suppress(Locked):  # busy: read the inputs now, wait to register them
+            connect(path).close()
     opts = Options(run=run, fmt=fmt, year=year, host=host, user=user)
     root_existed = root.exists()
     timings: dict[str, float] = {}
@@ -138,13 +142,43 @@ def ingest(
                 staged = stage_on_ray(remote, where, opts, ray.address, ray.cpus, ray.timeout,
                                       ray.shared)  # fmt: skip
             else:
-                staged = stage_all(inputs, where, opts, progress, workers)
+                staged = _staged_or_said(inputs, where, opts, progress, workers, root)
             timings["read_s"] = time.perf_counter() - t0
             results = _register(path, staged, run, tags or {}, wait, waiting, timings)
             return IngestResult(path, run, results, timings)
     finally:
-        if not root_existed and root.is_dir() and not any(root.iterdir()):
-            root.rmdir()
+        if not root_existed and root.is_dir() and {p.name for p in root.iterdir()} <= {WRITER}:
+            (root / WRITER).unlink(missing_ok=True)  # a failed first ingest leaves no folder
+            with contextlib.suppress(OSError):
+                root.rmdir()
+
+
+def _staged_or_said(
+    inputs: list[Input],
+    where: Path,
+    opts: Options,
+    progress: ProgressFactory | None,
+    workers: int | None,
+    root: Path,
+) -> list[Staged]:
+    """stage_all, with the failures that name no input said in one line: a worker that
+    died (killed, out of memory) and a full disk."""
+    try:
+        return stage_all(inputs, where, opts, progress, workers)
+    except BrokenProcessPool:
+        names = ", ".join(i.name for i in inputs)
+        raise ForensicsError(
+            f"a worker reading the inputs died (killed, or out of memory?) while reading "
+            f"{names}: nothing was registered; --workers 1 reads them one at a time"
+        ) from None
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise ForensicsError(
+            f"no space left for the staged shards in {root} ({exc.filename or where}): "
+            "nothing was registered; free some, or put the shard folder on another disk "
+            "(it may be a link)"
+        ) from None
 
 
 def _register(

@@ -16,9 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import duckdb
-import pyarrow.parquet as pq
-
-from .shards import META_TABLE, file_sha256
 
 
 @dataclass(frozen=True)
@@ -133,6 +130,10 @@ def verify_files(con: duckdb.DuckDBPyConnection, root: Path) -> tuple[Damage, in
 
 
 def _deep(f: Path, table: str, rows: int | None, sha: str | None) -> str | None:
+    import pyarrow.parquet as pq
+
+    from .shards import META_TABLE, file_sha256
+
     if sha and file_sha256(f) != sha:
         return "is not the file registered (sha256 differs)"
     try:

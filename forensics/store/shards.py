@@ -28,8 +28,10 @@ import pyarrow.parquet as pq
 
 from ..errors import ForensicsError
 from ..parsers.tables import SHARDED
+from .database import SHARD_SUFFIX
+from .database import folder as folder  # re-exported: the shard folder of a catalog
 
-SUFFIX = ".shards"
+SUFFIX = SHARD_SUFFIX
 STAGING = ".ingest-"  # a folder an ingest writes its sources into before registering them
 LOCK = ".lock"  # held (flock) by the ingest that owns a staging folder while it runs
 WRITER = ".writer"  # held (flock) by the writer that creates, registers or removes
@@ -39,11 +41,6 @@ ROW_GROUP_ROWS = 128 * 1024
 COMPRESSION = "zstd"
 META_VERSION = b"forensics.schema_version"
 META_TABLE = b"forensics.table"
-
-
-def folder(catalog: Path) -> Path:
-    """The shard folder of a catalog file (`x.duckdb` -> `x.shards`)."""
-    return catalog.with_name(catalog.stem + SUFFIX)
 
 
 def source_folder(root: Path, source_id: int) -> Path:

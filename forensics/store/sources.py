@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -110,12 +111,18 @@ def _unlist(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
         con.execute("DELETE FROM shards WHERE path = ?", [f.relative_to(root).as_posix()])
 
 
-def remove_source(db: str | os.PathLike | None, source_id: int) -> dict:
+def remove_source(
+    db: str | os.PathLike | None,
+    source_id: int,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+) -> dict:
     """Every row of one source, gone. Entries that later sources dropped as duplicates of
     stored ones come back to them where no remaining source holds them (from the
     `dropped_entries` they kept); refused where a later source kept none (it was
-    ingested by a pd-forensics before shards)."""
-    con = connect(db)
+    ingested by a pd-forensics before shards). `wait`: seconds to wait for the catalog
+    while another process holds it."""
+    con = connect(db, wait, waiting)
     gone: list[Path] = []
     try:
         run, path = _source(con, source_id)
@@ -222,14 +229,17 @@ def relabel_source(
     source_id: int,
     host: str | None = None,
     run: str | None = None,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
 ) -> dict:
     """Give one source's rows another host (entries and records) and/or run: its files
-    written anew with the new values, listed in place of the old in one transaction."""
+    written anew with the new values, listed in place of the old in one transaction.
+    `wait`: seconds to wait for the catalog while another process holds it."""
     if host is None and run is None:
         raise ForensicsError("relabel needs --host or --run")
     if any(v is not None and not v.strip() for v in (host, run)):
         raise ForensicsError("a host or run name cannot be empty")
-    con = connect(db)
+    con = connect(db, wait, waiting)
     old: list[Path] = []
     new: list[Path] = []
     try:
