@@ -310,4 +310,4 @@ def test_scrub(text: str, kept: str) -> None:
     """Python's patterns, and the same in DuckDB (the bundle's views scrub in SQL)."""
     assert scrub(text) == kept
     con = duckdb.connect()
-    assert con.execute(f"SELECT {sql_scrub('?::VARCHAR')}", [text]).fetchall()[0][0] == kept
+    assert con.execute(f"SELECT {sql_scrub('$1::VARCHAR')}", [text]).fetchall()[0][0] == kept
