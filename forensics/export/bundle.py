@@ -74,7 +74,7 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
     """Every table behind a view that scrubs its text (scrubbing.shadow) and, with `key`,
     HMACs its user text; the named views recomputed from their SQL over them."""
     if key is None:
-        scrub_tables(con)
+        scrub_tables(con, keep=True)
         return
 
     def mac(s: str | None) -> str | None:
@@ -105,7 +105,7 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
             return "NULL::BLOB"
         return None
 
-    scrub_tables(con, redacted)
+    scrub_tables(con, redacted, keep=True)
 
 
 @dataclass
