@@ -56,19 +56,45 @@ SECRETS: list[tuple[str, str]] = [
     (r"\bAIza[0-9A-Za-z_-]{35}", "AIza***"),
     (r"\bey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", "jwt-***"),
 ]  # fmt: skip
-_COMPILED = [(re.compile(p), r) for p, r in SECRETS]
-_COMPILED_B = [(re.compile(p.encode()), r.encode()) for p, r in SECRETS]
+
+
+def _python(pattern: str, replacement: str, kind: type):
+    """A pattern's substitution in Python. A leading `\\b` is checked by hand: Python's
+    engine then finds the literal that follows fast (an 8 MB page: 0.004 s against 0.14 s
+    a pattern), and RE2, which has no look-behind, keeps the pattern as written."""
+    if not pattern.startswith("\\b"):
+        rx = re.compile(pattern.encode() if kind is bytes else pattern)
+        rep = replacement.encode() if kind is bytes else replacement
+        return lambda text: rx.sub(rep, text)
+    rx = re.compile(pattern[2:].encode() if kind is bytes else pattern[2:])
+    rep = replacement.encode() if kind is bytes else replacement
+
+    def sub(text):
+        def one(m):
+            i = m.start()
+            before = text[i - 1 : i]
+            if before and before.isascii() and (before.isalnum() or before in (b"_", "_")):
+                return m.group(0)  # inside a word: `\\b` would not have matched here
+            return m.expand(rep)
+
+        return rx.sub(one, text)
+
+    return sub
+
+
+_SUBS = [_python(p, r, str) for p, r in SECRETS]
+_SUBS_B = [_python(p, r, bytes) for p, r in SECRETS]
 
 
 def scrub(text: str) -> str:
-    for pat, rep in _COMPILED:
-        text = pat.sub(rep, text)
+    for sub in _SUBS:
+        text = sub(text)
     return text
 
 
 def scrub_bytes(data: bytes) -> bytes:
-    for pat, rep in _COMPILED_B:
-        data = pat.sub(rep, data)
+    for sub in _SUBS_B:
+        data = sub(data)
     return data
 
 
