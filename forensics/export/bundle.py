@@ -56,6 +56,8 @@ USER_TEXT = {
 }
 JSON_COLUMNS = {"extra", "fields"}
 BLOBS = {"entries": ["message_raw"], "dropped_entries": ["message_raw"]}
+# DuckDB's share while a bundle is made (FORENSICS_MEMORY_LIMIT overrides)
+KEEP_MEMORY = os.environ.get("FORENSICS_MEMORY_LIMIT", "512MB")
 VIEWS_AS_PARQUET = ("rooms", "requests", "skew", "canary_writes", "result_links",
                     "request_evidence", "request_features")  # fmt: skip
 
@@ -262,6 +264,11 @@ def bundle(
     with reading(db) as con, tempfile.TemporaryDirectory(prefix="forensics-bundle-") as tmp:
         runs = selected_runs(con, run)
         where, params = run_filter(runs)
+        if not isinstance(db, duckdb.DuckDBPyConnection):  # a caller's keeps its settings
+            # the scrubbed rows are kept in temporary tables: they spill to this bundle's
+            # own folder past a share of the memory, beside what the trace holds in Python
+            con.execute("SET temp_directory = ?", [tmp])
+            con.execute(f"SET memory_limit = '{KEEP_MEMORY}'")
         shadow(con, key.encode() if key else None)
         rep = report(con, runs)
         members["report.txt"] = _text(terminal.report, rep)

@@ -11,6 +11,7 @@ of the registered table.
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -45,7 +46,7 @@ class Damage:
         src = self.inputs.get(b.source_id, "?")
         return (f"source {b.source_id} ({src}) is damaged: {b.path} {b.why}{also}; "
                 f"`forensics sources remove {b.source_id}` removes it, then `forensics ingest "
-                f"{src}` reads it again")  # fmt: skip
+                f"{shlex.quote(src)}` reads it again")  # fmt: skip
 
     def as_dict(self) -> dict:
         return {"damaged": [b.__dict__ for b in self.files],
