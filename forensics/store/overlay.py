@@ -21,9 +21,15 @@ Wrap = Callable[[str, list[tuple[str, str]]], tuple[str, str]]
 _CREATE = re.compile(r"(?is)^CREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+VIEW\s+\S+\s+AS\s+")
 
 
-def overlay(con: duckdb.DuckDBPyConnection, wrap: Wrap) -> None:
+def overlay(
+    con: duckdb.DuckDBPyConnection,
+    wrap: Wrap,
+    stored: Callable[[str, str], str | None] | None = None,
+) -> None:
     """Every stored table's temporary view replaced by `wrap`'s view of it; the named
-    views recomputed over them (never their rows stored for the unchanged data)."""
+    views recomputed from their SQL over them (never their rows stored for the unchanged
+    data) — unless `stored` (the view's name, its stored rows' table) gives a body over
+    those rows (a change that commutes with the view, such as scrubbing its text)."""
     named = {q.name for q in all_queries()}
     views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE temporary").fetchall()
     for name, body in views:
@@ -39,8 +45,22 @@ def overlay(con: duckdb.DuckDBPyConnection, wrap: Wrap) -> None:
         select, where = wrap(name, cols)
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {select} FROM {raw} "
                     f"WHERE {where}")  # fmt: skip
+    bodies = dict(views)
     for q in all_queries():  # dependencies first
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS {q.sql}")
+        body = q.sql
+        if stored is not None:
+            table = _stored_rows(bodies.get(q.name, ""))
+            body = (stored(q.name, table) if table else None) or body
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS {body}")
+
+
+_STORED = re.compile(r"(?is)\bSELECT\s+\*\s+FROM\s+(main\.derived_\w+)\s*;?\s*$")
+
+
+def _stored_rows(body: str) -> str | None:
+    """The stored rows' table a named view reads (derived.py), or None (its SQL)."""
+    m = _STORED.search(_CREATE.sub("", body.strip()))
+    return m.group(1) if m else None
 
 
 def parse_time(text: str, flag: str) -> int:
