@@ -53,7 +53,7 @@ def dashboard(
         if scrub:
             from ..scrubbing import shadow
 
-            shadow(con)
+            shadow(con, keep=True)
         chosen, followed = with_evidence_runs(con, selected_runs(con, runs) if runs else None)
         chosen = chosen or selected_runs(con, None)
         p = panels(con, chosen)

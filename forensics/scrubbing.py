@@ -170,8 +170,10 @@ def shadow(con: duckdb.DuckDBPyConnection, extra=None, keep: bool = False) -> No
     """Every stored table (the shards' views and the catalog's runs, sources, meta) behind
     a view that scrubs every text value; the named views recomputed over them. `extra`:
     (table, column, type) -> an expression that replaces the scrubbed one (or None).
-    `keep`: the scrubbed rows of the shards' tables kept in temporary tables, scrubbed
-    once for the many queries of a bundle (rather than at every query)."""
+    `keep`, for the many queries of a bundle: each table scrubbed once, not at every
+    query — the shards' tables kept scrubbed in temporary tables (of the message tables
+    only the rows a pattern matches), and the named views read from their stored rows,
+    scrubbed, where those are fresh (without `extra`)."""
     db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
     for table in CATALOG_TABLES:  # catalog tables become views, so the overlay wraps them
         # runs keep their insertion order (analyses/runs.py orders ties by rowid)

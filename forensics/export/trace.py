@@ -88,7 +88,7 @@ def trace(
         if scrub:
             from ..scrubbing import shadow
 
-            shadow(con)
+            shadow(con, keep=True)
         tl = tl_mod.build(con, run, reference, max_events)
     writer = write_proto if format == "proto" else write_json
     host = None

@@ -180,7 +180,7 @@ class _Legacy(Exception):
 
 def migrate_catalog(con: duckdb.DuckDBPyConnection, path: Path, version: int) -> None:
     """A catalog of schema 7 brought up to this one in its own file: shard paths relative
-    to the shard folder (not the catalog's folder: renaming the pair kept them), each
+    to the shard folder (not the catalog's folder: the pair can be renamed), each
     file's sha256, and the catalog's identity, marked in its folder."""
     from .shards import file_sha256, folder
 

@@ -31,7 +31,9 @@ def overlay(
     data) — unless `stored` (the view's name, its stored rows' table) gives a body over
     those rows (a change that commutes with the view, such as scrubbing its text)."""
     named = {q.name for q in all_queries()}
-    views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE temporary").fetchall()
+    views = con.execute(
+        "SELECT view_name, sql FROM duckdb_views() WHERE temporary AND NOT internal"
+    ).fetchall()
     for name, body in views:
         if name in named or name.startswith("fx_"):
             continue
