@@ -98,6 +98,23 @@ def _waiting(wait: float):
     )
 
 
+def _summary(res: IngestResult):
+    """What the ingest stored; a damaged source beside it is said on stderr (an ingest
+    works beside one)."""
+    from .store.database import shard_root
+    from .store.integrity import check
+
+    con = connect_read_only(res.db, damaged_ok=True)
+    try:
+        summ = summarize(con, res.source_ids)
+        damage = check(con, shard_root(con))
+    finally:
+        con.close()
+    if damage:
+        err.print(f"note: {damage.line()}")
+    return summ
+
+
 def _tags(values: list[str]) -> dict[str, str]:
     tags = {}
     for v in values:
@@ -197,17 +214,7 @@ def ingest(
 
 
 def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) -> None:
-    from .store.database import shard_root
-    from .store.integrity import check
-
-    con = connect_read_only(res.db, damaged_ok=True)  # ingest works beside a damaged source
-    try:
-        summ = summarize(con, res.source_ids)
-        damage = check(con, shard_root(con))
-    finally:
-        con.close()
-    if damage:
-        err.print(f"note: {damage.line()}")
+    summ = _summary(res)
     if as_json:
         doc = {
             "db": str(res.db),

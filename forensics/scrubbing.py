@@ -174,12 +174,7 @@ def shadow(con: duckdb.DuckDBPyConnection, extra=None, keep: bool = False) -> No
     query — the shards' tables kept scrubbed in temporary tables (of the message tables
     only the rows a pattern matches), and the named views read from their stored rows,
     scrubbed, where those are fresh (without `extra`)."""
-    db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
-    for table in CATALOG_TABLES:  # catalog tables become views, so the overlay wraps them
-        # runs keep their insertion order (analyses/runs.py orders ties by rowid)
-        order = ", rowid AS rowid" if table == "runs" else ""
-        con.execute(f'CREATE OR REPLACE TEMP VIEW {table} AS SELECT *{order} '
-                    f'FROM "{db}".main.{table}')  # fmt: skip
+    _catalog_views(con)
 
     def wrap(name: str, cols: list[tuple[str, str]]) -> tuple[str, str]:
         out = []
@@ -190,20 +185,7 @@ def shadow(con: duckdb.DuckDBPyConnection, extra=None, keep: bool = False) -> No
             out.append(f"{expr if expr is not None else f'NULL::{typ}'} AS {q}")
         return ", ".join(out), "TRUE"
 
-    kept: set[str] = set()
-    if keep:  # scrubbed once, from the declared columns (no schema read to find them)
-        from .parsers.tables import SHARDED
-
-        for name, t in SHARDED.items():
-            cols = [(c.name, c.type) for c in t.all_columns]
-            if extra is None and name in KEYED and _keep_changed(con, name, cols, wrap):
-                kept.add(name)
-                continue
-            select, _ = wrap(name, cols)
-            con.execute(f"CREATE OR REPLACE TEMP TABLE fx_kept_{name} AS "
-                        f"SELECT {select} FROM {name}")  # fmt: skip
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM fx_kept_{name}")
-            kept.add(name)
+    kept = _keep(con, wrap, extra is None) if keep else set()
 
     def stored(name: str, table: str) -> str | None:
         """A named view over its stored rows (computed at ingest), scrubbed: the rows
@@ -217,6 +199,34 @@ def shadow(con: duckdb.DuckDBPyConnection, extra=None, keep: bool = False) -> No
 
     overlay(con, lambda name, cols: ("*", "TRUE") if name in kept else wrap(name, cols),
             stored if keep else None)  # fmt: skip
+
+
+def _catalog_views(con: duckdb.DuckDBPyConnection) -> None:
+    """The catalog's tables as temporary views of themselves, so that the overlay, which
+    wraps views, wraps them too."""
+    db = con.execute("SELECT current_database()").fetchall()[0][0].replace('"', '""')
+    for table in CATALOG_TABLES:
+        # runs keep their insertion order (analyses/runs.py orders ties by rowid)
+        order = ", rowid AS rowid" if table == "runs" else ""
+        con.execute(f'CREATE OR REPLACE TEMP VIEW {table} AS SELECT *{order} '
+                    f'FROM "{db}".main.{table}')  # fmt: skip
+
+
+def _keep(con: duckdb.DuckDBPyConnection, wrap, plain_scrub: bool) -> set[str]:
+    """The shards' tables scrubbed once, from their declared columns (no schema read to
+    find them): the tables they are kept in. With `plain_scrub` (no HMACs) a message
+    table keeps only its rows that a pattern matches."""
+    from .parsers.tables import SHARDED
+
+    for name, t in SHARDED.items():
+        cols = [(c.name, c.type) for c in t.all_columns]
+        if plain_scrub and name in KEYED and _keep_changed(con, name, cols, wrap):
+            continue
+        select, _ = wrap(name, cols)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE fx_kept_{name} AS "
+                    f"SELECT {select} FROM {name}")  # fmt: skip
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM fx_kept_{name}")
+    return set(SHARDED)
 
 
 # The message tables, by the columns that name a row: their few rows that hold a secret
