@@ -439,3 +439,24 @@ def test_csv_takes_every_column_type(tmp_path: Path, inputs: list[Path]) -> None
     r = cli("sql", q, "--format", "csv", "--db", str(db))
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().splitlines()[0] == "l,s,m,u,i,b,x,v"
+
+
+def test_a_writer_refuses_where_flock_is_not_enforced(
+    inputs: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process is kept out here (the probe, run for real, says so); where it
+    would not be (a mount without flock), a writer refuses in one line."""
+    from forensics.store import shards
+
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(inputs[0])], db)
+    shards._ENFORCED.clear()
+    # not held: the other process takes it, as it would where flock is not enforced
+    assert shards._flock_enforced(tmp_path / "inc.shards" / ".writer") is False
+    shards._ENFORCED.clear()
+    with shards.writer_lock(tmp_path / "inc.shards"):
+        assert shards._ENFORCED[str((tmp_path / "inc.shards").resolve())] is True
+    monkeypatch.setattr(shards, "_flock_enforced", lambda lock: False)
+    with pytest.raises(forensics.ForensicsError, match="does not enforce flock") as exc:
+        forensics.ingest([str(inputs[1])], db)
+    assert "\n" not in str(exc.value) and len(forensics.list_sources(db)) == 1

@@ -230,9 +230,40 @@ def writer_lock(
                     waiting = None
                 time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, 1.0)
+        if not _flock_enforced(root / WRITER):
+            raise ForensicsError(
+                f"{root} is on a file system that does not enforce flock (some NFS, SMB or "
+                "sshfs mounts): another writer could not be kept out; put the incident on "
+                "a local disk (the shard folder may be a link to one)"
+            )
         yield
     finally:
         fh.close()
+
+
+# Whether another process is kept out by our flock (asked once a folder a process).
+_ENFORCED: dict[str, bool] = {}
+_PROBE = (
+    "import fcntl, sys\n"
+    "f = open(sys.argv[1])\n"
+    "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "except BlockingIOError:\n    sys.exit(0)\n"
+    "sys.exit(3)\n"
+)
+
+
+def _flock_enforced(lock: Path) -> bool:
+    """Held by this process, `lock` is tried by another (only another process tells: on
+    a mount that emulates flock with POSIX locks, this process would take it again)."""
+    key = str(lock.parent.resolve())
+    if key not in _ENFORCED:
+        import subprocess
+        import sys
+
+        proc = subprocess.run([sys.executable, "-S", "-c", _PROBE, str(lock)],
+                              capture_output=True, timeout=60)  # fmt: skip
+        _ENFORCED[key] = proc.returncode == 0
+    return _ENFORCED[key]
 
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
