@@ -346,6 +346,10 @@ def test_a_damaged_source_is_named(inputs: list[Path], tmp_path: Path, how: str)
             answer(db)
     assert [bool(s["damaged"]) for s in forensics.list_sources(db)] == [True, False]
     assert forensics.verify(db).damage.sources == {1}
+    from forensics.store.sources import relabel_source
+
+    with pytest.raises(forensics.ForensicsError, match=r"source 1 .*sources remove 1"):
+        relabel_source(db, 1, host="elsewhere")  # its files cannot be written anew
 
 
 def test_the_way_out_of_a_damaged_source_works(inputs: list[Path], tmp_path: Path) -> None:

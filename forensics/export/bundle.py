@@ -192,6 +192,13 @@ def _versions(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict:
     }
 
 
+def _spill_to(con: duckdb.DuckDBPyConnection, tmp: str) -> None:
+    """The scrubbed rows a bundle keeps in temporary tables spill to its own folder past
+    a share of the memory, beside what the trace holds in Python."""
+    con.execute("SET temp_directory = ?", [tmp])
+    con.execute(f"SET memory_limit = '{KEEP_MEMORY}'")
+
+
 def _scrubbed_input(path: Path, sha256: str) -> tuple[bytes | None, str]:
     """A raw input, decompressed, its secrets scrubbed as in every other member (so not
     byte for byte the file: sources.json keeps the original's sha256). Only the file that
@@ -265,10 +272,7 @@ def bundle(
         runs = selected_runs(con, run)
         where, params = run_filter(runs)
         if not isinstance(db, duckdb.DuckDBPyConnection):  # a caller's keeps its settings
-            # the scrubbed rows are kept in temporary tables: they spill to this bundle's
-            # own folder past a share of the memory, beside what the trace holds in Python
-            con.execute("SET temp_directory = ?", [tmp])
-            con.execute(f"SET memory_limit = '{KEEP_MEMORY}'")
+            _spill_to(con, tmp)
         shadow(con, key.encode() if key else None)
         rep = report(con, runs)
         members["report.txt"] = _text(terminal.report, rep)

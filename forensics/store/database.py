@@ -294,14 +294,19 @@ def open_writer(
     return con, False
 
 
-def _install(con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False) -> None:
+def _install(
+    con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False, skip: frozenset | None = None
+) -> None:
     """The stored tables' views over the shards (a damaged source's files left out: the
-    commands that work beside it see the others), then the named queries' views."""
+    commands that work beside it see the others; `skip`: those sources, when the caller
+    has checked already), then the named queries' views."""
     from .integrity import check
     from .shards import install_table_views
 
     root = folder(p.resolve())  # p, not the connection's file: `:memory:` has none
-    install_table_views(con, root, temp=temp, skip=check(con, root).sources)
+    if skip is None:
+        skip = check(con, root).sources
+    install_table_views(con, root, temp=temp, skip=skip)
     install_views(con, temp=temp)
 
 
@@ -358,7 +363,7 @@ def connect_read_only(
     # The file's views are those of the pd-forensics that wrote last; readers use this
     # one's (temporary views shadow stored ones and leave the file untouched), with the
     # shards' absolute paths wherever the folder is now.
-    _install(con, p, temp=True)
+    _install(con, p, temp=True, skip=damage.sources)  # checked once an open
     return con
 
 

@@ -38,6 +38,10 @@ class Damage:
     def __bool__(self) -> bool:
         return bool(self.files)
 
+    def of(self, source_id: int) -> Damage:
+        """The damage of one source (empty when it is sound)."""
+        return Damage([b for b in self.files if b.source_id == source_id], self.inputs)
+
     def line(self) -> str:
         """One line: the first damaged source, its file, and the way out."""
         b = self.files[0]

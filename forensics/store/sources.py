@@ -244,11 +244,8 @@ def relabel_source(
     new: list[Path] = []
     try:
         old_run, path = _source(con, source_id)
-        if source_id in check(con, shard_root(con)).sources:
-            raise ForensicsError(
-                f"source {source_id} ({path}) is damaged: `forensics sources remove "
-                f"{source_id}` removes it, then `forensics ingest {path}` reads it again"
-            )
+        if damage := check(con, shard_root(con)).of(source_id):
+            raise ForensicsError(damage.line())  # its files cannot be written anew
         changed: dict[str, int] = {}
         files = _files(con, source_id)
         try:
