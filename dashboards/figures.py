@@ -12,7 +12,6 @@ before it reaches a hover, a title or a label (Plotly renders a subset of HTML t
 from __future__ import annotations
 
 import html
-import os
 
 import numpy as np
 import plotly.graph_objects as go
@@ -24,7 +23,7 @@ from ..analyses.compare import Comparison, compare
 from ..analyses.stats import fmt_ci, fmt_num, fmt_p
 from ..analyses.suspects import Suspects
 from ..analyses.suspects.rank import Suspect
-from ..store import connect_read_only
+from ..scope import Db, scoped
 from .data import Panels, panels
 
 LAYER_TRACES_MAX = 10  # more layers than this: one trace coloured by layer
@@ -46,11 +45,10 @@ def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=False)
 
 
-def timeline(db: str | os.PathLike | None = None, run: str | list[str] | None = None) -> go.Figure:
+def timeline(db: Db = None, run: str | list[str] | None = None) -> go.Figure:
     """The step-aligned panels of the runs' incident as one figure."""
-    runs = [run] if isinstance(run, str) else run
-    with connect_read_only(db) as con:
-        return timeline_figure(panels(con, runs))
+    with scoped(db, run) as s:
+        return timeline_figure(panels(s.con, s.runs))
 
 
 def present(p: Panels) -> list[str]:
@@ -333,9 +331,8 @@ def _failure_hover(r: dict) -> str:
             f"<br>{esc((r['detail'] or '')[:200])}")  # fmt: skip
 
 
-def runs_compared(db: str | os.PathLike | None = None, runs: list[str] | None = None) -> go.Figure:
-    with connect_read_only(db) as con:
-        return runs_figure(compare(con, runs))
+def runs_compared(db: Db = None, runs: list[str] | None = None) -> go.Figure:
+    return runs_figure(compare(db, runs))
 
 
 def runs_figure(c: Comparison) -> go.Figure:

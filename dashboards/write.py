@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import time
 import webbrowser
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..analyses.canary import canary
 from ..analyses.report import report
-from ..analyses.runs import Runs, selected_runs, with_evidence_runs
+from ..analyses.rooms import rooms
 from ..outputs import write_text
-from ..store import Db, first_row, reading
+from ..scope import Db, Runs, scoped
+from ..store import first_row
 
 if TYPE_CHECKING:
     from .data import Panels
@@ -49,17 +51,18 @@ def dashboard(
     from .page import render
 
     t0 = time.perf_counter()
-    with reading(db) as con:  # a path, or a connection the caller holds (the bundle's)
+    with scoped(db, runs) as s:  # a path, a connection or the bundle's scope
         if scrub:
             from ..scrubbing import shadow
 
-            shadow(con, keep=True)
-        chosen, followed = with_evidence_runs(con, selected_runs(con, runs) if runs else None)
-        chosen = chosen or selected_runs(con, None)
-        p = panels(con, chosen)
-        p.notes[:0] = followed
-        rep = report(con, chosen, top=200)
-        empty = _empty_lines(con, p, chosen)
+            shadow(s.con, keep=True)
+            s.changed()
+        s = s.narrowed(s.followed)  # the runs their results' evidence is in drawn too
+        p = panels(s.con, s.runs)
+        p.notes[:0] = s.follow_notes
+        # the report the command (or the bundle) already has; the tables list more rows
+        rep = replace(report(s), rooms=rooms(s, limit=200), canary=canary(s, top=200))
+        empty = _empty_lines(s.con, p, s.runs)
     timeline = timeline_figure(p)
     page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty,
                   suspects_figure(rep.suspects))  # fmt: skip

@@ -21,7 +21,7 @@ _WHERE = {
     "ForensicsError": ".errors",
     "IngestResult": ".store.ingest",
     "SourceResult": ".store.ingest",
-    "bundle": ".export.bundle",
+    "bundle": ".artifacts.bundle",
     "canary": ".analyses.canary",
     "compare": ".analyses.compare",
     "copy_incident": ".store.relocate",
@@ -43,7 +43,7 @@ _WHERE = {
     "run_named": ".named",
     "skew": ".analyses.skew",
     "summarize": ".store.summary",
-    "trace": ".export.trace",
+    "trace": ".artifacts.trace",
     "suspects": ".analyses.suspects",
     "verify": ".store.integrity",
 }
@@ -98,10 +98,10 @@ if TYPE_CHECKING:
     from .analyses.rooms import rooms
     from .analyses.skew import skew
     from .analyses.suspects import suspects
+    from .artifacts.bundle import bundle
+    from .artifacts.trace import trace
     from .dashboards.write import dashboard
     from .errors import ForensicsError
-    from .export.bundle import bundle
-    from .export.trace import trace
     from .named import list_queries, run_named
     from .sql import export, query, query_rows
     from .store import connect, connect_read_only

@@ -405,19 +405,12 @@ def query_cmd(
     sql(view_sql(name), db=db, format=format, out_file=out_file, limit=limit)
 
 
-def _windowed(db, since: str | None, until: str | None):
-    """The database, or with --since / --until a connection that sees only that window
-    (every table and named view restricted to it; nothing written)."""
-    if since is None and until is None:
-        return db
-    from .store import connect_read_only
-    from .store.overlay import parse_time, window
+def _scope(db, run=None, since: str | None = None, until: str | None = None):
+    """The command's one read scope: its connection, checked runs and --since/--until
+    window (forensics/scope.py); closed when the command's block ends."""
+    from .scope import open_scope
 
-    lo = parse_time(since, "--since") if since is not None else None
-    hi = parse_time(until, "--until") if until is not None else None
-    con = connect_read_only(db)
-    window(con, lo, hi)
-    return con
+    return open_scope(db, run or None, since, until)
 
 
 def _write_json(doc) -> None:
@@ -448,8 +441,8 @@ def rooms(
 
     Example: forensics rooms --verdict stale
     """
-    db = _windowed(db, since, until)
-    _emit(run_rooms(db, run, verdict, limit), json, terminal.rooms)
+    with _scope(db, run, since, until) as s:
+        _emit(run_rooms(s, None, verdict, limit), json, terminal.rooms)
 
 
 @app.command()
@@ -467,9 +460,9 @@ def correlate(
 
     Example: forensics correlate --run flag-on --bad partial,mismatch,stale,conflict
     """
-    db = _windowed(db, since, until)
     verdicts = tuple(v.strip() for v in bad.split(",") if v.strip())
-    _emit(run_correlate(db, run, verdicts), json, terminal.correlation)
+    with _scope(db, run, since, until) as s:
+        _emit(run_correlate(s, None, verdicts), json, terminal.correlation)
 
 
 @app.command()
@@ -495,11 +488,11 @@ def suspects(
 
     Example: forensics suspects --run incident --fdr 0.05
     """
-    db = _windowed(db, since, until)
     from .analyses.suspects import suspects as run_suspects
 
-    res = run_suspects(db, run or None, fdr, min_support, dependent)
-    _emit(res, json, lambda con, r: terminal.suspects(con, r, top))
+    with _scope(db, run, since, until) as s:
+        res = run_suspects(s, None, fdr, min_support, dependent)
+        _emit(res, json, lambda con, r: terminal.suspects(con, r, top))
 
 
 @app.command()
@@ -516,8 +509,8 @@ def compare(
 
     Example: forensics compare flag-on flag-off
     """
-    db = _windowed(db, since, until)
-    _emit(run_compare(db, runs or None), json, terminal.comparison)
+    with _scope(db, runs, since, until) as s:
+        _emit(run_compare(s), json, terminal.comparison)
 
 
 @app.command()
@@ -532,8 +525,8 @@ def skew(
 
     Example: forensics skew --json
     """
-    db = _windowed(db, since, until)
-    _emit(run_skew(db, run), json, terminal.skew)
+    with _scope(db, run, since, until) as s:
+        _emit(run_skew(s), json, terminal.skew)
 
 
 @app.command()
@@ -549,7 +542,8 @@ def follow(
     """
     from .analyses.follow import follow as run_follow
 
-    _emit(run_follow(db, key, run), json, terminal.follow)
+    with _scope(db, run) as s:
+        _emit(run_follow(s, key), json, terminal.follow)
 
 
 @app.command()
@@ -565,8 +559,8 @@ def canary(
 
     Example: forensics canary --top 5
     """
-    db = _windowed(db, since, until)
-    _emit(run_canary(db, run, top), json, terminal.canary)
+    with _scope(db, run, since, until) as s:
+        _emit(run_canary(s, None, top), json, terminal.canary)
 
 
 @app.command()
@@ -582,8 +576,8 @@ def report(
 
     Example: forensics report --run flag-on
     """
-    db = _windowed(db, since, until)
-    _emit(run_report(db, run, top), json, terminal.report)
+    with _scope(db, run, since, until) as s:
+        _emit(run_report(s, None, top), json, terminal.report)
 
 
 @app.command()
@@ -603,10 +597,10 @@ def dashboard(
 
     Example: forensics dashboard --run flag-on --out incident.html --open
     """
-    db = _windowed(db, since, until)
     from .dashboards.write import dashboard as run_dashboard
 
-    res = run_dashboard(db, run or None, out_file, open_, scrub)
+    with _scope(db, run, since, until) as s:
+        res = run_dashboard(s, None, out_file, open_, scrub)
     if json:
         _write_json(res.as_dict())
         return
@@ -654,11 +648,11 @@ def trace(
 
     Example: forensics trace --out incident.pftrace   (open it in ui.perfetto.dev)
     """
-    db = _windowed(db, since, until)
-    from .export.trace import trace as run_trace
+    from .artifacts.trace import trace as run_trace
 
-    res = run_trace(db, out_file, run or None, format, reference, max_events, profile, profile_host,
-                    scrub)  # fmt: skip
+    with _scope(db, run, since, until) as s:
+        res = run_trace(s, out_file, None, format, reference, max_events, profile, profile_host,
+                        scrub)  # fmt: skip
     if json:
         _write_json(res.as_dict())
         return
@@ -685,10 +679,10 @@ def bundle(
 
     Example: forensics bundle --out incident.tar.zst --redact-prompts
     """
-    db = _windowed(db, since, until)
-    from .export.bundle import bundle as run_bundle
+    from .artifacts.bundle import bundle as run_bundle
 
-    res = run_bundle(db, out_file, run or None, with_inputs, redact_prompts)
+    with _scope(db, run, since, until) as s:
+        res = run_bundle(s, out_file, None, with_inputs, redact_prompts)
     if json:
         _write_json(res.as_dict())
         return

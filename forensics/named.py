@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 from .errors import ForensicsError
 from .queries import NamedQuery, all_queries, names
+from .scope import Db
 from .sql import query_rows
 
 
@@ -20,6 +19,6 @@ def view_sql(name: str) -> str:
     return f"SELECT * FROM {name}"
 
 
-def run_named(name: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
+def run_named(name: str, db: Db = None) -> tuple[list[str], list[tuple]]:
     """Columns and rows of the named query's view."""
     return query_rows(view_sql(name), db)

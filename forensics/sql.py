@@ -21,7 +21,7 @@ import orjson
 
 from .errors import ForensicsError
 from .outputs import json_safe, replacing, write_text
-from .store import connect_read_only
+from .scope import Db, scoped
 from .store.database import shard_root
 from .store.integrity import inside
 from .store.shards import registered
@@ -41,22 +41,26 @@ def _statement_kind(sql: str) -> str:
 
 
 @contextmanager
-def guarded(db: str | os.PathLike | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection that cannot reach outside the database file."""
-    con = connect_read_only(db)
-    try:
-        root = shard_root(con)
-        # only the registered files inside the folder (a path leaving it is never allowed)
-        files = [str(f) for p in registered(con) if (f := inside(root, p)) is not None]
-        if files:  # before the lock: the views' files, and nothing else
-            con.execute("SET allowed_paths = ?", [files])
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
-        yield con
-    except duckdb.Error as exc:
-        raise ForensicsError(f"SQL error: {str(exc).splitlines()[0]}") from None
-    finally:
-        con.close()
+def guarded(db: Db = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection that cannot reach outside the database file. A connection
+    or scope handed in is the caller's: used as it is (its settings are theirs)."""
+    with scoped(db) as s:
+        try:
+            if s.owned:
+                _lock(s.con)
+            yield s.con
+        except duckdb.Error as exc:
+            raise ForensicsError(f"SQL error: {str(exc).splitlines()[0]}") from None
+
+
+def _lock(con: duckdb.DuckDBPyConnection) -> None:
+    root = shard_root(con)
+    # only the registered files inside the folder (a path leaving it is never allowed)
+    files = [str(f) for p in registered(con) if (f := inside(root, p)) is not None]
+    if files:  # before the lock: the views' files, and nothing else
+        con.execute("SET allowed_paths = ?", [files])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
 
 
 def _relation(
@@ -75,7 +79,7 @@ if TYPE_CHECKING:
 TABLE_ROWS = 40  # rows a terminal table shows unless --limit says otherwise
 
 
-def query(sql: str, db: str | os.PathLike | None = None) -> pl.DataFrame:
+def query(sql: str, db: Db = None) -> pl.DataFrame:
     """One read-only query's result as a polars DataFrame (rooms as UInt64, whole)."""
     import polars as pl
 
@@ -84,14 +88,14 @@ def query(sql: str, db: str | os.PathLike | None = None) -> pl.DataFrame:
         return pl.DataFrame() if rel is None else rel.pl()
 
 
-def query_rows(sql: str, db: str | os.PathLike | None = None) -> tuple[list[str], list[tuple]]:
+def query_rows(sql: str, db: Db = None) -> tuple[list[str], list[tuple]]:
     """Column names and rows (tuples) of one read-only query."""
     cols, rows, _ = preview(sql, db, None)
     return cols, rows
 
 
 def preview(
-    sql: str, db: str | os.PathLike | None = None, limit: int | None = TABLE_ROWS
+    sql: str, db: Db = None, limit: int | None = TABLE_ROWS
 ) -> tuple[list[str], list[tuple], int]:
     """Column names, the first `limit` rows (all with None), and how many rows there are.
 
@@ -141,7 +145,7 @@ def _flat(rel: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
 
 
 def export(
-    sql: str, fmt: str, out: str | os.PathLike | None, db=None, limit: int | None = None
+    sql: str, fmt: str, out: str | os.PathLike | None, db: Db = None, limit: int | None = None
 ) -> str | None:
     """Write the result as csv/json/parquet to `out` (or return csv/json text when out is
     None); `limit`: the first rows only."""

@@ -18,7 +18,7 @@ import zstandard
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import forensics
-from forensics.export.bundle import bundle
+from forensics.artifacts.bundle import bundle
 from forensics.scrubbing import scrub, sql_scrub
 from tests.helpers import cli
 

@@ -15,8 +15,8 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import forensics
-from forensics.export.timeline import pack_lanes
-from forensics.export.trace import trace
+from forensics.artifacts.timeline import pack_lanes
+from forensics.artifacts.trace import trace
 from tests.helpers import cli
 
 TE = pb.TrackEvent
@@ -333,7 +333,7 @@ def _umask() -> int:
 
 
 def test_the_library_names_trace_and_bundle() -> None:
-    from forensics.export.bundle import bundle
+    from forensics.artifacts.bundle import bundle
 
     assert forensics.trace is trace and forensics.bundle is bundle
     assert {"trace", "bundle"} <= set(forensics.__all__)

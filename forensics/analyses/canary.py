@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..store import Db, first_row, reading
-from .runs import Runs, run_filter, selected_runs
+from ..scope import Db, Runs, scoped
+from ..store import first_row
 
 
 @dataclass
@@ -69,9 +69,9 @@ class CanaryReport:
 
 
 def canary(db: Db = None, run: Runs = None, top: int = 10) -> CanaryReport:
-    with reading(db) as con:
-        selected_runs(con, run)
-        where, params = run_filter(run)
+    with scoped(db, run) as s:
+        con = s.con
+        where, params = s.where()
         n_records = first_row(con, f"SELECT count(*) FROM canary WHERE {where}", params)[0]
         n_steps = first_row(
             con,

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
+from ..scope import Db, Runs, scoped
 from ..statuses import NO_REPLY_SQL
-from ..store import Db, reading
-from .runs import Runs, all_runs, selected_runs
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, requests_needed, two_by_two, wilson
 
 
@@ -83,9 +82,8 @@ class Comparison:
 
 def compare(db: Db = None, runs: Runs = None) -> Comparison:
     """Corruption rate per run and a test for each pair (all runs when `runs` is None)."""
-    with reading(db) as con:
-        known = dict(all_runs(con))
-        chosen = selected_runs(con, runs)
+    with scoped(db, runs) as s:
+        con, known, chosen = s.con, s.tags, s.runs
         failed = NO_REPLY_SQL
         counts = {
             r: (n, k, f)

@@ -11,10 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ForensicsError
+from ..scope import Db, Runs, scoped
 from ..statuses import NO_REPLY_SQL
-from ..store import Db, reading
 from .rooms import SEVERITY
-from .runs import Runs, run_filter, selected_runs
 from .stats import TwoByTwo, fmt_ci, fmt_num, fmt_p, two_by_two
 
 BAD_VERDICTS = ("partial", "mismatch", "stale")
@@ -69,15 +68,16 @@ def correlate(
 ) -> Correlation:
     """Bad room × corrupted and in-a-bad-step × corrupted over the requests of `run`
     (every run pooled when None)."""
-    with reading(db) as con:
+    with scoped(db, run) as s:
+        con = s.con
         unknown = [v for v in bad if v not in SEVERITY or v == "match"] or (
             [] if bad else ["(none)"]
         )
         if unknown:
             known = ", ".join(v for v in SEVERITY if v != "match")
             raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
-        runs = selected_runs(con, run)
-        where, params = run_filter(run)
+        runs = s.runs
+        where, params = s.where()
         # One pass over the view (it joins every step's batch), grouped to a few dozen rows;
         # the tables are counted from those.
         groups = con.execute(

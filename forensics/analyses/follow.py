@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import ForensicsError
-from ..store import Db, reading
-from .runs import Runs, run_filter
+from ..scope import Db, Runs, Scope, scoped
 from .skew import skew
 
 MAX_LINES = 5_000  # a room's lines are a few dozen; more means the key is too common
@@ -46,18 +45,19 @@ class Follow:
 
 
 def follow(db: Db, key: str, run: Runs = None) -> Follow:
-    with reading(db) as con:
-        key = key.strip()
-        if len(key) < 4:
-            raise ForensicsError(f"follow takes a rid or a room, got {key!r}: too short to search")
-        where, params = run_filter(run)
+    key = key.strip()
+    if len(key) < 4:
+        raise ForensicsError(f"follow takes a rid or a room, got {key!r}: too short to search")
+    with scoped(db, run) as s:
+        con = s.con
+        where, params = s.where()
         rids, rooms = _linked(con, key, where, params)
         if not rids and not rooms:
             raise ForensicsError(f"no rid or room {key!r} in the database")
-        shifts, clock = _shifts(con, run)
+        shifts, clock = _shifts(s)
         needles = [*rids, *map(str, rooms)]
         like = " OR ".join("contains(e.message, ?)" for _ in needles)
-        swhere, sparams = run_filter(run, "s.run")
+        swhere, sparams = s.where("s.run")
         rows = con.execute(
             f"""SELECT e.ts_us, e.host, s.run, e.source_id, e.entry_no, e.message
                 FROM entries e JOIN sources s USING (source_id)
@@ -113,8 +113,8 @@ def _linked(con, key: str, where: str, params: list) -> tuple[list[str], list[in
     return rids, rooms
 
 
-def _shifts(con, run: Runs) -> tuple[dict[str, int], str]:
-    pairs = skew(con, run).pairs
+def _shifts(s: Scope) -> tuple[dict[str, int], str]:
+    pairs = skew(s).pairs
     shifts: dict[str, int] = {}
     unshifted = []
     for p in pairs:

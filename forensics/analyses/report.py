@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import duckdb
-
-from ..store import Db, reading
+from ..scope import Db, Scope, scoped
 from ..timefmt import span
 from .canary import CanaryReport, canary
 from .compare import Comparison, compare
 from .correlate import Correlation, correlate
 from .rooms import RoomsReport, rooms
-from .runs import Runs, all_runs, run_filter, selected_runs
+from .runs import Runs
 from .skew import Skew, skew
 from .stock import StockEvidence, stock
 from .suspects import Suspects, suspects
@@ -53,14 +51,23 @@ class Coverage:
     quarantined: int
     quarantine_reasons: list[tuple[str, int]]
     gaps: list[Gap]
+    window: dict[str, str | None] | None = None  # --since/--until (None: everything)
+    span: tuple[int | None, int | None] | None = None  # the whole incident's, when windowed
 
     def sentences(self) -> list[str]:
         hosts = ", ".join(h.host or "?" for h in self.hosts)
         n = sum(h.entries for h in self.hosts)
+        if self.window is not None and not n and not self.results:
+            w = " ".join(f"{k} {v}" for k, v in self.window.items() if v)
+            whole = span(*self.span) if self.span and self.span[0] is not None else "no time"
+            return [f"nothing happened in the window ({w}): the incident spans {whole}"]
         first = min((h.first_ts_us for h in self.hosts if h.first_ts_us), default=None)
         last = max((h.last_ts_us for h in self.hosts if h.last_ts_us), default=None)
+        within = ""
+        if self.window is not None:
+            within = " in the window" + "".join(f" {k} {v}" for k, v in self.window.items() if v)
         out = [
-            f"inputs: {n:,} journal entr{'y' if n == 1 else 'ies'} from {len(self.hosts)} "
+            f"inputs{within}: {n:,} journal entr{'y' if n == 1 else 'ies'} from {len(self.hosts)} "
             f"host{'' if len(self.hosts) == 1 else 's'} ({hosts}), "
             f"{span(first, last)}; {self.results:,} harness results; {self.sources} sources"
         ]
@@ -129,25 +136,28 @@ class Report:
 
 
 def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:
-    with reading(db) as con:
-        runs = selected_runs(con, run)
-        return Report(
-            run,
-            coverage(con, run),
-            rooms(con, run, limit=top),
-            correlate(con, run),
-            compare(con, runs),
-            skew(con, run),
-            canary(con, run, top),
-            stock(con, run),
-            suspects(con, runs),
-        )
+    """Every section over one scope; kept on it, so the dashboard and the bundle reuse it."""
+    with scoped(db, run) as s:
+        return s.memo(("report", tuple(s.runs), top), lambda: _report(s, top))
 
 
-def coverage(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Coverage:
-    where, params = run_filter(run, "s.run")
-    tags = dict(all_runs(con))
-    chosen = selected_runs(con, run)
+def _report(s: Scope, top: int) -> Report:
+    return Report(
+        s.run,
+        coverage(s),
+        rooms(s, limit=top),
+        correlate(s),
+        compare(s),
+        skew(s),
+        canary(s, top=top),
+        stock(s),
+        suspects(s),
+    )
+
+
+def coverage(s: Scope) -> Coverage:
+    con, tags, chosen = s.con, s.tags, s.runs
+    where, params = s.where("s.run")
     hosts = [
         HostCoverage(*r)
         for r in con.execute(
@@ -180,6 +190,7 @@ def coverage(con: duckdb.DuckDBPyConnection, run: Runs = None) -> Coverage:
             [SUPPRESSED, SUPPRESSED, *params, SUPPRESSED],
         ).fetchall()
     ]
-    rwhere, rparams = run_filter(run)
+    rwhere, rparams = s.where()
     results = con.execute(f"SELECT count(*) FROM results WHERE {rwhere}", rparams).fetchall()
-    return Coverage({r: tags[r] for r in chosen}, nsrc, results[0][0], hosts, nq, reasons, gaps)
+    return Coverage({r: tags[r] for r in chosen}, nsrc, results[0][0], hosts, nq, reasons, gaps,
+                    s.window, s.span_us)  # fmt: skip

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ForensicsError
-from ..store import Db, reading
-from .runs import Runs, run_filter, selected_runs, with_evidence_runs
+from ..scope import Db, Runs, scoped
 
 # Worst first: what makes a room's bytes untrustworthy before what only lost a log line.
 SEVERITY = ["conflict", "mismatch", "stale", "partial", "missing_dst", "missing_src", "match"]
@@ -40,12 +39,11 @@ def rooms(
     verdict: str | None = None,
     limit: int = 20,
 ) -> RoomsReport:
-    with reading(db) as con:
-        if verdict is not None and verdict not in SEVERITY:
-            raise ForensicsError(f"unknown verdict {verdict!r}; known: {', '.join(SEVERITY)}")
-        selected_runs(con, run)
-        run, followed = with_evidence_runs(con, run)
-        where, params = run_filter(run)
+    if verdict is not None and verdict not in SEVERITY:
+        raise ForensicsError(f"unknown verdict {verdict!r}; known: {', '.join(SEVERITY)}")
+    with scoped(db, run) as s:
+        con, followed = s.con, s.follow_notes
+        where, params = s.where_followed()
         counts: dict[str, dict[str, int]] = {}
         for r, v, n in con.execute(
             f"SELECT run, verdict, count(*) FROM rooms WHERE {where} GROUP BY ALL", params

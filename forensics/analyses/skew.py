@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..store import Db, reading
-from .runs import Runs, run_filter, selected_runs
+from ..scope import Db, Runs, scoped
 
 
 @dataclass
@@ -45,9 +44,9 @@ class Skew:
 
 
 def skew(db: Db = None, run: Runs = None) -> Skew:
-    with reading(db) as con:
-        selected_runs(con, run)
-        where, params = run_filter(run)
+    with scoped(db, run) as s:
+        con = s.con
+        where, params = s.where()
         rows = con.execute(
             f"""SELECT run, src_host, dst_host, upper_us, upper_rooms, lower_us, lower_rooms,
                        resolution_us

@@ -9,9 +9,8 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 
-from ..store import Db, reading
+from ..scope import Db, Runs, scoped
 from ..timefmt import iso_us
-from .runs import Runs, run_filter
 
 # What each stock table needs on the servers, said when it is empty.
 FLAGS = {
@@ -108,8 +107,9 @@ class StockEvidence:
 
 
 def stock(db: Db = None, run: Runs = None) -> StockEvidence:
-    with reading(db) as con:
-        where, params = run_filter(run)
+    with scoped(db, run) as s:
+        con = s.con
+        where, params = s.where()
         counts: dict[str | None, dict[str, int]] = {}
         for host, kind, n in con.execute(
             f"SELECT host, kind, count(*) FROM events WHERE {where} GROUP BY ALL ORDER BY ALL",

@@ -45,6 +45,7 @@ def overlay(
         con.execute(f"CREATE TEMP VIEW {raw} AS {_CREATE.sub('', body.strip().rstrip(';'))}")
         cols = [(c, t) for c, t, *_ in con.execute(f"DESCRIBE {raw}").fetchall()]
         select, where = wrap(name, cols)
+        where = where.replace("{raw}", raw)  # a condition over the table's own rows
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {select} FROM {raw} "
                     f"WHERE {where}")  # fmt: skip
     bodies = dict(views)
@@ -80,8 +81,17 @@ def parse_time(text: str, flag: str) -> int:
 
 
 # where a table's time is: entries and records by their entry's time, results by when
-# the request was sent
+# the request was sent; quarantined lines by the entry before them (_QUARANTINED)
 _TIME = {"results": "start_us"}
+_LINES = "fx_window_lines"
+_QUARANTINED = f"""(source_id, coalesce(entry_no, -1), coalesce(line, -1)) IN (
+    SELECT q.source_id, coalesce(q.entry_no, -1), coalesce(q.line, -1)
+    FROM {{raw}} q ASOF JOIN {_LINES} e
+      ON q.source_id = e.source_id AND coalesce(q.line, 0) >= e.line_first
+    WHERE q.entry_no IS NULL AND {{cond}}
+    UNION ALL
+    SELECT q.source_id, q.entry_no, coalesce(q.line, -1)
+    FROM {{raw}} q JOIN {_LINES} e USING (source_id, entry_no) WHERE {{cond}})"""
 
 
 def window(con: duckdb.DuckDBPyConnection, since_us: int | None, until_us: int | None) -> None:
@@ -91,15 +101,36 @@ def window(con: duckdb.DuckDBPyConnection, since_us: int | None, until_us: int |
     if since_us is not None and until_us is not None and until_us <= since_us:
         raise ForensicsError("--until must be after --since")
 
-    def wrap(name: str, cols: list[tuple[str, str]]) -> tuple[str, str]:
-        col = _TIME.get(name, "ts_us")
-        if col not in {c for c, _ in cols}:
-            return "*", "TRUE"
+    def within(col: str) -> str:
         conds = [f"{col} IS NOT NULL"]
         if since_us is not None:
             conds.append(f"{col} >= {int(since_us)}")
         if until_us is not None:
             conds.append(f"{col} < {int(until_us)}")
-        return "*", " AND ".join(conds)
+        return " AND ".join(conds)
 
+    def wrap(name: str, cols: list[tuple[str, str]]) -> tuple[str, str]:
+        if name == "quarantine":
+            return "*", _QUARANTINED.replace("{cond}", within("e.ts_us"))
+        col = _TIME.get(name, "ts_us")
+        if col not in {c for c, _ in cols}:
+            return "*", "TRUE"
+        return "*", within(col)
+
+    # every entry's time and lines, outside the window too: a quarantined line belongs
+    # where the entry before it does
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW {_LINES} AS
+                    SELECT source_id, entry_no, line_first, ts_us
+                    FROM ({_view_body(con, "entries")})""")
     overlay(con, wrap)
+
+
+def _view_body(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """A temporary view's own SELECT: what it means now, whatever its name is made to
+    mean later (the views it reads by their fx_ names are never replaced)."""
+    body = con.execute(
+        """SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal
+           ORDER BY temporary DESC LIMIT 1""",
+        [name],
+    ).fetchall()[0][0]
+    return _CREATE.sub("", body.strip().rstrip(";"))

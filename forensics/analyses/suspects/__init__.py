@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ...errors import ForensicsError
-from ...store import Db, reading
-from ..runs import Runs, all_runs, selected_runs
+from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes
 from .features import Feature, declared, load_table
@@ -172,25 +171,32 @@ def suspects(
     """Every factor of the judged requests of `runs` (all when None), ranked by its
     association with corruption (`features`: the declared ones unless given). See the
     module's docstring and rank.py."""
-    with reading(db) as con:
-        if not 0 < fdr < 1:
-            raise ForensicsError(f"--fdr must be between 0 and 1, not {fdr:g}")
-        if min_support < 1:
-            raise ForensicsError(f"--min-support must be at least 1, not {min_support}")
-        chosen = selected_runs(con, runs)
-        tags = dict(all_runs(con))
-        features = features or declared()
-        table = load_table(con, chosen, tags, features)
-        ranking = rank(table, features, fdr, min_support, dependent)
-        needs = {f.name: f.needs for f in features}
-        missing = [
-            {"feature": s.feature, "needs": needs[s.feature]}
-            for s in ranking.skipped
-            if s.why.startswith("no request") and s.feature in needs
-        ]
-        method = "Benjamini–Yekutieli" if dependent else "Benjamini–Hochberg"
-        return Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
-                        _peers(con, chosen))  # fmt: skip
+    if not 0 < fdr < 1:
+        raise ForensicsError(f"--fdr must be between 0 and 1, not {fdr:g}")
+    if min_support < 1:
+        raise ForensicsError(f"--min-support must be at least 1, not {min_support}")
+    features = features or declared()
+    with scoped(db, runs) as s:
+        key = ("suspects", tuple(s.runs), fdr, min_support, dependent,
+               tuple(f.name for f in features))  # fmt: skip
+        return s.memo(key, lambda: _suspects(s, fdr, min_support, dependent, features))
+
+
+def _suspects(
+    s: Scope, fdr: float, min_support: int, dependent: bool, features: tuple[Feature, ...]
+) -> Suspects:
+    con, chosen, tags = s.con, s.runs, s.tags
+    table = load_table(con, chosen, tags, features)
+    ranking = rank(table, features, fdr, min_support, dependent)
+    needs = {f.name: f.needs for f in features}
+    missing = [
+        {"feature": k.feature, "needs": needs[k.feature]}
+        for k in ranking.skipped
+        if k.why.startswith("no request") and k.feature in needs
+    ]
+    method = "Benjamini–Yekutieli" if dependent else "Benjamini–Hochberg"
+    return Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
+                    _peers(con, chosen))  # fmt: skip
 
 
 def _peers(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, int]:

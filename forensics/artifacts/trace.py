@@ -11,7 +11,7 @@ from pathlib import Path
 from ..analyses.runs import Runs
 from ..errors import ForensicsError
 from ..outputs import replacing
-from ..store import Db, reading
+from ..scope import Db, scoped
 from . import timeline as tl_mod
 from .trace_files import TRACE_NAME, profile_origin, write_archive, write_json, write_proto
 
@@ -84,12 +84,13 @@ def trace(
             f"with a profile the output is an archive: name it .tar or .zip, not {out.name}"
         )
     t0 = time.perf_counter()
-    with reading(db) as con:
+    with scoped(db, run) as s:
         if scrub:
             from ..scrubbing import shadow
 
-            shadow(con, keep=True)
-        tl = tl_mod.build(con, run, reference, max_events)
+            shadow(s.con, keep=True)
+            s.changed()
+        tl = tl_mod.build(s, reference, max_events)
     writer = write_proto if format == "proto" else write_json
     host = None
     with replacing(out) as tmp:

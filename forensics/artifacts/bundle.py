@@ -31,12 +31,12 @@ import orjson
 import zstandard
 
 from .. import __version__
-from ..analyses.runs import Runs, run_filter, selected_runs
+from ..analyses.runs import Runs, run_filter
 from ..errors import ForensicsError
 from ..outputs import json_safe, replacing
+from ..scope import Db, scoped
 from ..scrubbing import scrub, scrub_bytes
 from ..scrubbing import shadow as scrub_tables
-from ..store import Db, reading
 
 # Columns that can hold what a user wrote (prompts, replies, harness details): replaced
 # by their HMAC under --redact-prompts. Ids, hosts, numbers and verdicts stay.
@@ -135,7 +135,7 @@ class BundleResult:
 README = """pd-forensics evidence bundle
 ============================
 
-Made by pd-forensics {version} on {when} from {db}{runs}.
+Made by pd-forensics {version} on {when} from {db}{runs}.{window}
 Secrets (URL user-info, Authorization headers, tokens, passwords, keys, and values shaped
 like a known kind of secret) were scrubbed from every file. The bundle is written 0600:
 it holds prompts and replies unless made with --redact-prompts.
@@ -268,21 +268,23 @@ def bundle(
     key = secrets.token_hex(16) if redact_prompts else None
     members: dict[str, bytes] = {}
     notes: list[str] = []
-    with reading(db) as con, tempfile.TemporaryDirectory(prefix="forensics-bundle-") as tmp:
-        runs = selected_runs(con, run)
+    with scoped(db, run) as s, tempfile.TemporaryDirectory(prefix="forensics-bundle-") as tmp:
+        con, runs = s.con, s.runs
         where, params = run_filter(runs)
-        if not isinstance(db, duckdb.DuckDBPyConnection):  # a caller's keeps its settings
+        if s.owned:  # a caller's connection keeps its settings
             _spill_to(con, tmp)
         shadow(con, key.encode() if key else None)
-        rep = report(con, runs)
+        s.changed()  # nothing computed before the shadows goes in
+        rep = report(s)
         members["report.txt"] = _text(terminal.report, rep)
-        members["report.json"] = _json(rep.as_dict())
-        sus = suspects(con, runs)
+        members["report.json"] = _json({**rep.as_dict(), "window": s.window})
+        where_from, window = s.label, s.window_text()
+        sus = suspects(s)  # the report's own ranking
         members["suspects.txt"] = _text(terminal.suspects, sus)
         members["suspects.json"] = _json(sus.as_dict())
-        board = dashboard(con, runs, Path(tmp) / "dashboard.html")
+        board = dashboard(s, None, Path(tmp) / "dashboard.html")
         members["dashboard.html"] = board.path.read_bytes()
-        tr = trace(con, Path(tmp) / "incident.pftrace", runs)
+        tr = trace(s, Path(tmp) / "incident.pftrace")
         members["incident.pftrace"] = tr.out.read_bytes()
         cur = con.execute(
             f"SELECT * REPLACE (ingested_at::VARCHAR AS ingested_at) FROM sources WHERE {where}"
@@ -316,12 +318,14 @@ def bundle(
     text = {n for n in members if n.endswith((".txt", ".json", ".html"))}
     for n in text:
         members[n] = scrub(members[n].decode("utf-8", "replace")).encode()
-    where_from = "the database" if isinstance(db, duckdb.DuckDBPyConnection) else str(db)
     readme = README.format(
         version=__version__,
         when=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        db=where_from if db is not None else "forensics.duckdb",
+        db=where_from,
         runs=f" (runs: {', '.join(runs)})" if runs else "",
+        window=f"\nIt covers a window only:{window}; nothing outside it is in any file.\n"
+        if window
+        else "",
         redaction=REDACTED if key else "",
         inputs=INPUTS if with_inputs else "",
     )

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ..analyses.runs import Runs, run_filter, selected_runs
+from ..analyses.runs import Runs, run_filter
 from ..errors import ForensicsError
+from ..scope import Scope
 
 CLIENT = "client (reproducer)"  # the harness's clock, not a server's
 MAX_EVENTS = 500_000
@@ -164,13 +165,8 @@ class _Budget:
         return kept
 
 
-def build(
-    con: duckdb.DuckDBPyConnection,
-    run: Runs = None,
-    reference: str | None = None,
-    max_events: int = MAX_EVENTS,
-) -> Timeline:
-    runs = selected_runs(con, run)
+def build(s: Scope, reference: str | None = None, max_events: int = MAX_EVENTS) -> Timeline:
+    con, runs = s.con, s.runs
     where, params = run_filter(runs)
     clk = clocks(con, runs, reference)
     budget = _Budget(max_events)
