@@ -106,8 +106,8 @@ class Scope:
         """The same connection, window and kept answers, looking at other runs."""
         if _as_list(run) == _as_list(self.run):
             return self
-        s = Scope(self.con, run, self.since_us, self.until_us, False, self.label, self.tags,
-                     self._memo)  # fmt: skip
+        s = Scope(self.con, run, self.since_us, self.until_us, False, self.label,
+                  _tags=self.tags, _memo=self._memo)  # fmt: skip
         s.span_us = self.span_us
         return s
 
