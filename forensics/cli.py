@@ -129,7 +129,13 @@ def _tags(values: list[str]) -> dict[str, str]:
 def ingest(
     paths: Annotated[list[str], typer.Argument(help="Files, directories, globs, or - for stdin.")],
     db: DbOpt = None,
-    run: Annotated[str, typer.Option(help="Run name, for A/B comparisons.")] = "default",
+    run: Annotated[
+        str | None,
+        typer.Option(
+            help="Run name, for A/B comparisons; wins over a results file's run headers "
+            "(several: their common stem) [default: the headers' names, else default]."
+        ),
+    ] = None,
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE label of the run (repeatable).")] = [],  # noqa: B006
     format: Annotated[
         str | None,
@@ -331,6 +337,74 @@ def sources_relabel(
     res = relabel_source(db, source_id, host, run, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"relabelled source {source_id} ({res['path']}): " + ", ".join(
         f"{n:,} {c}" for c, n in res["changed"].items()))  # fmt: skip
+
+
+runs_app = typer.Typer(rich_markup_mode=None)  # its help: the callback's docstring
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None:
+    """List the runs: tags, sources, judged and corrupted requests; rename or merge one.
+
+    Example: forensics runs; forensics runs rename default incident
+    """
+    if ctx.invoked_subcommand:
+        return
+    from .store.runs import list_runs
+
+    rows = list_runs(db)
+    if json:
+        _write_json(rows)
+        return
+    t = Table()
+    for c in ("run", "created", "sources", "judged", "corrupted", "tags"):
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        tags = ", ".join(f"{k}={v}" for k, v in r["tags"].items())
+        t.add_row(r["run"], r["created"], str(r["sources"]), f"{r['judged']:,}",
+                  f"{r['corrupted']:,}", tags)  # fmt: skip
+    out.print(t)
+
+
+@runs_app.command("rename")
+def runs_rename(
+    old: Annotated[str, typer.Argument(help="The run's name now.")],
+    new: Annotated[str, typer.Argument(help="Its new name (not taken).")],
+    db: DbOpt = None,
+    wait: WaitOpt = 0.0,
+    json: JsonOpt = False,
+) -> None:
+    """Give a run another name: every row of it, in every source, tags kept.
+
+    Example: forensics runs rename default incident
+    """
+    from .store.runs import rename_run
+
+    res = rename_run(db, old, new, wait=wait, waiting=_waiting(wait))
+    _done(res, json, f"renamed run {old} to {new}: " + _changes(res["changed"]))
+
+
+@runs_app.command("merge")
+def runs_merge(
+    run: Annotated[str, typer.Argument(help="The run whose rows move.")],
+    into: Annotated[str, typer.Argument(help="The run they join (made when new).")],
+    db: DbOpt = None,
+    wait: WaitOpt = 0.0,
+    json: JsonOpt = False,
+) -> None:
+    """Put one run's rows into another (both runs' tags kept, the second's winning).
+
+    Example: forensics runs merge repro-part2 repro
+    """
+    from .store.runs import rename_run
+
+    res = rename_run(db, run, into, merge=True, wait=wait, waiting=_waiting(wait))
+    _done(res, json, f"merged run {run} into {into}: " + _changes(res["changed"]))
+
+
+def _changes(changed: dict[str, int]) -> str:
+    return ", ".join(f"{n:,} {c}" for c, n in changed.items()) or "no rows"
 
 
 def _done(res: dict, as_json: bool, text: str) -> None:

@@ -89,7 +89,7 @@ def ingest(
     paths: list[str],
     db: str | os.PathLike | None = None,
     *,
-    run: str = "default",
+    run: str | None = None,
     tags: dict[str, str] | None = None,
     fmt: str | None = None,
     year: int | None = None,
@@ -130,7 +130,8 @@ def ingest(
     if path.exists():  # a catalog this version cannot write fails before any input is read
         with contextlib.suppress(Locked):  # busy: read the inputs now, wait to register them
             connect(path).close()
-    opts = Options(run=run, fmt=fmt, year=year, host=host, user=user)
+    named, run = run is not None, run or "default"
+    opts = Options(run=run, named=named, fmt=fmt, year=year, host=host, user=user)
     root_existed = root.exists()
     timings: dict[str, float] = {}
     try:

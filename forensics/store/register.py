@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from ..errors import ForensicsError
 from ..parsers.tables import SOURCE_OF_FILE, read_parquet
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .integrity import check
@@ -51,13 +52,18 @@ def register(
     moved: list[Path] = []
     out: list[SourceResult] = []
     held = [root / p for p in registered(con, "entries", damaged)]  # grows as sources register
+    taken = dict(
+        con.execute(  # run -> the source whose results it holds
+            "SELECT run, min(source_id) FROM results WHERE run IS NOT NULL GROUP BY run"
+        ).fetchall()
+    )
     todo = [st for st in staged if st.result.status == "ingested" and st.folder is not None]
     shared = _shared_keys(con, todo, held)
     try:
         for st in staged:
             out.append(st.result)
             if st in todo:
-                _one(con, st, run, tags, root, moved, held, shared)
+                _one(con, st, run, tags, root, moved, (held, taken), shared)
         reinstall(con)
     except BaseException:
         for m in moved:
@@ -102,9 +108,12 @@ def _one(
     tags: dict[str, str],
     root: Path,
     moved: list[Path],
-    held: list[Path],
+    grows: tuple[list[Path], dict[str, int]],
     shared: bool,
 ) -> None:
+    """One staged source into the catalog; `grows`: the entries' files dedupe compares
+    with, and the runs holding a results file's rows (each grows as sources register)."""
+    held, taken = grows
     res = st.result
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
     if dup is not None:
@@ -114,9 +123,10 @@ def _one(
             res.reason += f" (damaged: `forensics sources remove {dup[0]}` first)"
         shutil.rmtree(st.folder or "", ignore_errors=True)
         return
+    sid = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
+    _claim_runs(con, st, sid, taken)
     for name, own in st.headers.items():
         ensure_run(con, name, {**own, **tags})
-    sid = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     res.source_id = sid
     staged = Path(st.folder or "")
     writer = ShardWriter(staged, SCHEMA_VERSION)
@@ -152,6 +162,27 @@ def _one(
             res.entries, res.duplicates, res.rejoined, res.quarantined, st.markers, res.notes,
         ],
     )  # fmt: skip
+
+
+def _claim_runs(
+    con: duckdb.DuckDBPyConnection, st: Staged, sid: int, taken: dict[str, int]
+) -> None:
+    """A results file's runs are its own: one already holding another file's results is
+    refused (two reproducer runs merged silently would be judged as one)."""
+    files = [Path(st.folder or "") / n for n in st.files.get("results", [])]
+    if not files:
+        return
+    runs = [r for (r,) in con.execute(
+        f"SELECT DISTINCT run FROM {read_parquet(files)} ORDER BY run").fetchall()]  # fmt: skip
+    for r in runs:
+        if r in taken:
+            other = scalar(con, "SELECT path FROM sources WHERE source_id = ?", [taken[r]])
+            held = f"source {taken[r]}, {other}" if other else "an earlier input of this ingest"
+            raise ForensicsError(
+                f"{st.path}: run {r!r} already holds the results of {held}; "
+                "name this file's run with --run (or merge them later: `forensics runs merge`)"
+            )
+    taken.update(dict.fromkeys(runs, sid))
 
 
 def _holds_shared(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> bool:

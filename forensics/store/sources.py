@@ -166,6 +166,53 @@ def remove_source(
         _delete(gone)
 
 
+def rewrite(
+    con: duckdb.DuckDBPyConnection,
+    source_id: int,
+    table: str,
+    files: list[Path],
+    sets: dict[str, tuple[str, list]],
+    done: tuple[list[Path], list[Path]],
+) -> int:
+    """One source's files of one table written anew with `sets` (column -> SQL and its
+    parameters), listed in place of the old: the rows written. `done`: (old, new) files,
+    extended for the caller to delete after its commit or on its failure."""
+    writer = ShardWriter(files[0].parent, SCHEMA_VERSION)
+    repl = ", ".join(f"{sql} AS {c}" for c, (sql, _) in sets.items())
+    params = [v for _, ps in sets.values() for v in ps]
+    rel = con.sql(f"SELECT * REPLACE ({repl}) FROM {read_parquet(files)}", params=params)
+    for batch in arrow_batches(rel):
+        writer.write(table, pa.Table.from_batches([batch]))
+    writer.close()
+    written = writer.paths(table)
+    done[1].extend(written)
+    _unlist(con, files)
+    _list(con, source_id, table, written)
+    done[0].extend(files)
+    return sum(rows_in(f) for f in written)
+
+
+def _runs_of(
+    con: duckdb.DuckDBPyConnection, source_id: int, files: dict[str, list[Path]]
+) -> list[str]:
+    """The runs a source's rows are in: its own, and a results file's header runs."""
+    runs = [r for (r,) in con.execute(
+        "SELECT run FROM sources WHERE source_id = ?", [source_id]).fetchall()]  # fmt: skip
+    if files.get("results"):
+        sql = f"SELECT DISTINCT run FROM {read_parquet(files['results'])} ORDER BY 1"
+        runs += [r for (r,) in con.execute(sql).fetchall()]
+    return list(dict.fromkeys(r for r in runs if r is not None))
+
+
+def merged_tags(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, str]:
+    """The runs' tags in one map, the later run's winning."""
+    out: dict[str, str] = {}
+    for r in runs:
+        row = first_row(con, "SELECT tags FROM runs WHERE run = ?", [r])
+        out.update(dict((row[0] if row else None) or {}))
+    return out
+
+
 def _delete(files: list[Path]) -> None:
     """Files no longer listed (after the commit: a reader that opened before it still
     read them); folders left empty too."""
@@ -250,35 +297,25 @@ def relabel_source(
         files = _files(con, source_id)
         try:
             with committing(con):
+                held = _runs_of(con, source_id, files)
                 for table, fs in files.items():
                     sets = {}
                     if host is not None and table in _holding("host"):
-                        sets["host"] = host
+                        sets["host"] = ("?", [host])
                     if run is not None and table in _holding("run"):
-                        sets["run"] = run
-                    if not sets:
-                        continue
-                    writer = ShardWriter(fs[0].parent, SCHEMA_VERSION)
-                    repl = ", ".join(f"? AS {c}" for c in sets)
-                    rel = con.sql(f"SELECT * REPLACE ({repl}) FROM {read_parquet(fs)}",
-                                  params=list(sets.values()))  # fmt: skip
-                    for batch in arrow_batches(rel):
-                        writer.write(table, pa.Table.from_batches([batch]))
-                    writer.close()
-                    written = writer.paths(table)
-                    new += written
-                    n = sum(rows_in(f) for f in written)
-                    for c in sets:
-                        changed[f"{table}.{c}"] = n
-                    _unlist(con, fs)
-                    _list(con, source_id, table, written)
-                    old += fs
+                        sets["run"] = ("?", [run])
+                    if sets:
+                        n = rewrite(con, source_id, table, fs, sets, (old, new))
+                        changed.update({f"{table}.{c}": n for c in sets})
                 if run is not None:
+                    # the run keeps its tags (a reproducer header's, the server's)
+                    tags = merged_tags(con, [*held, run])
                     con.execute(
-                        "INSERT INTO runs (run, tags) SELECT ?, NULL WHERE NOT EXISTS "
+                        "INSERT INTO runs (run, tags) SELECT ?, ? WHERE NOT EXISTS "
                         "(SELECT 1 FROM runs WHERE run = ?)",
-                        [run, run],
+                        [run, tags, run],
                     )
+                    con.execute("UPDATE runs SET tags = ? WHERE run = ?", [tags, run])
                     con.execute("UPDATE sources SET run = ? WHERE source_id = ?", [run, source_id])
                     changed["sources.run"] = 1
                 _changed(con)

@@ -82,6 +82,7 @@ class Options:
     """What every input of one ingest is read with."""
 
     run: str = "default"
+    named: bool = False  # --run was given: it wins over a results file's run headers
     fmt: str | None = None
     year: int | None = None
     host: str | None = None
@@ -264,15 +265,36 @@ def _results(
     sha = digest(opened)
     res = SourceResult(inp.name, fmt, "ingested", opened.compression,
                        bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
-    rows = pl.from_arrow(table).with_columns(run=pl.col("run").fill_null(pl.lit(opts.run)))
+    names = as_named(list(headers), opts.run) if opts.named else {h: h for h in headers}
+    run = pl.col("run").replace_strict(names, default=pl.col("run"), return_dtype=pl.String)
+    rows = pl.from_arrow(table).with_columns(run=run.fill_null(pl.lit(opts.run)))
     writer.write("results", rows.select([n for n in RESULTS.names if n != "source_id"]).to_arrow())
     res.records = {"result": table.num_rows}
     if headers:
-        ctx.notes.append(f"runs from the file's headers: {', '.join(headers)}")
+        ctx.notes.append(_runs_note(names))
+    headers = {names[h]: tags for h, tags in headers.items()}
     write_quarantine(writer, [(x.line, x.reason, x.raw, None) for x in ctx.quarantine])
     res.quarantined = len(ctx.quarantine)
     res.notes = ctx.notes
     return Staged(res, display_path(inp), sha, ctx.markers, headers=headers)
+
+
+def as_named(headers: list[str], run: str) -> dict[str, str]:
+    """The file's run headers under the --run given: one run takes its name; several (a
+    sweep's `-s10`, `-s20`, a golden run's `-solo`) keep what follows their common stem."""
+    if len(headers) <= 1:
+        return {h: run for h in headers}
+    stem = os.path.commonprefix(headers)  # noqa: RUF071  (names, not paths: by character)
+    while stem and not all(len(h) == len(stem) or h[len(stem)] == "-" for h in headers):
+        stem = stem[:-1]  # back to a whole part: `inc` of `inc-s10`, `inc-s20`, `inc-solo`
+    return {h: run + (h[len(stem) :] if stem else f"-{h}") for h in headers}
+
+
+def _runs_note(names: dict[str, str]) -> str:
+    if all(h == r for h, r in names.items()):
+        return f"runs from the file's headers: {', '.join(names)}"
+    said = ", ".join(f"{h} as {r}" for h, r in names.items())
+    return f"--run wins over the file's headers: {said}"
 
 
 def _batches(opened: Opened, inp: Input, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:
