@@ -138,12 +138,14 @@ def test_results_ingest_join_the_logs_and_compare(tmp_path: Path) -> None:
     results = _results(out)
     corrupted = sum(r["status"] == "corrupted" for r in results.values())
     failed = sum(r["status"] in ("http_error", "timeout") for r in results.values())
-    # the sweep is two runs, with the header's tags and ingest's
+    # the sweep is two runs, named by --run (it wins over the headers' repro-s2, repro-s16),
+    # with the header's tags and ingest's
     cmp = compare(db)
     rates = {r.run: r for r in cmp.rates}
-    assert set(rates) == {"repro-s2", "repro-s16"}
-    assert rates["repro-s16"].tags["sessions"] == "16" and rates["repro-s16"].tags["overlap"] == "1"
-    assert rates["repro-s16"].tags["interrupted"] == "false"
+    assert set(rates) == {"journals-s2", "journals-s16"}
+    s16 = rates["journals-s16"]
+    assert s16.tags["sessions"] == "16" and s16.tags["overlap"] == "1"
+    assert s16.tags["interrupted"] == "false"
     assert sum(r.corrupted for r in rates.values()) == corrupted
     assert sum(r.failed for r in rates.values()) == failed
     assert sum(r.requests for r in rates.values()) == len(results) - failed

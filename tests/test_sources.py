@@ -100,7 +100,7 @@ def test_remove_refuses_when_a_later_source_kept_no_copy(tmp_path: Path) -> None
     forensics.ingest([_log(tmp_path / "b.log", "tick", "tock")], db, year=2026)
     old = legacy_copy(db, tmp_path / "old.duckdb")  # before shards: no copy of the drop
     forensics.store.upgrade(old)
-    with pytest.raises(ForensicsError, match=r"later sources dropped entries as duplicates"):
+    with pytest.raises(ForensicsError, match=r"other sources dropped entries as duplicates"):
         remove_source(old, 1)
     assert _one(old, "SELECT count(*) FROM entries") == [(2,)]  # nothing changed
     remove_source(old, 2)

@@ -254,10 +254,12 @@ def open_writer(
     path: str | os.PathLike | None = None,
     wait: float = 0.0,
     waiting: Callable[[], None] | None = None,
+    views: str = "all",
 ) -> tuple[duckdb.DuckDBPyConnection, bool]:
     """`connect`, and whether this call made the catalog: decided under the file's lock
     (an empty file), never from whether the path existed before (two first ingests both
-    saw none)."""
+    saw none). `views`: "all", "tables" (the stored tables' only: an ingest installs the
+    named ones once it has registered) or "none" (a check that the catalog is writable)."""
     p = db_path(path)
     con = _connect(p, read_only=False, wait=wait, waiting=waiting)
     if _version(con) is None and _empty(con):
@@ -281,7 +283,7 @@ def open_writer(
         except _Legacy:
             con.close()
             upgrade(p)  # a writing command upgrades by itself
-            return open_writer(p, wait, waiting)
+            return open_writer(p, wait, waiting, views)
         except ForensicsError:
             con.close()
             raise
@@ -290,12 +292,17 @@ def open_writer(
         except ForensicsError:
             con.close()
             raise
-        _install(con, p)  # views follow the code that wrote last
+        if views != "none":  # views follow the code that wrote last
+            _install(con, p, named=views == "all")
     return con, False
 
 
 def _install(
-    con: duckdb.DuckDBPyConnection, p: Path, temp: bool = False, skip: frozenset | None = None
+    con: duckdb.DuckDBPyConnection,
+    p: Path,
+    temp: bool = False,
+    skip: frozenset | None = None,
+    named: bool = True,
 ) -> None:
     """The stored tables' views over the shards (a damaged source's files left out: the
     commands that work beside it see the others; `skip`: those sources, when the caller
@@ -307,7 +314,8 @@ def _install(
     if skip is None:
         skip = check(con, root).sources
     install_table_views(con, root, temp=temp, skip=skip)
-    install_views(con, temp=temp)
+    if named:
+        install_views(con, temp=temp)
 
 
 def reinstall(con: duckdb.DuckDBPyConnection) -> None:

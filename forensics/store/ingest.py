@@ -25,7 +25,7 @@ from ..errors import ForensicsError
 from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
-from .database import Locked, committing, connect, db_path, open_writer
+from .database import Locked, committing, db_path, open_writer
 from .derived import refresh_derived
 from .inputs import Input, expand
 from .points import ENV as PAUSE_ENV
@@ -129,7 +129,7 @@ def ingest(
     reached("ingest-start")
     if path.exists():  # a catalog this version cannot write fails before any input is read
         with contextlib.suppress(Locked):  # busy: read the inputs now, wait to register them
-            connect(path).close()
+            open_writer(path, views="none")[0].close()
     named, run = run is not None, run or "default"
     opts = Options(run=run, named=named, fmt=fmt, year=year, host=host, user=user)
     root_existed = root.exists()
@@ -192,7 +192,7 @@ def _register(
     timings: dict[str, float],
 ) -> list[SourceResult]:
     with writer_lock(folder(path), wait, waiting):
-        con, made = open_writer(path, wait, waiting)
+        con, made = open_writer(path, wait, waiting, views="tables")
         reached("catalog-opened")
         moved: list[Path] = []
         try:

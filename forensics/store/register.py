@@ -20,6 +20,7 @@ from ..parsers.tables import SOURCE_OF_FILE, read_parquet
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .integrity import check
 from .records import TABLES as RECORD_TABLES
+from .renderings import across
 from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
 from .stage import IDENTITY, SourceResult, Staged, sql_path, write_query
 
@@ -135,12 +136,14 @@ def _one(
         against = (f"(SELECT *, {SOURCE_OF_FILE} AS source_id "
                    f"FROM {read_parquet(held, 'filename = true')})")  # fmt: skip
         dropped = drop_duplicates(con, writer, against=against)
-        res.duplicates = dropped
-        res.entries -= dropped
         if dropped:
-            for kind, table in RECORD_TABLES.items():
-                res.records[kind] = sum(rows_in(p) for p in writer.paths(table))
-            res.quarantined = sum(rows_in(p) for p in writer.paths("quarantine"))
+            _recount(writer, res, dropped)
+    if writer.files.get("entries"):
+        dropped, said = across(con, writer, res.format, root, set(check(con, root).sources),
+                               _split, sid)  # fmt: skip
+        if dropped:
+            _recount(writer, res, dropped)
+        res.notes = [*res.notes, *said]
     target = source_folder(root, sid)
     if target.is_symlink():  # never followed: the link goes, not what it names
         target.unlink()
@@ -162,6 +165,15 @@ def _one(
             res.entries, res.duplicates, res.rejoined, res.quarantined, st.markers, res.notes,
         ],
     )  # fmt: skip
+
+
+def _recount(writer: ShardWriter, res: SourceResult, dropped: int) -> None:
+    """A source's counts after its copies of held entries were dropped."""
+    res.duplicates += dropped
+    res.entries -= dropped
+    for kind, table in RECORD_TABLES.items():
+        res.records[kind] = sum(rows_in(p) for p in writer.paths(table))
+    res.quarantined = sum(rows_in(p) for p in writer.paths("quarantine"))
 
 
 def _claim_runs(

@@ -65,6 +65,7 @@ class ShardWriter:
         self.writers: dict[str, tuple[pq.ParquetWriter, Path, pa.Schema]] = {}
         self.files: dict[str, list[str]] = {}  # table -> closed file names in `where`
         self.written: dict[str, int] = {}  # table -> rows written
+        self.keep = False  # a registered source's: old files stay until the commit
 
     def write(self, table: str, data: pa.Table) -> None:
         if not data.num_rows:
@@ -98,7 +99,7 @@ class ShardWriter:
     def replace(self, table: str, new: list[Path]) -> None:
         """A table's closed files rewritten: `new` (existing files) take their place."""
         for old in self.paths(table):
-            if old not in new:
+            if old not in new and not self.keep:
                 old.unlink()
         self.files[table] = [p.name for p in new]
 

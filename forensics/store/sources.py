@@ -127,7 +127,9 @@ def remove_source(
     try:
         run, path = _source(con, source_id)
         later = con.execute(
-            "SELECT s.source_id, s.duplicates, s.run FROM sources s WHERE s.source_id > ? "
+            # any other source: a poorer rendering registered earlier gave its copies to a
+            # richer one registered later (renderings.py)
+            "SELECT s.source_id, s.duplicates, s.run FROM sources s WHERE s.source_id <> ? "
             "AND s.duplicates > 0 ORDER BY s.source_id",
             [source_id],
         ).fetchall()
@@ -136,7 +138,7 @@ def remove_source(
         if unkept:
             ids = ", ".join(f"{s} ({n:,})" for s, n in unkept)
             raise ForensicsError(
-                f"source {source_id} cannot be removed: later sources dropped entries as "
+                f"source {source_id} cannot be removed: other sources dropped entries as "
                 f"duplicates of stored ones, perhaps of its own, and kept no copy ({ids}: "
                 "ingested before shards); remove those first"
             )

@@ -1,0 +1,159 @@
+"""One journal in two renderings is one set of entries.
+
+Exact dedupe (register.drop_duplicates) compares an entry's whole identity: it holds
+between export, json and binary (one cursor) and between text renderings of one
+resolution. A text rendering carries no cursor, boot or monotonic time, and some carry
+whole seconds only, so beside a richer rendering of the same journal nothing matched and
+every count doubled. Here two sources of different richness are matched on what both
+carry: time floored to the coarser resolution, host, identifier, pid and message, as a
+multiset (a line a source really repeats stays). The richer rendering's entries are
+kept whichever came first: a poorer one arriving later drops its copies; a richer one
+arriving later takes them from the poorer source registered before (its files written
+anew, the copies kept in its `dropped_entries`, so removing the richer one restores them).
+
+Renderings the rule cannot match (`cat`: no time or host; `short-monotonic`: no wall
+clock; plain logs: another process's framing) are named, not deduped: ingest says how
+much of an earlier source the new one repeats.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from ..parsers.tables import read_parquet
+from .database import SCHEMA_VERSION, first_row, scalar
+from .shards import ShardWriter, list_files, source_folder
+
+# rendering -> (richness, resolution in µs): the richer keeps its entries
+_RICH = (2, 1)
+_PRECISE = (1, 1)
+_SECONDS = (0, 1_000_000)
+LEVELS: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("export", "json", "json-seq", "journal"), _RICH),
+    **dict.fromkeys(("short-iso-precise", "short-precise", "short-unix"), _PRECISE),
+    **dict.fromkeys(("short", "short-iso", "short-full", "with-unit"), _SECONDS),
+}
+REPEATS_NOTED = 0.2  # a share of repeated messages worth a note where no rule matches
+_WHAT = "host, ident, pid, message"
+
+
+def _numbered(files: list[Path], res: int) -> str:
+    """Entries with their loose identity's hash and their occurrence within it."""
+    k = f"hash(ts_us // {res}, {_WHAT})"
+    return f"""(SELECT entry_no, ts_us // {res} AS t, {_WHAT}, {k} AS k,
+                       row_number() OVER (PARTITION BY {k} ORDER BY entry_no) AS occ
+                FROM {read_parquet(files)} WHERE ts_us IS NOT NULL)"""
+
+
+def matches(con: duckdb.DuckDBPyConnection, new: list[Path], old: list[Path], res: int) -> str:
+    """SQL of (new_no, old_no): the new entries the old source holds too, one for one."""
+    eq = " AND ".join(f"n.{c} IS NOT DISTINCT FROM o.{c}" for c in _WHAT.split(", "))
+    return f"""SELECT n.entry_no AS new_no, o.entry_no AS old_no
+               FROM {_numbered(new, res)} n JOIN {_numbered(old, res)} o
+                 ON n.k = o.k AND n.occ = o.occ AND n.t = o.t AND {eq}"""
+
+
+def _registered(con: duckdb.DuckDBPyConnection, damaged: set[int]) -> list[tuple[int, str]]:
+    rows = con.execute("SELECT source_id, format FROM sources ORDER BY source_id").fetchall()
+    return [(sid, fmt) for sid, fmt in rows if sid not in damaged]
+
+
+def _entry_files(con: duckdb.DuckDBPyConnection, root: Path, sid: int) -> list[Path]:
+    return [root / p for (p,) in con.execute(
+        "SELECT path FROM shards WHERE source_id = ? AND table_name = 'entries' ORDER BY path",
+        [sid]).fetchall()]  # fmt: skip
+
+
+def across(
+    con: duckdb.DuckDBPyConnection,
+    writer: ShardWriter,
+    fmt: str,
+    root: Path,
+    damaged: set[int],
+    split,
+    me: int,
+) -> tuple[int, list[str]]:
+    """Match the staged source (`writer`, rendering `fmt`) with every registered source
+    of another richness: its own copies dropped (`split` them out), or the registered
+    source's. (entries the staged source dropped, notes)."""
+    mine = writer.paths("entries")
+    if not mine:
+        return 0, []
+    level = LEVELS.get(fmt)
+    dropped, notes = 0, []
+    for sid, other in _registered(con, damaged):
+        theirs = _entry_files(con, root, sid)
+        if not theirs or other == fmt:
+            continue
+        if level is None or LEVELS.get(other) is None:
+            notes += _repeats(con, mine, theirs, me, sid)
+            continue
+        if LEVELS[other][0] == level[0]:
+            continue  # one richness: the exact identity matched them already
+        res = max(level[1], LEVELS[other][1])
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _pairs AS {matches(con, mine, theirs, res)}")
+        n = scalar(con, "SELECT count(*) FROM _pairs")
+        if not n:
+            continue
+        if level[0] < LEVELS[other][0]:  # this one is the poorer: its copies go
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE _dups AS SELECT new_no AS entry_no FROM _pairs"
+            )
+            split(con, writer)
+            mine = writer.paths("entries")
+            dropped += n
+            notes.append(f"{n:,} entries are source {sid}'s ({other}) in another rendering: "
+                         "dropped here, that richer one kept")  # fmt: skip
+        else:
+            _take_from(con, root, sid, split)
+            notes.append(f"{n:,} entries of source {sid} ({other}) are this one's in a "
+                         f"poorer rendering: these kept (cursor, boot, monotonic time), "
+                         f"its copies set aside")  # fmt: skip
+    con.execute("DROP TABLE IF EXISTS _pairs")
+    return dropped, notes
+
+
+def _take_from(con: duckdb.DuckDBPyConnection, root: Path, sid: int, split) -> None:
+    """The registered source's matched entries (and their records) out of its listed
+    files into its `dropped_entries`; its files written anew beside the old ones (those
+    unlisted in this transaction, removed by the next writer's sweep)."""
+    folder = source_folder(root, sid)
+    writer = ShardWriter(folder, SCHEMA_VERSION)
+    writer.keep = True
+    for table, path in con.execute(
+        "SELECT table_name, path FROM shards WHERE source_id = ? ORDER BY path", [sid]
+    ).fetchall():
+        writer.files.setdefault(table, []).append(Path(path).name)
+    before = {t: list(f) for t, f in writer.files.items()}
+    con.execute("CREATE OR REPLACE TEMP TABLE _dups AS SELECT old_no AS entry_no FROM _pairs")
+    n = scalar(con, "SELECT count(*) FROM _dups")
+    split(con, writer)
+    for table, names in writer.files.items():
+        if names == before.get(table):
+            continue
+        for name in before.get(table, []):
+            rel = (folder / name).relative_to(root).as_posix()
+            con.execute("DELETE FROM shards WHERE path = ?", [rel])
+        list_files(con, root, sid, table, [folder / x for x in names])
+    con.execute("UPDATE sources SET entries = entries - ?, duplicates = duplicates + ? "
+                "WHERE source_id = ?", [n, n, sid])  # fmt: skip
+
+
+def _repeats(
+    con: duckdb.DuckDBPyConnection, mine: list[Path], theirs: list[Path], me: int, sid: int
+) -> list[str]:
+    """A note where the new source repeats much of a registered one no rule can match."""
+    row = first_row(
+        con,
+        f"""SELECT count(*) FILTER (WHERE o.h IS NOT NULL), count(*)
+            FROM (SELECT hash(message) AS h FROM {read_parquet(mine)}) n
+            LEFT JOIN (SELECT DISTINCT hash(message) AS h FROM {read_parquet(theirs)}) o
+              ON n.h = o.h""",
+    )
+    same, total = row or (0, 0)
+    if not total or same / total < REPEATS_NOTED:
+        return []
+    return [f"source {me} repeats {100 * same / total:.0f} % of source {sid} (renderings that "
+            "cannot be matched entry for entry); counts may double"]  # fmt: skip

@@ -1,0 +1,110 @@
+"""One journal in two renderings is one set of entries: for every pair of the renderings
+the real journalctl makes of a real .journal (systemd-journal-remote), in both orders,
+the second adds no entry and the richer rendering's cursor, boot, monotonic time and
+priority are kept whichever came first; a line a source really repeats stays; the
+renderings no rule can match are named."""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from itertools import permutations
+from pathlib import Path
+
+import pytest
+
+import forensics
+from forensics.store import connect_read_only
+from forensics.store.renderings import LEVELS
+from forensics.store.sources import remove_source
+
+from . import corpus
+
+PAIRED = ["short", "short-iso", "short-iso-precise", "short-precise", "short-full",
+          "short-unix", "json", "json-seq", "export", "journal"]  # fmt: skip
+COLUMNS = "host, ident, pid, message, ts_us, cursor, boot_id, mono_us, priority"
+
+
+def _ingest(db: Path, path: Path, fmt: str):
+    return forensics.ingest([str(path)], db, fmt=fmt, year=corpus.T0 // 31_557_600_000_000 + 1970)
+
+
+def _rows(db: Path) -> list[tuple]:
+    con = connect_read_only(db)
+    try:
+        return sorted(con.execute(f"SELECT {COLUMNS} FROM entries").fetchall(), key=repr)
+    finally:
+        con.close()
+
+
+def _copy(db: Path, to: Path) -> Path:
+    shutil.copy2(db, to)
+    shutil.copytree(db.with_suffix(".shards"), to.with_suffix(".shards"))
+    return to
+
+
+def test_every_pair_of_renderings_is_one_set_of_entries(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    alone: dict[str, Path] = {}
+    for fmt in PAIRED:
+        alone[fmt] = tmp_path / f"{fmt}.duckdb"
+        _ingest(alone[fmt], renderings[fmt], fmt)
+
+    def pair(ab: tuple[str, str]) -> tuple[tuple[str, str], list[tuple], list[str]]:
+        a, b = ab
+        db = _copy(alone[a], tmp_path / f"{a}+{b}.duckdb")
+        res = _ingest(db, renderings[b], b)
+        return ab, _rows(db), res.sources[0].notes
+
+    with ThreadPoolExecutor(2) as pool:  # DuckDB's work runs beside the GIL
+        got = {ab: (rows, notes) for ab, rows, notes in pool.map(pair, permutations(PAIRED, 2))}
+    expected = len(corpus.expected())
+    for (a, b), (rows, notes) in got.items():
+        assert len(rows) == expected, (a, b, notes)  # the second added no entry
+        assert rows == got[b, a][0], (a, b)  # either order: the same entries
+        richer = max(a, b, key=lambda f: LEVELS[f][0])
+        assert rows == _rows(alone[richer]), (a, b)  # the richer rendering's fields
+
+
+def test_a_line_a_source_repeats_stays(renderings: dict[str, Path], tmp_path: Path) -> None:
+    text = renderings["short-iso-precise"].read_bytes()
+    line = text.splitlines(keepends=True)[-1]
+    twice = tmp_path / "twice.short-iso-precise"
+    twice.write_bytes(text + line)  # the last line once more: the same microsecond, twice
+    db = tmp_path / "r.duckdb"
+    _ingest(db, twice, "short-iso-precise")
+    before = len(_rows(db))
+    _ingest(db, renderings["export"], "export")  # holds it once
+    rows = _rows(db)
+    assert len(rows) == before == len(corpus.expected()) + 1
+    assert sum(r[5] is None for r in rows) == 1  # the repeat has no richer copy: kept as read
+
+
+def test_removing_the_richer_rendering_restores_the_poorer(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    db = tmp_path / "x.duckdb"
+    _ingest(db, renderings["short"], "short")
+    res = _ingest(db, renderings["export"], "export")
+    assert any("poorer rendering: these kept" in n for n in res.sources[0].notes)
+    assert all(r[5] is not None for r in _rows(db))  # every entry has export's cursor
+    remove_source(db, res.sources[0].source_id)
+    assert _rows(db) == _rows_of(renderings["short"], tmp_path)
+
+
+def _rows_of(path: Path, tmp_path: Path) -> list[tuple]:
+    db = tmp_path / "alone.duckdb"
+    _ingest(db, path, "short")
+    return _rows(db)
+
+
+@pytest.mark.parametrize("unmatched", ["cat", "short-monotonic"])
+def test_a_rendering_no_rule_matches_is_named(
+    renderings: dict[str, Path], tmp_path: Path, unmatched: str
+) -> None:
+    db = tmp_path / "n.duckdb"
+    _ingest(db, renderings["export"], "export")
+    res = _ingest(db, renderings[unmatched], unmatched)
+    (note,) = [n for n in res.sources[0].notes if "counts may double" in n]
+    assert note.startswith("source 2 repeats ") and "% of source 1" in note
