@@ -252,11 +252,6 @@ class ReproLive:
     """The live table of `forensics repro` (a terminal only), redrawn on each report."""
 
     def __init__(self, con: Console) -> None:
-        # The rate's interval imports scipy.stats (1.5 s here): now, not at the first
-        # redraw, where it would stall the run's event loop and every request in flight.
-        from .analyses.stats import wilson
-
-        wilson(0, 1)
         self.runs: dict[str, RunStats] = {}
         self.live = Live(repro_table([]), console=con, auto_refresh=False, transient=True)
 

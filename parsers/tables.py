@@ -60,6 +60,11 @@ class C:
     key: str = ""  # PRIMARY KEY | UNIQUE
     default: str = ""  # a SQL default
     compression: str = ""  # DuckDB's column compression (zstd for text that dominates)
+    # What a user may have written (prompts, replies, harness details): `bundle
+    # --redact-prompts` replaces it by its HMAC, keeping only the tokens of `vocabulary`,
+    # the closed set of values the column's text may name (SGLang's KVPoll states)
+    user_text: bool = False
+    vocabulary: tuple[str, ...] = ()
 
     def ddl(self) -> str:
         out = f'"{self.name}" {self.type}'  # quoted: `full` is a keyword
@@ -73,6 +78,11 @@ class C:
             out += f" {self.key}"
         return out
 
+
+# SGLang's KVPoll states (disaggregation/base/conn.py): named in transfer failures' text
+KVPOLL = tuple(
+    f"KVPoll.{s}" for s in ("Failed", "Bootstrapping", "WaitingForInput", "Transferring", "Success")
+)
 
 # Where each row came from: the same leading columns in every pattern table.
 PROVENANCE = (
@@ -179,7 +189,13 @@ TRANSFERS = Table(
         C("room", "UBIGINT", "bootstrap_room"),
         C("other_room", "UBIGINT", "the room whose metadata arrived instead (context corruption)"),
         C("exception", "VARCHAR", "the exception class (KVTransferError, …)"),
-        C("reason", "VARCHAR", "the rest of the message (a KVPoll state among it)"),
+        C(
+            "reason",
+            "VARCHAR",
+            "the rest of the message (a KVPoll state among it)",
+            user_text=True,
+            vocabulary=KVPOLL,
+        ),
     ),
 )
 
@@ -217,7 +233,7 @@ BATCHES = Table(
         C("npu_graph", "BOOLEAN", "npu graph"),
         C("input_throughput", "DOUBLE", "input throughput, token/s"),
         C("gen_throughput", "DOUBLE", "gen throughput, token/s"),
-        C("extra", "VARCHAR", "keys this table lacks, JSON object of text"),
+        C("extra", "VARCHAR", "keys this table lacks, JSON object of text", user_text=True),
     ),
 )
 
@@ -275,7 +291,7 @@ REQ_STATS = Table(
         ),
         C("transfer_speed_gb_s", "DOUBLE", "prefill: KV transfer speed, GB/s"),
         C("transfer_total_mb", "DOUBLE", "prefill: KV bytes sent, MB"),
-        C("extra", "VARCHAR", "keys this table lacks, JSON object of text"),
+        C("extra", "VARCHAR", "keys this table lacks, JSON object of text", user_text=True),
     ),
     units=True,
 )
@@ -290,7 +306,7 @@ REQUEST_META = Table(
         C("rid", "VARCHAR", "request id (meta_info id, else the request's rid)"),
         C("room", "UBIGINT", "bootstrap_room of the request, where the line holds it"),
         C("finish_type", "VARCHAR", "finish_reason.type: stop, length, abort"),
-        C("finish_message", "VARCHAR", "finish_reason.message (an abort's reason)"),
+        C("finish_message", "VARCHAR", "finish_reason.message (an abort's reason)", user_text=True),
         C("status_code", "BIGINT", "finish_reason.status_code (an abort's HTTP status)"),
         C("prompt_tokens", "BIGINT", "prompt tokens"),
         C("completion_tokens", "BIGINT", "completion tokens"),
@@ -298,7 +314,7 @@ REQUEST_META = Table(
         C("num_retractions", "BIGINT", "times the request was retracted and resumed"),
         C("e2e_latency", "DOUBLE", "end-to-end latency, s"),
         C("dp_rank", "BIGINT", "the data-parallel rank that served it"),
-        C("extra", "VARCHAR", "the rest of meta_info, JSON"),
+        C("extra", "VARCHAR", "the rest of meta_info, JSON", user_text=True),
     ),
 )
 
@@ -329,7 +345,12 @@ EVENTS = Table(
         C("value", "DOUBLE", "a measure: new_token_ratio after a retraction, latency in s"),
         C("peer", "VARCHAR", "the other side: bootstrap address, URL, NIC"),
         C("status", "BIGINT", "an HTTP status the line gives"),
-        C("detail", "VARCHAR", "the rest: the error text, the captured batch sizes, …"),
+        C(
+            "detail",
+            "VARCHAR",
+            "the rest: the error text, the captured batch sizes, …",
+            user_text=True,
+        ),
     ),
 )
 
@@ -375,7 +396,8 @@ default string compression (measured on the benchmark journal).""", (
     C("ident", "VARCHAR", "SYSLOG_IDENTIFIER (or _COMM)"),
     C("pid", "BIGINT", "the process id"),
     C("priority", "TINYINT", "syslog priority 0–7"),
-    C("message", "VARCHAR", "the message (invalid UTF-8 as U+FFFD)", compression="zstd"),
+    C("message", "VARCHAR", "the message (invalid UTF-8 as U+FFFD)", compression="zstd",
+      user_text=True),
     C("message_raw", "BLOB", "the exact bytes, when the message is not UTF-8"),
     C("cursor", "VARCHAR", "journald's cursor"),
     C("line_first", "BIGINT", "its first line in the input, from 1"),
@@ -383,7 +405,8 @@ default string compression (measured on the benchmark journal).""", (
     C("truncated", "BOOLEAN", "journalctl replaced the value (json null, `[… blob data]`)"),
     C("invalid_utf8", "BOOLEAN", "the message was not UTF-8"),
     C("line_break", "VARCHAR", "journald's _LINE_BREAK: why it split a stdout line"),
-    C("fields", "VARCHAR", "every other field, a JSON object", compression="zstd"),
+    C("fields", "VARCHAR", "every other field, a JSON object", compression="zstd",
+      user_text=True),
     C("parts", "SMALLINT", "pieces joined into it (> 1: rejoined)", not_null=True, default="1"),
     C("key", "UBIGINT", "the dedupe hash of its identity", not_null=True),
 ), provenance=())  # fmt: skip
@@ -401,7 +424,7 @@ CHECKSUMS = Table("checksums", "checksum", """One `forensics:checksum` record
     C("head", "VARCHAR", "digest of the first bytes (hex)"),
     C("tail", "VARCHAR", "digest of the last bytes (hex)"),
     C("full", "VARCHAR", "digest of every byte (hex)"),
-    C("extra", "VARCHAR", "other keys (JSON)"),
+    C("extra", "VARCHAR", "other keys (JSON)", user_text=True),
 ), provenance=RECORD)  # fmt: skip
 CANARY = Table("canary", "canary", """One `forensics:canary` record: the KV pages around one
 decode step, one layer.""", (
@@ -415,14 +438,14 @@ decode step, one layer.""", (
     C("n_expected", "BIGINT", "count of expected"),
     C("n_changed", "BIGINT", "count of changed"),
     C("n_unexpected", "BIGINT", "count of unexpected"),
-    C("extra", "VARCHAR", "other keys (JSON)"),
+    C("extra", "VARCHAR", "other keys (JSON)", user_text=True),
 ), provenance=RECORD)  # fmt: skip
 STEPS = Table("steps", "step", "One `forensics:step` record: who was in a decode step's batch.", (
     C("step", "BIGINT", "decode step", not_null=True),
     C("bs", "BIGINT", "batch size"),
     C("rids", "VARCHAR", "the batch's request ids, comma-separated ('' when it logged none)"),
     C("rooms", "VARCHAR", "the batch's rooms, comma-separated"),
-    C("extra", "VARCHAR", "other keys (JSON)"),
+    C("extra", "VARCHAR", "other keys (JSON)", user_text=True),
 ), provenance=RECORD)  # fmt: skip
 RESULTS = Table("results", "result", """The reproducer harness: one row per request it sent,
 marked ok or corrupted.""", (
@@ -434,11 +457,11 @@ marked ok or corrupted.""", (
     C("rid", "VARCHAR", "request id", not_null=True),
     C("room", "UBIGINT", "bootstrap_room, when the harness knew it"),
     C("corrupted", "BOOLEAN", "the harness judged the reply corrupted", not_null=True),
-    C("reason", "VARCHAR", "why"),
+    C("reason", "VARCHAR", "why", user_text=True),
     C("start_us", "BIGINT", "sent, µs since the epoch (the client's clock)"),
     C("end_us", "BIGINT", "answered, µs since the epoch"),
     C("concurrency", "BIGINT", "requests in flight when it was sent"),
-    C("extra", "VARCHAR", "every other field (JSON)"),
+    C("extra", "VARCHAR", "every other field (JSON)", user_text=True),
     C("status", "VARCHAR", "ok, corrupted, truncated, http_error, timeout, uncompared"),
 ), provenance=())  # fmt: skip
 QUARANTINE = Table("quarantine", "quarantined", """An input line no reader could take, or a
@@ -446,7 +469,7 @@ record that breaks the contract, with why.""", (
     C("source_id", "INTEGER", "the source", not_null=True),
     C("line", "BIGINT", "its line in the input"),
     C("reason", "VARCHAR", "why", not_null=True),
-    C("raw", "VARCHAR", "the line as read"),
+    C("raw", "VARCHAR", "the line as read", user_text=True),
     C("entry_no", "BIGINT", "the entry a rejected record came from (NULL: a line no reader took)"),
 ), provenance=())  # fmt: skip
 DROPPED = Table("dropped_entries", "dropped", """An entry dedupe dropped: another source
@@ -490,6 +513,12 @@ SHARDED: dict[str, Table] = {
 }  # fmt: skip
 # Every stored table, catalog first.
 TABLES: dict[str, Table] = {**CATALOG, **SHARDED}
+# table -> its user-text columns (C.user_text)
+USER_TEXT: dict[str, list[str]] = {
+    t.name: [c.name for c in t.all_columns if c.user_text]
+    for t in SHARDED.values()
+    if any(c.user_text for c in t.all_columns)
+}
 # What a database of schema 6 (rows in DuckDB tables) held: `forensics upgrade` reads it.
 LEGACY = ("meta", "runs", "sources", "entries", "checksums", "canary", "steps",
           *PATTERN_TABLES, "results", "quarantine")  # fmt: skip

@@ -19,6 +19,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import forensics
 from forensics.artifacts.bundle import bundle
+from forensics.scope import open_scope
 from forensics.scrubbing import scrub, sql_scrub
 from tests.helpers import cli
 
@@ -311,3 +312,35 @@ def test_scrub(text: str, kept: str) -> None:
     assert scrub(text) == kept
     con = duckdb.connect()
     assert con.execute(f"SELECT {sql_scrub('$1::VARCHAR')}", [text]).fetchall()[0][0] == kept
+
+
+def test_redaction_keeps_the_closed_vocabularies(tmp_path: Path) -> None:
+    """KVPoll states are SGLang's enumeration, not user text: `--redact-prompts` keeps
+    them (transfers.reason declares them), while the reason's own text is HMAC'd."""
+    db = tmp_path / "s.duckdb"
+    forensics.demo(tmp_path / "inc", db=db, stock=True)
+    plain = [h["kvpoll"] for h in forensics.report(db).as_dict()["stock"]["hosts"]]
+    assert any(plain)
+    bundle(db, tmp_path / "b.tar.zst", redact_prompts=True)
+    m = _members(tmp_path / "b.tar.zst")
+    doc = orjson.loads(m["report.json"])
+    assert [h["kvpoll"] for h in doc["stock"]["hosts"]] == plain
+    assert b"no state" not in m["report.txt"]
+    reasons = pq.read_table(io.BytesIO(m["tables/request_evidence.parquet"])).to_pylist()
+    texts = [str(v) for r in reasons for v in r.values() if isinstance(v, str)]
+    assert not any("timed out after" in t for t in texts)  # the reason's text is gone
+
+
+def test_a_windowed_bundle_says_its_window_and_prints_each_line_once(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    forensics.demo(tmp_path / "inc", db=db)
+    with open_scope(db, since="2026-11-29T07:00:02Z") as s:
+        res = bundle(s, tmp_path / "w.tar.zst")
+    m = _members(tmp_path / "w.tar.zst")
+    assert "It covers a window only: since 2026-11-29 07:00:02.000Z;" in m["README.txt"].decode()
+    assert orjson.loads(m["report.json"])["window"] == {
+        "since": "2026-11-29 07:00:02.000Z", "until": None}  # fmt: skip
+    said = res.sentences()
+    assert len(said) == len(set(said))
+    said = orjson.loads(m["report.json"])["conclusions"]
+    assert len(said) == len(set(said)), [ln for ln in said if said.count(ln) > 1]

@@ -122,8 +122,9 @@ class Report:
         }
 
     def sentences(self) -> list[str]:
-        """What an engineer pastes into the bug report."""
-        return [
+        """What an engineer pastes into the bug report, each sentence once (sections
+        that follow the same runs say so each)."""
+        return list(dict.fromkeys([
             *self.coverage.sentences(),
             *self.rooms.sentences(),
             *self.stock.sentences(),
@@ -132,7 +133,7 @@ class Report:
             *self.comparison.sentences(),
             *self.canary.sentences(),
             *self.skew.sentences(),
-        ]
+        ]))  # fmt: skip
 
 
 def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:

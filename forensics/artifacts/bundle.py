@@ -34,26 +34,16 @@ from .. import __version__
 from ..analyses.runs import Runs, run_filter
 from ..errors import ForensicsError
 from ..outputs import json_safe, replacing
+from ..parsers.tables import SHARDED, USER_TEXT
 from ..scope import Db, scoped
 from ..scrubbing import scrub, scrub_bytes
 from ..scrubbing import shadow as scrub_tables
 
-# Columns that can hold what a user wrote (prompts, replies, harness details): replaced
-# by their HMAC under --redact-prompts. Ids, hosts, numbers and verdicts stay.
-USER_TEXT = {
-    "entries": ["message", "fields"],
-    "results": ["reason", "extra"],
-    "request_meta": ["finish_message", "extra"],
-    "events": ["detail"],
-    "transfers": ["reason"],
-    "quarantine": ["raw"],
-    "req_stats": ["extra"],
-    "batches": ["extra"],
-    "checksums": ["extra"],
-    "canary": ["extra"],
-    "steps": ["extra"],
-    "dropped_entries": ["message", "fields"],
-}
+# The columns that can hold what a user wrote (parsers/tables.py declares them, and the
+# closed vocabularies kept inside them): replaced by their HMAC under --redact-prompts.
+# Ids, hosts, numbers and verdicts stay.
+VOCABULARY = {(t.name, c.name): c.vocabulary for t in SHARDED.values()
+              for c in t.all_columns if c.vocabulary}  # fmt: skip
 JSON_COLUMNS = {"extra", "fields"}
 BLOBS = {"entries": ["message_raw"], "dropped_entries": ["message_raw"]}
 # DuckDB's share while a bundle is made (FORENSICS_MEMORY_LIMIT overrides)
@@ -94,13 +84,25 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
             return orjson.dumps(mac(s)).decode()
         return orjson.dumps(_map_strings(doc, mac)).decode()
 
+    def mac_keeping(s: str | None, words: str) -> str | None:
+        # fail closed: the text goes; only the closed vocabulary's tokens it names stay
+        if s is None:
+            return None
+        said = set(re.findall(r"[\w.]+", s))
+        kept = [w for w in words.split() if w in said]
+        return " ".join([mac(s), *kept])
+
     con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
+    con.create_function("fx_hmac_keeping", mac_keeping, ["VARCHAR", "VARCHAR"], "VARCHAR",
+                        null_handling="special")  # fmt: skip
     con.create_function("fx_hmac_json", mac_json, ["VARCHAR"], "VARCHAR",
                         null_handling="special")  # fmt: skip
 
     def redacted(table: str, col: str, typ: str) -> str | None:
         q = f'"{col}"'
         if col in USER_TEXT.get(table, []):
+            if words := VOCABULARY.get((table, col)):
+                return f"fx_hmac_keeping({q}::VARCHAR, '{' '.join(words)}')::{typ}"
             fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
             return f"{fn}({q}::VARCHAR)::{typ}"
         if col in BLOBS.get(table, []):
@@ -129,7 +131,7 @@ class BundleResult:
         if self.key:
             out.append(f"user text replaced by HMAC-SHA256 under the key {self.key} "
                        "(shown once, stored nowhere: keep it to match texts later)")  # fmt: skip
-        return out + self.notes
+        return list(dict.fromkeys(out + self.notes))
 
 
 README = """pd-forensics evidence bundle
