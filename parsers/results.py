@@ -59,7 +59,7 @@ _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
 
-_JOURNAL_KEYS = {"MESSAGE", "__CURSOR", "__REALTIME_TIMESTAMP", "_HOSTNAME", "_BOOT_ID"}
+JOURNAL_KEYS = {"MESSAGE", "__CURSOR", "__REALTIME_TIMESTAMP", "_HOSTNAME", "_BOOT_ID"}
 _RESULT_KEYS = {"session", "rid", "corrupted", "ok"}
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -76,7 +76,7 @@ def sniff_results(head: bytes) -> str | None:
             obj = orjson.loads(first)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(obj, dict) or _JOURNAL_KEYS & obj.keys():
+        if not isinstance(obj, dict) or JOURNAL_KEYS & obj.keys():
             return None
         if RUN_HEADER in obj:
             return "results-jsonl"

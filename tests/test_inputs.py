@@ -157,3 +157,23 @@ def test_stdin_without_host_says_so(tmp_path: Path) -> None:
                stdin=b"[2026-09-20 14:03:14] Decode batch, #running-req: 3\n")  # fmt: skip
     assert proc.returncode == 0
     assert "stdin without --host" in proc.stdout.decode()
+
+
+def test_a_folders_json_that_is_no_journal_is_skipped_with_why(tmp_path: Path) -> None:
+    """An answer key or a config beside the logs is no journal: skipped, not read as one
+    (it was: "0 entries, 10 lines quarantined")."""
+    import json
+
+    d = tmp_path / "in"
+    d.mkdir()
+    answers = [{"q": i, "answer": "x"} for i in range(10)]
+    (d / "answers.json").write_text(json.dumps({"answers": answers}, indent=2))
+    (d / "key.jsonl").write_text("\n".join(json.dumps(a) for a in answers) + "\n")
+    entry = {"__REALTIME_TIMESTAMP": "1795935600000000", "MESSAGE": "hi", "_HOSTNAME": "h"}
+    (d / "decode.json").write_text(json.dumps(entry) + "\n{not json\n")
+    res = forensics.ingest([str(d)], tmp_path / "x.duckdb")
+    got = {Path(s.name).name: (s.status, s.reason, s.entries, s.quarantined) for s in res.sources}
+    assert got["answers.json"][:1] == got["key.jsonl"][:1] == ("skipped",)
+    assert "JSON that is no journal, results or metrics file" in got["answers.json"][1]
+    assert "no journal field in its first line" in got["key.jsonl"][1]
+    assert got["decode.json"] == ("ingested", "", 1, 1)  # a journal's bad line: quarantined

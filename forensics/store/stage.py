@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import orjson
 import polars as pl
 import pyarrow as pa
 
@@ -34,7 +35,7 @@ from ..parsers.journald import (
 )
 from ..parsers.journald.text import TEXT_FORMATS
 from ..parsers.patterns import Pattern
-from ..parsers.results import RESULT_FORMATS, NotResults, read_results
+from ..parsers.results import JOURNAL_KEYS, RESULT_FORMATS, NotResults, read_results
 from ..parsers.tables import ENTRIES, RESULTS, read_parquet
 from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_LIMIT
 from .inputs import Input, Opened, not_a_log, open_input
@@ -130,6 +131,9 @@ def _stage(
         if inp.found:
             return _skipped(inp, opened, f"unknown format: {exc}")
         raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
+    found_json = inp.found and opts.fmt is None and chosen in ("json", "json-seq")
+    if found_json and (why := no_journal_json(opened.head)) is not None:
+        return _skipped(inp, opened, why)
     ctx = ReadContext(name=inp.name, year=opts.year, host=opts.host, mtime=opened.mtime)
     if inp.is_stdin and opts.host is None:
         ctx.note(
@@ -148,6 +152,21 @@ def _stage(
     staged.files = writer.close()
     staged.folder = str(folder)
     return staged
+
+
+def no_journal_json(head: bytes) -> str | None:
+    """Why JSON found in a folder is no journal (an answer key, a config, a pretty-printed
+    document), or None: journalctl's json starts with an entry holding journal fields."""
+    first = head.lstrip(b"\x1e\n\r\t ").split(b"\n", 1)[0].strip().lstrip(b"\x1e")
+    try:
+        obj = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        if first in (b"{", b"["):
+            return "JSON that is no journal, results or metrics file (a document over lines)"
+        return None  # a damaged journal line: the reader quarantines it
+    if isinstance(obj, dict) and JOURNAL_KEYS & obj.keys():
+        return None
+    return "JSON that is no journal, results or metrics file (no journal field in its first line)"
 
 
 def _skipped(inp: Input, opened: Opened, reason: str) -> Staged:
