@@ -608,16 +608,22 @@ def follow(
     key: Annotated[str, typer.Argument(help="A request id (rid) or a bootstrap_room.")],
     db: DbOpt = None,
     run: RunOpt = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every step record, not folded.")] = False,
+    around: Annotated[
+        float | None,
+        typer.Option(help="Add the other events on the same hosts within SECONDS."),
+    ] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Every line about one request or room, on every host, in time order (skew applied).
+    """The room's verdict or the request's status, then every line about it on every
+    host in time order (skew applied).
 
-    Example: forensics follow 7301934425522180813
+    Example: forensics follow 7301934425522180813 --around 2
     """
     from .analyses.follow import follow as run_follow
 
     with _scope(db, run) as s:
-        _emit(run_follow(s, key), json, terminal.follow)
+        _emit(run_follow(s, key, None, all_, around), json, terminal.follow)
 
 
 @app.command()

@@ -161,20 +161,26 @@ def comparison(con: Console, c: Comparison) -> None:
 
 def follow(con: Console, f: Follow) -> None:
     rooms = ", ".join(map(str, f.rooms)) or "none"
-    _sentences(con, [f"{f.key}: rids {', '.join(f.rids) or 'none'}; rooms {rooms}", f.clock])
+    _sentences(con, [f.headline(), f"{f.key}: rids {', '.join(f.rids) or 'none'}; rooms {rooms}",
+                     f.clock])  # fmt: skip
     for h in f.harness:
-        state = h["status"] or ("corrupted" if h["corrupted"] else "ok")
-        con.print(f"  harness: run {h['run']} session {h['session']} round {h['round']}: "
-                  f"{state}{' (' + h['reason'] + ')' if h['reason'] else ''}")  # fmt: skip
+        con.print(f"  harness: run {h['run']} session {h['session']} round {h['round']}, "
+                  f"sent {iso_us(h['start_us'])}")  # fmt: skip
     t = Table(title=f"{len(f.lines)} lines in time order", title_justify="left")
     for col in ("time", "host", "message"):
         t.add_column(col, overflow="fold")
     for ln in f.lines:
         shifted = "" if ln.ts_us == ln.raw_ts_us else " *"
-        t.add_row(iso_us(ln.ts_us) + shifted, ln.host or "-", ln.message)
+        mark = " +" if ln.about == "around" else ""
+        t.add_row(iso_us(ln.ts_us) + shifted + mark, ln.host or "-", ln.message)
     con.print(t)
     if any(ln.ts_us != ln.raw_ts_us for ln in f.lines):
         con.print("  * shifted onto decode's clock (logged time in --json: raw_ts_us)")
+    if f.around_s is not None:
+        n = sum(ln.about == "around" for ln in f.lines)
+        con.print(f"  + {n} other events on these hosts within {f.around_s:g} s")
+    if f.folded:
+        con.print(f"  {f.folded:,} step records folded into ranges (--all lists each)")
     if f.truncated:
         con.print(f"  … more lines than {len(f.lines):,}: the first shown")
 

@@ -475,3 +475,25 @@ def test_since_and_until_restrict_every_analysis_to_the_window(tmp_path: Path) -
     assert bad.returncode == 2 and b"--since 'yesterday': not a time" in bad.stderr
     bad = cli("rooms", "--db", db, "--since", "2026-11-29T08:00:00", "--until", "2026-11-29")
     assert bad.returncode == 2 and b"--until must be after --since" in bad.stderr
+
+
+def test_follow_a_mismatched_room_says_its_verdict_and_folds_the_steps(tmp_path: Path) -> None:
+    from forensics.analyses.follow import follow
+
+    res = forensics.demo(tmp_path / "inc")
+    db = res.ingest.db
+    rows = forensics.query_rows("SELECT room FROM rooms WHERE verdict = 'mismatch' LIMIT 1", db)
+    room = str(rows[1][0][0])
+    f = follow(db, room)
+    assert f.headline().startswith(f"room {room}: mismatch")
+    every = follow(db, room, all_lines=True)
+    steps = [ln for ln in every.lines if ln.message.startswith("forensics:step")]
+    folded = [ln for ln in f.lines if ln.about == "steps"]
+    assert len(steps) > 3 and folded
+    assert all(" × " in ln.message and "steps " in ln.message for ln in folded)
+    # every step record is in exactly one place: left as it is, or counted in a range
+    left = [
+        ln for ln in f.lines if ln.about == "request" and ln.message.startswith("forensics:step")
+    ]
+    assert f.folded + len(left) == len(steps)
+    assert len(f.lines) == len(every.lines) - f.folded + len(folded)

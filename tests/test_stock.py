@@ -16,6 +16,7 @@ import forensics
 from forensics.analyses.follow import follow
 from forensics.analyses.report import report
 from forensics.synthetic.demo import demo
+from tests.helpers import cli
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +185,20 @@ def _span_reference(line: str) -> str | None:
 def test_span_jumps_between_significant_characters_as_the_plain_walk_reads(parts) -> None:
     line = "Finish: out={'meta_info': {" + "".join(parts)
     assert meta_info.span(line) == _span_reference(line)
+
+
+def test_follow_states_the_status_and_adds_the_aborts_around(stock) -> None:
+    db = stock.ingest.db
+    victim = next(r for r, c in stock.truth["causes"].items() if c == "other_abort")
+    f = follow(db, victim)
+    assert f.headline().startswith(f"request {victim}: corrupted")
+    assert all(ln.about == "request" for ln in f.lines)
+    near = follow(db, victim, around=5.0)
+    extra = [ln for ln in near.lines if ln.about == "around"]
+    assert extra and all(ln.host in {x.host for x in f.lines} for ln in extra)
+    assert any("abort" in ln.message.lower() for ln in extra)
+    assert len(near.lines) == len(f.lines) + len(extra)
+    r = cli("--db", str(db), "follow", victim, "--around", "5", text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith(f"→ request {victim}: corrupted")
+    assert "other events on these hosts within 5 s" in r.stdout

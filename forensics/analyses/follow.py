@@ -5,10 +5,17 @@ A rid brings in the rooms its lines and the harness give it, a room the rids; a 
 about the request when its message holds one of those. Times are put on one clock: the
 prefill hosts' lines are shifted by the midpoint of `skew`'s bounds where both bounds
 exist (decode is the reference); the shifts, or why there are none, are stated.
+
+What went wrong comes first: the room's verdict, the request's status. A decode step's
+record lists every rid of its batch, so a room is named in hundreds of them: they are
+folded to one line per host and run of steps (`all_lines` keeps each). `around` adds the
+other events (aborts, retractions, errors, transfer failures) on the same hosts within
+that many seconds of the request's lines: what `suspects` counted beside it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 from ..errors import ForensicsError
@@ -16,6 +23,7 @@ from ..scope import Db, Runs, Scope, scoped
 from .skew import skew
 
 MAX_LINES = 5_000  # a room's lines are a few dozen; more means the key is too common
+STEP = re.compile(r"^forensics:step\b.*?\bstep=(\d+)")
 
 
 @dataclass
@@ -27,6 +35,7 @@ class FollowLine:
     source_id: int
     entry_no: int
     message: str
+    about: str = "request"  # request | steps (folded records) | around (another event)
 
 
 @dataclass
@@ -39,53 +48,164 @@ class Follow:
     lines: list[FollowLine] = field(default_factory=list)
     harness: list[dict] = field(default_factory=list)  # the harness's rows for the rids
     truncated: bool = False
+    verdicts: list[dict] = field(default_factory=list)  # the rooms' rows of `rooms`
+    folded: int = 0  # step records folded into ranges
+    around_s: float | None = None
+
+    def headline(self) -> str:
+        """What went wrong, before any line: each room's verdict, each request's status."""
+        said = [f"room {v['room']}: {v['verdict']}" + (f" (run {v['run']})" if v["run"] else "")
+                for v in self.verdicts]  # fmt: skip
+        for h in self.harness:
+            state = h["status"] or ("corrupted" if h["corrupted"] else "ok")
+            why = f" ({h['reason']})" if h["reason"] else ""
+            said.append(f"request {h['rid']}: {state}{why}")
+        return "; ".join(said) or "no verdict: no checksum record or harness result names it"
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def follow(db: Db, key: str, run: Runs = None) -> Follow:
+def follow(
+    db: Db, key: str, run: Runs = None, all_lines: bool = False, around: float | None = None
+) -> Follow:
     key = key.strip()
     if len(key) < 4:
         raise ForensicsError(f"follow takes a rid or a room, got {key!r}: too short to search")
+    if around is not None and not 0 <= around <= 3600:
+        raise ForensicsError(f"--around takes 0 to 3600 seconds, not {around:g}")
     with scoped(db, run) as s:
-        con = s.con
         where, params = s.where()
-        rids, rooms = _linked(con, key, where, params)
+        rids, rooms = _linked(s.con, key, where, params)
         if not rids and not rooms:
             raise ForensicsError(f"no rid or room {key!r} in the database")
         shifts, clock = _shifts(s)
-        needles = [*rids, *map(str, rooms)]
-        like = " OR ".join("contains(e.message, ?)" for _ in needles)
-        swhere, sparams = s.where("s.run")
-        rows = con.execute(
-            f"""SELECT e.ts_us, e.host, s.run, e.source_id, e.entry_no, e.message
-                FROM entries e JOIN sources s USING (source_id)
-                WHERE {swhere} AND ({like})
-                ORDER BY e.ts_us NULLS LAST, e.host, e.source_id, e.entry_no
-                LIMIT {MAX_LINES + 1}""",
-            [*sparams, *needles],
+        lines, truncated = _lines(s, [*rids, *map(str, rooms)], shifts)
+        f = Follow(key, rids, rooms, shifts, clock, lines, _harness(s, rids, rooms),
+                   truncated, _verdicts(s, rooms), around_s=around)  # fmt: skip
+        if around is not None and lines:
+            f.lines = _merge(lines, _around(s, lines, shifts, around))
+        if not all_lines:
+            f.lines, f.folded = _fold(f.lines)
+        return f
+
+
+def _lines(s: Scope, needles: list[str], shifts: dict[str, int]) -> tuple[list[FollowLine], bool]:
+    like = " OR ".join("contains(e.message, ?)" for _ in needles)
+    swhere, sparams = s.where("s.run")
+    rows = s.con.execute(
+        f"""SELECT e.ts_us, e.host, s.run, e.source_id, e.entry_no, e.message
+            FROM entries e JOIN sources s USING (source_id)
+            WHERE {swhere} AND ({like})
+            ORDER BY e.ts_us NULLS LAST, e.host, e.source_id, e.entry_no
+            LIMIT {MAX_LINES + 1}""",
+        [*sparams, *needles],
+    ).fetchall()
+    lines = [_line(ts, h, r, sid, no, m, shifts) for ts, h, r, sid, no, m in rows[:MAX_LINES]]
+    lines.sort(key=_order)
+    return lines, len(rows) > MAX_LINES
+
+
+def _line(ts, h, r, sid, no, m, shifts, about: str = "request") -> FollowLine:
+    on_ref = ts + shifts.get(h or "", 0) if ts is not None else None
+    return FollowLine(on_ref, ts, h, r, sid, no, m, about)
+
+
+def _order(ln: FollowLine) -> tuple:
+    return (ln.ts_us is None, ln.ts_us or 0, ln.host or "", ln.entry_no)
+
+
+def _harness(s: Scope, rids: list[str], rooms: list[int]) -> list[dict]:
+    where, params = s.where()
+    cols = ["run", "session", "round", "rid", "room", "status", "corrupted", "reason",
+            "start_us", "end_us"]  # fmt: skip
+    return [
+        dict(zip(cols, r, strict=True))
+        for r in s.con.execute(
+            f"""SELECT {", ".join(cols)} FROM results WHERE {where}
+                AND (rid IN (SELECT unnest(?::VARCHAR[]))
+                     OR room IN (SELECT unnest(?::UBIGINT[])))
+                ORDER BY start_us""",
+            [*params, rids, rooms],
         ).fetchall()
-        lines = [
-            FollowLine(
-                ts + shifts.get(h or "", 0) if ts is not None else None, ts, h, r, sid, no, m
-            )
-            for ts, h, r, sid, no, m in rows[:MAX_LINES]
-        ]
-        lines.sort(key=lambda ln: (ln.ts_us is None, ln.ts_us or 0, ln.host or "", ln.entry_no))
-        cols = ["run", "session", "round", "rid", "room", "status", "corrupted", "reason",
-                "start_us", "end_us"]  # fmt: skip
-        harness = [
-            dict(zip(cols, r, strict=True))
-            for r in con.execute(
-                f"""SELECT {", ".join(cols)} FROM results WHERE {where}
-                    AND (rid IN (SELECT unnest(?::VARCHAR[]))
-                         OR room IN (SELECT unnest(?::UBIGINT[])))
-                    ORDER BY start_us""",
-                [*params, rids, rooms],
-            ).fetchall()
-        ]
-        return Follow(key, rids, rooms, shifts, clock, lines, harness, len(rows) > MAX_LINES)
+    ]
+
+
+def _verdicts(s: Scope, rooms: list[int]) -> list[dict]:
+    if not rooms:
+        return []
+    where, params = s.where_followed()
+    rows = s.con.execute(
+        f"""SELECT DISTINCT room, verdict, run FROM rooms
+            WHERE {where} AND room IN (SELECT unnest(?::UBIGINT[])) ORDER BY room, run""",
+        [*params, rooms],
+    ).fetchall()
+    return [{"room": r, "verdict": v, "run": run} for r, v, run in rows]
+
+
+def _around(
+    s: Scope, lines: list[FollowLine], shifts: dict[str, int], seconds: float
+) -> list[FollowLine]:
+    """The other events on the request's hosts within `seconds` of its lines."""
+    hosts = sorted({ln.host for ln in lines if ln.host})
+    times = [ln.raw_ts_us for ln in lines if ln.raw_ts_us is not None]
+    if not hosts or not times:
+        return []
+    pad = round(seconds * 1e6)
+    mine = {(ln.source_id, ln.entry_no) for ln in lines}
+    where, params = s.where("e.run")
+    rows = s.con.execute(
+        f"""SELECT DISTINCT e.ts_us, e.host, e.run, e.source_id, e.entry_no, n.message
+            FROM (SELECT ts_us, host, run, source_id, entry_no FROM events
+                  UNION ALL
+                  SELECT ts_us, host, run, source_id, entry_no FROM transfers
+                  WHERE pattern IN ('transfer_failed', 'bootstrap_failed', 'handshake_failed')
+                 ) e
+            JOIN entries n USING (source_id, entry_no)
+            WHERE {where} AND e.host IN (SELECT unnest(?::VARCHAR[]))
+              AND e.ts_us BETWEEN ? AND ?
+            ORDER BY e.ts_us LIMIT {MAX_LINES}""",
+        [*params, hosts, min(times) - pad, max(times) + pad],
+    ).fetchall()
+    return [_line(*r, shifts, about="around") for r in rows if (r[3], r[4]) not in mine]
+
+
+def _merge(lines: list[FollowLine], extra: list[FollowLine]) -> list[FollowLine]:
+    return sorted([*lines, *extra], key=_order)
+
+
+def _fold(lines: list[FollowLine]) -> tuple[list[FollowLine], int]:
+    """Consecutive step records of one host as one line: the steps' range and count."""
+    out: list[FollowLine] = []
+    run: list[tuple[FollowLine, int]] = []
+    folded = 0
+
+    def flush() -> None:
+        nonlocal folded
+        if len(run) == 1:
+            out.append(run[0][0])
+        elif run:
+            first, lo = run[0]
+            hi = run[-1][1]
+            out.append(FollowLine(first.ts_us, first.raw_ts_us, first.host, first.run,
+                                  first.source_id, first.entry_no,
+                                  f"forensics:step × {len(run)} (steps {lo}–{hi}; --all "
+                                  "shows each)", "steps"))  # fmt: skip
+            folded += len(run)
+        run.clear()
+
+    for ln in lines:
+        m = STEP.match(ln.message)
+        if m and (not run or run[0][0].host == ln.host):
+            run.append((ln, int(m.group(1))))
+            continue
+        flush()
+        if m:
+            run.append((ln, int(m.group(1))))
+        else:
+            out.append(ln)
+    flush()
+    return out, folded
 
 
 def _linked(con, key: str, where: str, params: list) -> tuple[list[str], list[int]]:
