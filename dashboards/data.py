@@ -20,7 +20,9 @@ POINT_BUDGET = 20_000  # canary markers (all layers)
 REQUEST_BUDGET = 2_000  # request bars
 ROOM_BUDGET = 20_000  # verdict markers
 LOAD_BUDGET = 4_000  # decode-load points
-HEATMAP_STEPS = 400  # page-map columns
+# page-map columns: a step bin at most 2 px wide on a 1280-px page (one step per column
+# when the steps fit)
+HEATMAP_STEPS = 600
 HEATMAP_PAGES = 200  # page-map rows
 PAGES_SHOWN = 8  # first pages in a hover
 RIDS_SHOWN = 4  # first rids in a hover
@@ -37,6 +39,61 @@ class Panels:
     notes: list[str] = field(default_factory=list)  # what was aggregated or left out
     failures: pl.DataFrame | None = None  # transfer failures and aborts, one marker each
     has_steps: bool = True  # decode steps recorded: else the x axis opens on wall time
+    outcomes: pl.DataFrame | None = None  # corrupted requests at their reply's time
+    counts: dict[str, int] = field(default_factory=dict)  # records behind the panels
+
+    def drawn(self) -> dict[str, str | None]:
+        """Each timeline panel: None where it is drawn, else the one line saying why not
+        ("" where another panel's line says it). The figure and the page's list of
+        missing panels both read this."""
+        c = self.counts
+        out: dict[str, str | None] = {}
+        out["writes"] = (
+            None
+            if not self.canary.is_empty()
+            else (
+                f"Unexpected page writes: none in {c.get('canary', 0):,} canary records."
+                if c.get("canary")
+                else "Unexpected page writes: no canary records in these runs."
+            )
+        )
+        out["requests"] = (
+            None
+            if not self.requests.is_empty()
+            else (
+                "Requests: no harness result could be placed on decode steps"
+                + (" (no rid or room in common)." if c.get("steps") else " (no step records).")
+            )
+        )
+        if not self.pages.is_empty():
+            out["pages"] = None
+        elif self.canary.is_empty():
+            out["pages"] = ""  # not drawn, and the page writes' line says why
+        else:
+            out["pages"] = (
+                "Page map: no pages listed."
+                if c.get("paged")
+                else "Page map: the canary records give counts only, no page lists."
+            )
+        events = [self.rooms, self.load, self.failures, self.outcomes]
+        out["verdicts"] = (
+            None
+            if any(d is not None and not d.is_empty() for d in events)
+            else (
+                "Transfer verdicts: no room has a time."
+                if c.get("rooms")
+                else "Transfer verdicts and events: no checksum records with times, no Decode "
+                "batch lines, no transfer failure, abort or corrupted request with a time."
+            )
+        )
+        return out  # fmt: skip
+
+    def present(self) -> list[str]:
+        """Panels with something to draw, in page order."""
+        return [k for k, why in self.drawn().items() if why is None]
+
+    def missing(self) -> list[str]:
+        return [why for why in self.drawn().values() if why]
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pl.DataFrame:
@@ -70,8 +127,36 @@ def panels(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Pan
     failures, n_fail = _failures(con, where, params, steps)
     if n_fail > len(failures):
         notes.append(f"failures: {len(failures):,} of {n_fail:,} drawn (budget {ROOM_BUDGET:,})")
+    outcomes, n_out = _outcomes(con, where, params, steps)
+    if n_out > len(outcomes):
+        notes.append(f"corrupted requests: {len(outcomes):,} of {n_out:,} drawn "
+                     f"(budget {ROOM_BUDGET:,})")  # fmt: skip
     return Panels(canary, width, requests, pages, rooms, load, notes, failures,
-                  has_steps=not steps.is_empty() or not canary.is_empty())  # fmt: skip
+                  has_steps=not steps.is_empty() or not canary.is_empty(), outcomes=outcomes,
+                  counts=_counts(con, where, params))  # fmt: skip
+
+
+def _counts(con, where: str, params: list) -> dict[str, int]:
+    """The records behind the panels, for the lines that say why one is not drawn."""
+    row = con.execute(
+        f"""SELECT (SELECT count(*) FROM canary WHERE {where}),
+                   (SELECT count(*) FROM canary_writes WHERE {where} AND pages IS NOT NULL),
+                   (SELECT count(*) FROM steps WHERE {where}),
+                   (SELECT count(*) FROM rooms WHERE {where})""",
+        params * 4,
+    ).fetchall()[0]
+    return dict(zip(("canary", "paged", "steps", "rooms"), row, strict=True))
+
+
+def _outcomes(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Corrupted requests at the time their reply ended, with the judge's reason."""
+    body = f"""SELECT run, rid, session, round, room, coalesce(reason, '') AS reason,
+                      coalesce(end_us, start_us) AS ts_us FROM results
+               WHERE {where} AND corrupted AND coalesce(end_us, start_us) IS NOT NULL"""
+    (n,) = con.execute(f"SELECT count(*) FROM ({body})", params).fetchall()[0]
+    df = _df(con, f"SELECT *, ts_us / 1000 AS t_ms FROM ({body}) ORDER BY ts_us "
+                  f"LIMIT {ROOM_BUDGET}", params)  # fmt: skip
+    return _at_step(df, steps), n
 
 
 def _failures(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -239,25 +324,28 @@ def _rooms(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.DataF
 
 
 def _load(con, where: str, params: list, steps: pl.DataFrame) -> pl.DataFrame:
-    """Decode load (#running-req of `Decode batch` lines), binned to the budget."""
+    """Decode load (#running-req of `Decode batch` lines) per host, binned to the budget."""
     cond = f"{where} AND lower(phase) = 'decode' AND running_req IS NOT NULL AND ts_us IS NOT NULL"
     n = con.execute(f"SELECT count(*) FROM batches WHERE {cond}", params).fetchall()[0][0]
     if n == 0:
         return pl.DataFrame(
-            schema={"t_ms": pl.Float64, "step": pl.Int64, "running_req": pl.Float64,
-                    "running_min": pl.Float64, "running_max": pl.Float64}
+            schema={"host": pl.String, "t_ms": pl.Float64, "step": pl.Int64,
+                    "running_req": pl.Float64, "running_min": pl.Float64,
+                    "running_max": pl.Float64}
         )  # fmt: skip
     width = max(1, -(-n // LOAD_BUDGET))
     binned = _df(
         con,
-        f"""SELECT any_value(run) AS run, min(ts_us) AS ts_us, avg(running_req) AS running_req,
-                   min(running_req)::DOUBLE AS running_min, max(running_req)::DOUBLE AS running_max
-            FROM (SELECT run, ts_us, running_req,
-                         row_number() OVER (ORDER BY ts_us) - 1 AS i
+        f"""SELECT any_value(run) AS run, host, min(ts_us) AS ts_us,
+                   avg(running_req) AS running_req, min(running_req)::DOUBLE AS running_min,
+                   max(running_req)::DOUBLE AS running_max
+            FROM (SELECT run, host, ts_us, running_req,
+                         row_number() OVER (PARTITION BY host ORDER BY ts_us) - 1 AS i
                   FROM batches WHERE {cond})
-            GROUP BY i // {width}""",
+            GROUP BY host, i // {width}""",
         params,
     )
-    df = _at_step(binned, steps)
-    return df.select(t_ms=pl.col("ts_us") / 1000, step="step", running_req="running_req",
-                     running_min="running_min", running_max="running_max")  # fmt: skip
+    df = _at_step(binned, steps).sort("host", "ts_us", nulls_last=True)
+    return df.select(host="host", t_ms=pl.col("ts_us") / 1000, step="step",
+                     running_req="running_req", running_min="running_min",
+                     running_max="running_max")  # fmt: skip

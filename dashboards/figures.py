@@ -12,6 +12,7 @@ before it reaches a hover, a title or a label (Plotly renders a subset of HTML t
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -32,6 +33,14 @@ VERDICT_COLOURS = {
     "conflict": "#8c1c13", "missing_dst": "#59636e", "missing_src": "#bab0ac",
 }  # fmt: skip
 CORRUPTED, OK, OUTLINE = "#d62728", "#b8b8b8", "#111111"
+LOAD_COLOURS = [
+    "rgba(31,119,180,0.7)",
+    "rgba(255,127,14,0.7)",
+    "rgba(44,160,44,0.7)",
+    "rgba(148,103,189,0.7)",
+    "rgba(140,86,75,0.7)",
+    "rgba(23,190,207,0.7)",
+]
 PANEL_TITLES = {
     "writes": "Unexpected page writes (per canary layer)",
     "requests": "Requests over the steps they were decoded in",
@@ -52,20 +61,12 @@ def timeline(db: Db = None, run: str | list[str] | None = None) -> go.Figure:
 
 
 def present(p: Panels) -> list[str]:
-    """Panels with something to draw, in page order."""
-    have = {
-        "writes": not p.canary.is_empty(),
-        "requests": not p.requests.is_empty(),
-        "pages": not p.pages.is_empty(),
-        "verdicts": not p.rooms.is_empty()
-        or not p.load.is_empty()
-        or (p.failures is not None and not p.failures.is_empty()),
-    }
-    return [k for k, v in have.items() if v]
+    """Panels with something to draw, in page order (Panels.drawn decides)."""
+    return p.present()
 
 
 def timeline_figure(p: Panels) -> go.Figure:
-    rows = present(p)
+    rows = p.present()
     if not rows:
         fig = go.Figure()
         fig.update_layout(title="nothing to draw: no canary, step, room or batch records")
@@ -197,28 +198,46 @@ def _requests(fig: go.Figure, p: Panels, row: int) -> None:
 
 
 def _pages(fig: go.Figure, p: Panels, row: int) -> None:
+    """Unexpected writes per (step bin, page bin), each bin a column exactly its steps
+    wide: the heatmap's x are the columns' edges, an empty column between bins apart."""
     df = p.pages
-    steps = df.select("step", "t_ms").group_by("step").agg(pl.col("t_ms").min()).sort("step")
+    bins = (df.group_by("step").agg(pl.col("step_last").max(), pl.col("t_ms").min())
+            .sort("step"))  # fmt: skip
     pages = df["page"].unique().sort().to_list()
-    wide = (
-        df.pivot(on="step", index="page", values="writes", aggregate_function="sum")
-        .sort("page")
-        .select(["page", *[str(s) for s in steps["step"].to_list()]])
-    )
-    z = [list(r) for r in wide.drop("page").iter_rows()]
+    wide = df.pivot(on="step", index="page", values="writes", aggregate_function="sum").sort("page")
+    edges, times, columns = _columns(bins)
+    z = [[None if c is None else r[c] for c in columns]
+         for r in wide.drop("page").iter_rows(named=True)]  # fmt: skip
     fig.add_trace(
         _with_time(
             go.Heatmap(
-                x=steps["step"].to_list(), y=pages, z=z, colorscale="Reds", showscale=True,
+                x=edges, y=pages, z=z, colorscale="Reds", showscale=True,
                 colorbar=dict(title="writes", len=0.18, y=_row_middle(fig, row)),
-                name="page map",
+                name="page map", hoverongaps=False,
                 hovertemplate="step %{x}<br>page %{y}<br>unexpected writes %{z}<extra></extra>",
             ),
-            steps["t_ms"].to_list(),
+            times,
         ),
         row=row, col=1,
     )  # fmt: skip
     fig.update_yaxes(title_text="KV page", row=row, col=1)
+
+
+def _columns(bins: pl.DataFrame) -> tuple[list[float], list[float], list[str | None]]:
+    """(edges, their times, each column's bin or None for a gap) of the page map."""
+    edges: list[float] = []
+    times: list[float] = []
+    columns: list[str | None] = []
+    for step, last, t in bins.iter_rows():
+        if edges and edges[-1] < step - 0.5:
+            columns.append(None)  # the steps between two bins: nothing drawn
+        if not edges or edges[-1] < step - 0.5:
+            edges.append(step - 0.5)
+            times.append(t)
+        edges.append(last + 0.5)
+        times.append(t + 1)
+        columns.append(str(step))
+    return edges, times, columns
 
 
 def _row_middle(fig: go.Figure, row: int) -> float:
@@ -276,54 +295,106 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
             ),
             row=row, col=1, secondary_y=False,
         )  # fmt: skip
+    order += _failures(fig, p, row)
+    order += _outcomes(fig, p, row)
+    if not p.load.is_empty():
+        _load(fig, p.load, row)
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], row=row, col=1,
+                     secondary_y=False)  # fmt: skip
+
+
+def _failures(fig: go.Figure, p: Panels, row: int) -> list[str]:
+    """Transfer failures and aborts, a row of ✕ per host: the categories drawn."""
     fails = p.failures if p.failures is not None else pl.DataFrame()
-    if not fails.is_empty():
-        hover = [_failure_hover(r) for r in fails.iter_rows(named=True)]
+    if fails.is_empty():
+        return []
+    cats = []
+    for host in sorted(set(fails["host"].to_list()), key=lambda h: h or ""):
+        g = fails.filter(pl.col("host").eq_missing(host))
+        cat = f"failures {host or '?'}"
+        cats.append(cat)
         fig.add_trace(
             _with_time(
                 go.Scattergl(
-                    x=fails["step"].to_list(), y=np.full(len(fails), "failure", dtype=object),
-                    mode="markers", name="failures (transfer, abort)",
+                    x=g["step"].to_list(), y=np.full(len(g), cat, dtype=object),
+                    mode="markers", name=f"transfer failures, aborts: {esc(host or '?')}",
                     marker=dict(color="#b00020", size=10, symbol="x"),
-                    hovertext=np.array(hover, dtype=object), hoverinfo="text",
+                    hovertext=np.array([_failure_hover(r) for r in g.iter_rows(named=True)],
+                                       dtype=object), hoverinfo="text",
                 ),
-                fails["t_ms"].to_numpy(),
+                g["t_ms"].to_numpy(),
             ),
             row=row, col=1, secondary_y=False,
         )  # fmt: skip
-        order = [*order, "failure"]
-    if not p.load.is_empty():
-        binned = bool((p.load["running_min"] != p.load["running_max"]).any())
-        for bound, fill in (("running_max", None), ("running_min", "tonexty")) if binned else ():
-            fig.add_trace(
-                _with_time(
-                    go.Scattergl(
-                        x=p.load["step"].to_list(), y=p.load[bound].to_numpy(), mode="lines",
-                        name="#running-req min–max", legendgroup="load-range",
-                        showlegend=fill is not None, fill=fill,
-                        fillcolor="rgba(31,119,180,0.12)", line=dict(width=0),
-                        hovertemplate=f"{bound[8:]} %{{y:.0f}}<extra></extra>",
+    return cats
+
+
+def _outcomes(fig: go.Figure, p: Panels, row: int) -> list[str]:
+    """Corrupted requests at their reply's time, the judge's reason in the hover."""
+    df = p.outcomes if p.outcomes is not None else pl.DataFrame()
+    if df.is_empty():
+        return []
+    hover = [f"<b>CORRUPTED</b> {esc(r['rid'])}<br>session {esc(r['session'])} round "
+             f"{r['round']}, run {esc(r['run'])}<br>{esc(r['reason'] or 'no reason given')}"
+             for r in df.iter_rows(named=True)]  # fmt: skip
+    fig.add_trace(
+        _with_time(
+            go.Scattergl(
+                x=df["step"].to_list(), y=np.full(len(df), "corrupted", dtype=object),
+                mode="markers", name="corrupted requests",
+                marker=dict(color=CORRUPTED, size=9, symbol="triangle-down"),
+                hovertext=np.array(hover, dtype=object), hoverinfo="text",
+            ),
+            df["t_ms"].to_numpy(),
+        ),
+        row=row, col=1, secondary_y=False,
+    )  # fmt: skip
+    return ["corrupted"]
+
+
+def _load(fig: go.Figure, load: pl.DataFrame, row: int) -> None:
+    """#running-req, one line per decode host (each with its min–max band when binned)."""
+    hosts = sorted(set(load["host"].to_list()), key=lambda h: h or "")
+    for i, host in enumerate(hosts):
+        g = load.filter(pl.col("host").eq_missing(host))
+        colour = LOAD_COLOURS[i % len(LOAD_COLOURS)]
+        name = f"#running-req {host or '?'}"
+        if bool((g["running_min"] != g["running_max"]).any()):
+            for bound, fill in (("running_max", None), ("running_min", "tonexty")):
+                fig.add_trace(
+                    _with_time(
+                        go.Scattergl(
+                            x=g["step"].to_list(), y=g[bound].to_numpy(), mode="lines",
+                            name=f"{esc(name)} min–max", legendgroup=f"load-{i}",
+                            showlegend=fill is not None, fill=fill,
+                            fillcolor=colour.replace("0.7)", "0.12)"), line=dict(width=0),
+                            hovertemplate=f"{bound[8:]} %{{y:.0f}}<extra></extra>",
+                        ),
+                        g["t_ms"].to_numpy(),
                     ),
-                    p.load["t_ms"].to_numpy(),
-                ),
-                row=row, col=1, secondary_y=True,
-            )  # fmt: skip
+                    row=row, col=1, secondary_y=True,
+                )  # fmt: skip
         fig.add_trace(
             _with_time(
                 go.Scattergl(
-                    x=p.load["step"].to_list(), y=p.load["running_req"].to_numpy(),
-                    mode="lines", name="decode #running-req",
-                    line=dict(color="rgba(31,119,180,0.6)", width=1.5),
-                    hovertemplate="#running-req %{y:.0f}<extra></extra>",
+                    x=g["step"].to_list(), y=g["running_req"].to_numpy(), mode="lines",
+                    name=esc(name), legendgroup=f"load-{i}", line=dict(color=colour, width=1.5),
+                    hovertemplate=f"{esc(host or '?')} #running-req %{{y:.0f}}<extra></extra>",
                 ),
-                p.load["t_ms"].to_numpy(),
+                g["t_ms"].to_numpy(),
             ),
             row=row, col=1, secondary_y=True,
         )  # fmt: skip
-        fig.update_yaxes(title_text="#running-req", row=row, col=1, secondary_y=True,
-                         rangemode="tozero", showgrid=False)  # fmt: skip
-    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], row=row, col=1,
-                     secondary_y=False)  # fmt: skip
+    top = float(load["running_max"].max() or 1)
+    fig.update_yaxes(title_text="#running-req", row=row, col=1, secondary_y=True,
+                     rangemode="tozero", showgrid=False, dtick=_step_of(top / 4))  # fmt: skip
+
+
+def _step_of(x: float) -> float:
+    """A round tick step near x (1, 2 or 5 times a power of ten): four or so ticks, not
+    the one Plotly chose on a short panel."""
+    mag = 10 ** math.floor(math.log10(max(x, 1e-9)))
+    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= x)
 
 
 def _failure_hover(r: dict) -> str:

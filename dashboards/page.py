@@ -21,6 +21,8 @@ from .figures import esc
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 16px 24px; color: #222; }
+p, dd { overflow-wrap: anywhere; } .wide { max-width: 100%; overflow-x: auto; }
+.facts dd { min-width: 0; }
 h1 { font-size: 20px; margin: 0 0 6px; } h2 { font-size: 16px; margin: 22px 0 6px; }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; }
 .facts dt { color: #666; } .facts dd { margin: 0; }
@@ -111,9 +113,9 @@ def _table(
             for c, (t, v) in zip(cls, r, strict=True)
         )
         body.append(f"<tr>{cells}</tr>")
-    return (
-        f'<table class="sortable" id="{tid}"><thead><tr>{th}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
+    return (  # a wide table scrolls in its own box: the page never does
+        f'<div class="wide"><table class="sortable" id="{tid}"><thead><tr>{th}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -147,11 +149,10 @@ def header(rep: Report, notes: list[str]) -> str:
         ("corruption rate", rates or "no harness results"),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
-    room = rep.correlation.associations[0].conclusion
     out = [
         "<h1>pd-forensics — incident dashboard</h1>",
+        *[f'<p class="conclusion">{esc(line)}</p>' for line in rep.headline()],
         f'<dl class="facts">{dl}</dl>',
-        f'<p class="conclusion">{esc(room)}</p>',
     ]
     out += [f'<p class="note">{esc(n)}</p>' for n in notes]
     return "\n".join(out)

@@ -14,10 +14,9 @@ from ..analyses.report import report
 from ..analyses.rooms import rooms
 from ..outputs import write_text
 from ..scope import Db, Runs, scoped
-from ..store import first_row
 
 if TYPE_CHECKING:
-    from .data import Panels
+    pass
 
 DEFAULT_NAME = "forensics-dashboard.html"
 
@@ -62,7 +61,7 @@ def dashboard(
         p.notes[:0] = s.follow_notes
         # the report the command (or the bundle) already has; the tables list more rows
         rep = replace(report(s), rooms=rooms(s, limit=200), canary=canary(s, top=200))
-        empty = _empty_lines(s.con, p, s.runs)
+        empty = p.missing()
     timeline = timeline_figure(p)
     page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty,
                   suspects_figure(rep.suspects))  # fmt: skip
@@ -82,42 +81,3 @@ def _open(path: Path) -> bool:
         return webbrowser.open(path.resolve().as_uri())
     except webbrowser.Error:
         return False
-
-
-def _empty_lines(con, p: Panels, runs: list[str]) -> list[str]:
-    """Why a panel is missing, in one line each."""
-    marks = ", ".join("?" * len(runs)) or "NULL"
-    n_canary, n_paged, n_steps, n_rooms = first_row(
-        con,
-        f"""SELECT (SELECT count(*) FROM canary WHERE run IN ({marks})),
-                   (SELECT count(*) FROM canary_writes WHERE run IN ({marks})
-                      AND pages IS NOT NULL),
-                   (SELECT count(*) FROM steps WHERE run IN ({marks})),
-                   (SELECT count(*) FROM rooms WHERE run IN ({marks}))""",
-        runs * 4,
-    )
-    out = []
-    if p.canary.is_empty():
-        out.append(
-            f"Unexpected page writes: none in {n_canary:,} canary records."
-            if n_canary
-            else "Unexpected page writes: no canary records in these runs."
-        )
-    if p.requests.is_empty():
-        out.append(
-            "Requests: no harness result could be placed on decode steps"
-            + (" (no step records)." if not n_steps else " (no rid or room in common).")
-        )
-    if p.pages.is_empty() and not p.canary.is_empty():
-        out.append(
-            "Page map: the canary records give counts only, no page lists."
-            if not n_paged
-            else "Page map: no pages listed."
-        )
-    if p.rooms.is_empty() and p.load.is_empty():
-        out.append(
-            "Transfer verdicts: no checksum records with times and no Decode batch lines."
-            if not n_rooms
-            else "Transfer verdicts: no room has a time."
-        )
-    return out

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import forensics.dashboards
+import polars as pl
 import pytest
 from forensics.dashboards import data, figures
 from forensics.dashboards.figures import PANEL_TITLES
@@ -63,10 +64,12 @@ def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
     fig = forensics.dashboards.timeline(demo.ingest.db, run="demo")  # the notebook API
     assert fig.layout.meta["panels"] == ["writes", "requests", "pages", "verdicts"]
     names = [t.name for t in fig.data]
-    # one canary layer; bad-room outline, ok, corrupted; the heatmap; 7 verdicts + load
+    # one canary layer; bad-room outline, ok, corrupted; the heatmap; 7 verdicts, the
+    # failures of each host, the corrupted requests at their time, each host's load
     assert names == ["layer 30", "bad room (outline)", "ok", "corrupted", "page map",
                      "match", "partial", "stale", "mismatch", "conflict", "missing_dst",
-                     "missing_src", "failures (transfer, abort)", "decode #running-req"]  # fmt: skip
+                     "missing_src", "transfer failures, aborts: decode-0", "corrupted requests",
+                     "#running-req decode-0"]  # fmt: skip
     (n_fail,), = forensics.query_rows(
         "SELECT (SELECT count(*) FROM transfers) + (SELECT count(*) FROM events WHERE kind IN "
         "('abort', 'oom_abort', 'too_long', 'room_failed', 'lost_connection', 'session_failed'))",
@@ -81,7 +84,10 @@ def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
     assert list(writes.x) == burst and list(writes.y) == [30] * len(burst)
     assert all(t.meta and len(t.meta["xt"]) == len(t.x) for t in fig.data)
     heat = fig.data[4]
-    assert list(heat.x) == burst and list(heat.y) == list(range(300 + burst[0] % 7, 333 + 3))
+    # the columns' edges: each step exactly one step wide
+    assert list(heat.x) == [s - 0.5 for s in burst] + [burst[-1] + 0.5] and list(heat.y) == list(
+        range(300 + burst[0] % 7, 333 + 3)
+    )
     # every panel shares the first x axis: the burst lines up across them
     assert {fig.layout[a].matches for a in ("xaxis", "xaxis2", "xaxis3")} == {"x4"}
     assert tuple(fig.layout.yaxis2.range) == (-1, 32)  # one row per request, all 32
@@ -212,8 +218,8 @@ class Opened:
         self.dialogs: list[str] = []
 
 
-def _open(browser: Browser, path: Path) -> Opened:
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+def _open(browser: Browser, path: Path, size: tuple[int, int] = (1600, 1000)) -> Opened:
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = ctx.new_page()
     o = Opened(page)
 
@@ -240,7 +246,7 @@ def _open(browser: Browser, path: Path) -> Opened:
 def test_demo_dashboard_draws_every_panel_offline(browser: Browser, demo, tmp_path: Path) -> None:
     o = _open(browser, demo.dashboard.path)
     page = o.page
-    assert page.evaluate("document.getElementById('timeline').data.length") == 14
+    assert page.evaluate("document.getElementById('timeline').data.length") == 15
     assert page.evaluate("document.getElementById('runs').data.length") == 1
     titles = page.eval_on_selector_all(
         "#timeline .annotation-text", "es => es.map(e => e.textContent)"
@@ -321,3 +327,60 @@ def test_markup_in_logs_shows_as_text_and_runs_nothing(browser: Browser, tmp_pat
     assert o.page.evaluate("document.querySelectorAll('img').length") == 0
     assert "&lt;b&gt;run&lt;/b&gt;" in o.page.content() and o.page.title().endswith("<b>run</b>")
     assert o.dialogs == [] and o.errors == [] and o.requests == []
+
+
+def test_a_step_of_the_page_map_is_a_column_one_step_wide() -> None:
+    """Seven single steps far apart were bands some 250 steps wide: each is now one step
+    wide, the steps between them an empty column."""
+    from forensics.dashboards.figures import _columns
+
+    bins = pl.DataFrame({"step": [100, 350, 351, 600], "step_last": [100, 350, 351, 600],
+                         "t_ms": [1.0, 2.0, 3.0, 4.0]})  # fmt: skip
+    edges, times, columns = _columns(bins)
+    assert len(edges) == len(columns) + 1 == len(times)
+    widths = {c: edges[i + 1] - edges[i] for i, c in enumerate(columns) if c is not None}
+    assert widths == {"100": 1.0, "350": 1.0, "351": 1.0, "600": 1.0}
+    assert columns == ["100", None, "350", "351", None, "600"]
+
+
+@pytest.fixture(scope="module")
+def stock_two_hosts(tmp_path_factory: pytest.TempPathFactory):
+    """The stock demo with a second decode host's load (the two were one zig-zag line)."""
+    d = tmp_path_factory.mktemp("stock2")
+    inc = forensics.demo(d / "inc", db=d / "s.duckdb", stock=True)
+    other = d / "decode-1.log"
+    other.write_text(
+        "".join(
+            f"[2026-11-29 07:00:0{i}] Decode batch, #running-req: {40 + i}, #token: 10, "
+            "token usage: 0.10, gen throughput (token/s): 1.0, #queue-req: 0\n"
+            for i in range(5)
+        )
+    )
+    forensics.ingest([str(other)], d / "s.duckdb", run="demo", host="decode-1")
+    out = forensics.dashboard(d / "s.duckdb", out=d / "board.html")
+    return d / "s.duckdb", out.path, inc
+
+
+def test_the_stock_page_shows_what_matters(browser: Browser, stock_two_hosts) -> None:
+    db, path, inc = stock_two_hosts
+    o = _open(browser, path, (1280, 800))
+    page = o.page
+    names = page.evaluate("document.getElementById('timeline').data.map(t => t.name)")
+    corrupted = page.evaluate(
+        "document.getElementById('timeline').data.filter(t => t.name === 'corrupted requests')"
+        ".map(t => t.x.filter(x => x !== null).length)")  # fmt: skip
+    assert corrupted == [len(inc.truth["corrupted"])] and corrupted[0] > 0
+    loads = [n for n in names if n.startswith("#running-req") and not n.endswith("min–max")]
+    assert loads == ["#running-req decode-0", "#running-req decode-1"]
+    assert any(n.startswith("transfer failures, aborts: decode-0") for n in names)
+    banner = page.eval_on_selector_all(".conclusion", "es => es.map(e => e.textContent)")
+    rep = forensics.report(db)
+    assert banner == rep.headline() and banner[0] == rep.sentences()[0]
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    ticks = page.evaluate(  # the load axis had one tick
+        "(() => { const L = document.getElementById('timeline')._fullLayout;"
+        "  const a = Object.keys(L).filter(k => /^yaxis\\d*$/.test(k))"
+        "    .find(k => L[k].title && L[k].title.text === '#running-req');"
+        "  return L[a]._vals.length; })()")  # fmt: skip
+    assert ticks > 2
+    assert o.errors == [] and o.requests == []

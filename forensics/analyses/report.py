@@ -19,7 +19,7 @@ from .rooms import RoomsReport, rooms
 from .runs import Runs
 from .skew import Skew, skew
 from .stock import StockEvidence, stock
-from .suspects import Suspects, suspects
+from .suspects import Suspects, describe, suspects
 
 SUPPRESSED = r"^Suppressed (\d+) messages from (\S+)"
 
@@ -118,13 +118,22 @@ class Report:
             "canary": self.canary.as_dict(),
             "stock": self.stock.as_dict(),
             "suspects": self.suspects.as_dict(),
+            "headline": self.headline(),
             "conclusions": self.sentences(),
         }
 
+    def headline(self) -> list[str]:
+        """The top finding, first in the report, the dashboard's banner and the bundle's
+        README: the strongest conclusion (the association covering the most corrupted
+        requests) and the top suspect, both when they are two findings; else what the
+        evidence cannot yet say."""
+        return headline(self)
+
     def sentences(self) -> list[str]:
-        """What an engineer pastes into the bug report, each sentence once (sections
-        that follow the same runs say so each)."""
+        """What an engineer pastes into the bug report, the headline first, each sentence
+        once (sections that follow the same runs say so each)."""
         return list(dict.fromkeys([
+            *self.headline(),
             *self.coverage.sentences(),
             *self.rooms.sentences(),
             *self.stock.sentences(),
@@ -134,6 +143,26 @@ class Report:
             *self.canary.sentences(),
             *self.skew.sentences(),
         ]))  # fmt: skip
+
+
+def headline(rep: Report) -> list[str]:
+    """See Report.headline."""
+    out = []
+    found = [a for a in rep.correlation.associations if a.table.significant]
+    if found:
+        best = max(found, key=lambda a: (a.table.exposed_cases, -(a.table.p_value or 1.0)))
+        out.append(best.conclusion)
+    top = rep.suspects.found()[:1]
+    if top:
+        out.append("top suspect: " + describe(top[0], rep.suspects.ranking.corrupted))
+    if out:
+        return out
+    if not rep.coverage.hosts and rep.coverage.window is not None:
+        return rep.coverage.sentences()[:1]  # an empty window: the incident's span
+    said = rep.suspects.sentences()[:1]
+    if rep.correlation.associations and rep.correlation.corrupted:
+        said = [rep.correlation.associations[0].conclusion, *said]
+    return said or ["no harness results: nothing is judged corrupted or not"]
 
 
 def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:

@@ -138,6 +138,7 @@ README = """pd-forensics evidence bundle
 ============================
 
 Made by pd-forensics {version} on {when} from {db}{runs}.{window}
+{headline}
 Secrets (URL user-info, Authorization headers, tokens, passwords, keys, and values shaped
 like a known kind of secret) were scrubbed from every file. The bundle is written 0600:
 it holds prompts and replies unless made with --redact-prompts.
@@ -280,7 +281,7 @@ def bundle(
         rep = report(s)
         members["report.txt"] = _text(terminal.report, rep)
         members["report.json"] = _json({**rep.as_dict(), "window": s.window})
-        where_from, window = s.label, s.window_text()
+        where_from, window, headline = s.label, s.window_text(), rep.headline()
         sus = suspects(s)  # the report's own ranking
         members["suspects.txt"] = _text(terminal.suspects, sus)
         members["suspects.json"] = _json(sus.as_dict())
@@ -328,6 +329,7 @@ def bundle(
         window=f"\nIt covers a window only:{window}; nothing outside it is in any file.\n"
         if window
         else "",
+        headline="".join(f"\n  {line}" for line in headline) + "\n",
         redaction=REDACTED if key else "",
         inputs=INPUTS if with_inputs else "",
     )
