@@ -101,6 +101,9 @@ def _args(name: str, h: dict, tmp: Path) -> tuple[list[str], set[int]]:
         "demo": (["--dir", str(tmp / "demo [bold]d")], {0}),
         "sources remove": (["99", *db], {2}),
         "sources relabel": (["4", "--host", HOST, *db], {0}),
+        "runs": ([*db], {0}),
+        "runs rename": ([RUN, f"{RUN}-again", "--db", str(tmp / "m [bold]x.duckdb")], {0}),
+        "runs merge": ([RUN, "incident", "--db", str(tmp / "m [bold]x.duckdb")], {0}),
     }
     return table[name]
 
@@ -123,10 +126,10 @@ def test_every_registered_command_is_listed(hostile: dict, tmp_path: Path) -> No
 @pytest.mark.parametrize("name", COMMANDS)
 def test_hostile_values_are_shown_escaped(name: str, hostile: dict, tmp_path: Path) -> None:
     args, codes = _args(name, hostile, tmp_path)
-    if name == "mv":  # a copy to move: mv takes away the one it is given
+    if name in ("mv", "runs rename", "runs merge"):  # a copy to change: they change it
         forensics.copy_incident(hostile["db"], tmp_path / "m [bold]x.duckdb")
     for json in ([], ["--json"]):
-        if json and name not in ("ingest", "report", "rooms", "follow", "suspects"):
+        if json and name not in ("ingest", "report", "rooms", "follow", "suspects", "runs"):
             continue
         if json and name == "ingest":
             args[args.index("--db") + 1] = str(tmp_path / "again.duckdb")
