@@ -23,8 +23,8 @@ import duckdb
 from forensics.dashboards.write import dashboard
 
 import forensics
-from forensics.store.database import upgrade
 from forensics.store.legacy import create_legacy
+from forensics.store.upgrade import upgrade
 
 CHROMIUM = "/usr/bin/chromium"
 LAYERS = 4

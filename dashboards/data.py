@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
-from ..analyses.correlate import BAD_VERDICTS
 from ..analyses.runs import run_filter
+from ..statuses import BAD_VERDICTS
 
 POINT_BUDGET = 20_000  # canary markers (all layers)
 REQUEST_BUDGET = 2_000  # request bars

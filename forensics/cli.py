@@ -20,7 +20,6 @@ from rich.table import Table
 from . import __version__, terminal
 from .analyses.canary import canary as run_canary
 from .analyses.compare import compare as run_compare
-from .analyses.correlate import BAD_VERDICTS
 from .analyses.correlate import correlate as run_correlate
 from .analyses.report import report as run_report
 from .analyses.rooms import rooms as run_rooms
@@ -31,6 +30,7 @@ from .escaping import SafeConsole, visible
 from .named import list_queries, view_sql
 from .outputs import json_safe
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
+from .statuses import BAD_VERDICTS
 from .store import connect_read_only, db_path
 from .store import upgrade as upgrade_db
 from .store.database import LEGACY_VERSION

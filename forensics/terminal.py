@@ -13,9 +13,10 @@ from .analyses.compare import Comparison
 from .analyses.correlate import Correlation
 from .analyses.follow import Follow
 from .analyses.report import Report
-from .analyses.rooms import SEVERITY, RoomsReport
+from .analyses.rooms import RoomsReport
 from .analyses.skew import Skew
 from .analyses.stats import fmt_num, fmt_p, fmt_pct
+from .statuses import SEVERITY
 from .timefmt import iso_us
 
 if TYPE_CHECKING:

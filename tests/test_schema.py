@@ -12,7 +12,7 @@ from forensics.parsers import tables
 from forensics.queries import all_queries
 
 from forensics.store import database
-from forensics.store.database import upgrade
+from forensics.store.upgrade import upgrade
 
 from .helpers import legacy_copy, plain
 

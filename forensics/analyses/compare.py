@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 
 from ..scope import Db, Runs, scoped
-from ..statuses import NO_REPLY_SQL
+from ..statuses import UNJUDGED_SQL
 from .stats import ALPHA, TwoByTwo, fmt_p, fmt_pct, holm, requests_needed, two_by_two, wilson
 
 
@@ -24,7 +24,7 @@ class RunRate:
     rate: float | None
     low: float | None  # Wilson 95 %
     high: float | None
-    failed: int = 0  # no reply (http_error, timeout): not in the rate
+    failed: int = 0  # unjudged (no reply: http_error, timeout; or uncompared): not in the rate
 
     def describe(self) -> str:
         return (
@@ -84,7 +84,7 @@ def compare(db: Db = None, runs: Runs = None) -> Comparison:
     """Corruption rate per run and a test for each pair (all runs when `runs` is None)."""
     with scoped(db, runs) as s:
         con, known, chosen = s.con, s.tags, s.runs
-        failed = NO_REPLY_SQL
+        failed = UNJUDGED_SQL
         counts = {
             r: (n, k, f)
             for r, n, k, f in con.execute(

@@ -12,12 +12,8 @@ from dataclasses import dataclass
 
 from ..errors import ForensicsError
 from ..scope import Db, Runs, scoped
-from ..statuses import NO_REPLY_SQL
-from .rooms import SEVERITY
+from ..statuses import BAD_VERDICTS, ONE_SIDED, SEVERITY, UNJUDGED_SQL
 from .stats import TwoByTwo, fmt_ci, fmt_num, fmt_p, two_by_two
-
-BAD_VERDICTS = ("partial", "mismatch", "stale")
-ONE_SIDED = ("missing_dst", "missing_src")  # exposure unknown: left out and counted
 
 
 @dataclass
@@ -56,8 +52,8 @@ class Correlation:
     def sentences(self) -> list[str]:
         out = [a.conclusion for a in self.associations]
         if self.failed:
-            out.append(f"{self.failed} failed requests (no reply: http_error, timeout) are "
-                       "left out of both tables")  # fmt: skip
+            out.append(f"{self.failed} unjudged requests (no reply: http_error, timeout; or "
+                       "uncompared) are left out of both tables")  # fmt: skip
         return out
 
 
@@ -68,20 +64,15 @@ def correlate(
 ) -> Correlation:
     """Bad room × corrupted and in-a-bad-step × corrupted over the requests of `run`
     (every run pooled when None)."""
+    _check_bad(bad)
     with scoped(db, run) as s:
         con = s.con
-        unknown = [v for v in bad if v not in SEVERITY or v == "match"] or (
-            [] if bad else ["(none)"]
-        )
-        if unknown:
-            known = ", ".join(v for v in SEVERITY if v != "match")
-            raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
         runs = s.runs
         where, params = s.where()
         # One pass over the view (it joins every step's batch), grouped to a few dozen rows;
         # the tables are counted from those.
         groups = con.execute(
-            f"""SELECT {NO_REPLY_SQL}, corrupted, verdict, steps > 0, unexpected_steps > 0, count(*)
+            f"""SELECT {UNJUDGED_SQL}, corrupted, verdict, steps > 0, unexpected_steps > 0, count(*)
                 FROM requests WHERE {where} GROUP BY ALL""",
             params,
         ).fetchall()
@@ -115,6 +106,13 @@ def correlate(
             ],
             failed,
         )  # fmt: skip
+
+
+def _check_bad(bad: tuple[str, ...]) -> None:
+    unknown = [v for v in bad if v not in SEVERITY or v == "match"] or ([] if bad else ["(none)"])
+    if unknown:
+        known = ", ".join(v for v in SEVERITY if v != "match")
+        raise ForensicsError(f"not a bad verdict: {unknown[0]}; choose from {known}")
 
 
 Group = tuple  # (corrupted, verdict, in a step, in a bad step, count)

@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 
 from ..errors import ForensicsError
 from ..scope import Db, Runs, scoped
+from ..statuses import SEVERITY
 
-# Worst first: what makes a room's bytes untrustworthy before what only lost a log line.
-SEVERITY = ["conflict", "mismatch", "stale", "partial", "missing_dst", "missing_src", "match"]
 COLUMNS = ["run", "verdict", "room", "rid", "buf", "layer", "tp", "src_host", "dst_host",
            "src_ts_us", "dst_ts_us", "stale_of", "transfer_events", "transfer_reasons",
            "source"]  # fmt: skip

@@ -116,30 +116,9 @@ def stock(db: Db = None, run: Runs = None) -> StockEvidence:
             params,
         ).fetchall():
             counts.setdefault(host, {})[kind] = n
-        fails: dict[str | None, int] = {}
-        kvpoll: dict[str | None, dict[str, int]] = {}
-        for host, state, n in con.execute(
-            f"""SELECT host, nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
-                FROM transfers WHERE {where} AND pattern IN ('transfer_failed',
-                     'bootstrap_failed', 'handshake_failed')
-                GROUP BY ALL ORDER BY ALL""",
-            params,
-        ).fetchall():
-            fails[host] = fails.get(host, 0) + n
-            if state:
-                kvpoll.setdefault(host, {})[state] = n
+        fails, kvpoll = _failures(con, where, params)
         hosts = sorted(set(counts) | set(fails), key=lambda h: h or "")
-        errors = con.execute(
-            f"""SELECT ts_us, host, kind, coalesce(detail, '') FROM events
-                WHERE {where} AND kind IN {ERRORS} ORDER BY ts_us NULLS LAST LIMIT 5""",
-            params,
-        ).fetchall()
-        # one entry can be both a traceback and the CUDA error it ends in: count entries
-        n_errors = con.execute(
-            f"""SELECT count(DISTINCT (source_id, entry_no)) FROM events
-                WHERE {where} AND kind IN {ERRORS}""",
-            params,
-        ).fetchall()[0][0]
+        errors, n_errors = _errors(con, where, params)
         retracted = con.execute(
             f"SELECT coalesce(sum(count), 0) FROM events WHERE {where} AND kind = 'retract'", params
         ).fetchall()[0][0]
@@ -150,22 +129,47 @@ def stock(db: Db = None, run: Runs = None) -> StockEvidence:
                 ORDER BY m, host NULLS FIRST, 3 NULLS FIRST""",
             params,
         ).fetchall()
-        peak = dict(
-            con.execute(
-                f"""SELECT host, max(running_req) FROM batches
-                    WHERE {where} AND phase = 'Decode' AND host IS NOT NULL GROUP BY ALL""",
-                params,
-            ).fetchall()
-        )
+        peak = dict(con.execute(
+            f"""SELECT host, max(running_req) FROM batches
+                WHERE {where} AND phase = 'Decode' AND host IS NOT NULL GROUP BY ALL""",
+            params).fetchall())  # fmt: skip
         return StockEvidence(
             [HostEvents(h, counts.get(h, {}), fails.get(h, 0), kvpoll.get(h, {})) for h in hosts],
-            int(retracted),
-            errors,
-            n_errors,
-            by_minute,
-            peak,
-            _missing(con, where, params),
-        )
+            int(retracted), errors, n_errors, by_minute, peak, _missing(con, where, params),
+        )  # fmt: skip
+
+
+def _failures(con, where: str, params: list) -> tuple[dict, dict]:
+    """Transfer failures per host, and per host the KVPoll states they name."""
+    fails: dict[str | None, int] = {}
+    kvpoll: dict[str | None, dict[str, int]] = {}
+    for host, state, n in con.execute(
+        f"""SELECT host, nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
+            FROM transfers WHERE {where} AND pattern IN ('transfer_failed',
+                 'bootstrap_failed', 'handshake_failed')
+            GROUP BY ALL ORDER BY ALL""",
+        params,
+    ).fetchall():
+        fails[host] = fails.get(host, 0) + n
+        if state:
+            kvpoll.setdefault(host, {})[state] = n
+    return fails, kvpoll
+
+
+def _errors(con, where: str, params: list) -> tuple[list, int]:
+    """The first tracebacks and CUDA/NCCL errors, and how many entries hold one (an entry
+    can be both a traceback and the CUDA error it ends in)."""
+    first = con.execute(
+        f"""SELECT ts_us, host, kind, coalesce(detail, '') FROM events
+            WHERE {where} AND kind IN {ERRORS} ORDER BY ts_us NULLS LAST LIMIT 5""",
+        params,
+    ).fetchall()
+    n = con.execute(
+        f"""SELECT count(DISTINCT (source_id, entry_no)) FROM events
+            WHERE {where} AND kind IN {ERRORS}""",
+        params,
+    ).fetchall()[0][0]
+    return first, n
 
 
 def _missing(con: duckdb.DuckDBPyConnection, where: str, params: list) -> list[str]:

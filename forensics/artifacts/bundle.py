@@ -35,7 +35,7 @@ from ..analyses.runs import Runs, run_filter
 from ..errors import ForensicsError
 from ..outputs import json_safe, replacing
 from ..parsers.tables import SHARDED, USER_TEXT
-from ..scope import Db, scoped
+from ..scope import Db, Scope, scoped
 from ..scrubbing import scrub, scrub_bytes
 from ..scrubbing import shadow as scrub_tables
 
@@ -260,80 +260,90 @@ def bundle(
     if with_inputs and redact_prompts:
         raise ForensicsError("--redact-prompts cannot be combined with --with-inputs: "
                              "the raw inputs hold the prompts")  # fmt: skip
+    t0 = time.perf_counter()
+    out = Path(out)
+    key = secrets.token_hex(16) if redact_prompts else None
+    notes: list[str] = []
+    with scoped(db, run) as s, tempfile.TemporaryDirectory(prefix="forensics-bundle-") as tmp:
+        if s.owned:  # a caller's connection keeps its settings
+            _spill_to(s.con, tmp)
+        shadow(s.con, key.encode() if key else None)
+        s.changed()  # nothing computed before the shadows goes in
+        members, headline = _answers(s, Path(tmp))
+        members |= _records(s, Path(tmp), with_inputs, notes)
+    for n in [n for n in members if n.endswith((".txt", ".json", ".html"))]:
+        members[n] = scrub(members[n].decode("utf-8", "replace")).encode()
+    readme = README.format(
+        version=__version__,
+        when=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        db=s.label,
+        runs=f" (runs: {', '.join(s.runs)})" if s.runs else "",
+        window=f"\nIt covers a window only:{s.window_text()}; nothing outside it is in any "
+        "file.\n" if s.window else "",
+        headline="".join(f"\n  {line}" for line in headline) + "\n",
+        redaction=REDACTED if key else "",
+        inputs=INPUTS if with_inputs else "",
+    )  # fmt: skip
+    _write_archive(out, {"README.txt": scrub(readme).encode(), **members})
+    return BundleResult(out, ["README.txt", *members], out.stat().st_size,
+                        time.perf_counter() - t0, redact_prompts, key, notes)  # fmt: skip
+
+
+def _answers(s: Scope, tmp: Path) -> tuple[dict[str, bytes], list[str]]:
+    """The report, suspects, dashboard and trace over the scope (the report's own
+    ranking reused by the rest), and the headline."""
     from .. import terminal
     from ..analyses.report import report
     from ..analyses.suspects import suspects
     from ..dashboards.write import dashboard
     from .trace import trace
 
-    t0 = time.perf_counter()
-    out = Path(out)
-    key = secrets.token_hex(16) if redact_prompts else None
-    members: dict[str, bytes] = {}
-    notes: list[str] = []
-    with scoped(db, run) as s, tempfile.TemporaryDirectory(prefix="forensics-bundle-") as tmp:
-        con, runs = s.con, s.runs
-        where, params = run_filter(runs)
-        if s.owned:  # a caller's connection keeps its settings
-            _spill_to(con, tmp)
-        shadow(con, key.encode() if key else None)
-        s.changed()  # nothing computed before the shadows goes in
-        rep = report(s)
-        members["report.txt"] = _text(terminal.report, rep)
-        members["report.json"] = _json({**rep.as_dict(), "window": s.window})
-        where_from, window, headline = s.label, s.window_text(), rep.headline()
-        sus = suspects(s)  # the report's own ranking
-        members["suspects.txt"] = _text(terminal.suspects, sus)
-        members["suspects.json"] = _json(sus.as_dict())
-        board = dashboard(s, None, Path(tmp) / "dashboard.html")
-        members["dashboard.html"] = board.path.read_bytes()
-        tr = trace(s, Path(tmp) / "incident.pftrace")
-        members["incident.pftrace"] = tr.out.read_bytes()
-        cur = con.execute(
-            f"SELECT * REPLACE (ingested_at::VARCHAR AS ingested_at) FROM sources WHERE {where}"
-            " ORDER BY source_id", params)  # fmt: skip
-        names = [d[0] for d in cur.description]
-        srcs = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-        members["sources.json"] = _json(srcs)
-        rows = con.execute(
-            f"SELECT run, tags, created::VARCHAR FROM runs WHERE {where}", params
-        ).fetchall()
-        runs_doc = [{"run": r, "tags": dict(t or {}), "created": c} for r, t, c in rows]
-        members["runs.json"] = _json(runs_doc)
-        members["versions.json"] = _json(_versions(con, runs))
-        for view in VIEWS_AS_PARQUET:
-            path = Path(tmp) / f"{view}.parquet"
-            # uncompressed: the archive compresses it, and its text stays searchable
-            con.execute(
-                f"COPY (SELECT * FROM {view} WHERE {where}) TO '{path}' "
-                "(FORMAT parquet, COMPRESSION uncompressed)",
-                params,
-            )
-            members[f"tables/{view}.parquet"] = path.read_bytes()
-        if with_inputs:
-            for s in srcs:
-                p = Path(s["path"])
-                data, why = _scrubbed_input(p, s["sha256"])
-                if data is None:
-                    notes.append(f"input {s['path']} (source {s['source_id']}) left out: {why}")
-                else:
-                    members[f"inputs/{s['source_id']}-{_plain_name(p)}"] = data
-    text = {n for n in members if n.endswith((".txt", ".json", ".html"))}
-    for n in text:
-        members[n] = scrub(members[n].decode("utf-8", "replace")).encode()
-    readme = README.format(
-        version=__version__,
-        when=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        db=where_from,
-        runs=f" (runs: {', '.join(runs)})" if runs else "",
-        window=f"\nIt covers a window only:{window}; nothing outside it is in any file.\n"
-        if window
-        else "",
-        headline="".join(f"\n  {line}" for line in headline) + "\n",
-        redaction=REDACTED if key else "",
-        inputs=INPUTS if with_inputs else "",
-    )
-    members = {"README.txt": scrub(readme).encode(), **members}
+    rep = report(s)
+    sus = suspects(s)
+    return {
+        "report.txt": _text(terminal.report, rep),
+        "report.json": _json({**rep.as_dict(), "window": s.window}),
+        "suspects.txt": _text(terminal.suspects, sus),
+        "suspects.json": _json(sus.as_dict()),
+        "dashboard.html": dashboard(s, None, tmp / "dashboard.html").path.read_bytes(),
+        "incident.pftrace": trace(s, tmp / "incident.pftrace").out.read_bytes(),
+    }, rep.headline()
+
+
+def _records(s: Scope, tmp: Path, with_inputs: bool, notes: list[str]) -> dict[str, bytes]:
+    """sources, runs, versions, the named views as Parquet and (asked) the inputs."""
+    con, runs = s.con, s.runs
+    where, params = run_filter(runs)
+    cur = con.execute(
+        f"SELECT * REPLACE (ingested_at::VARCHAR AS ingested_at) FROM sources WHERE {where}"
+        " ORDER BY source_id", params)  # fmt: skip
+    names = [d[0] for d in cur.description]
+    srcs = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    rows = con.execute(
+        f"SELECT run, tags, created::VARCHAR FROM runs WHERE {where}", params
+    ).fetchall()
+    members = {
+        "sources.json": _json(srcs),
+        "runs.json": _json([{"run": r, "tags": dict(t or {}), "created": c} for r, t, c in rows]),
+        "versions.json": _json(_versions(con, runs)),
+    }
+    for view in VIEWS_AS_PARQUET:
+        path = tmp / f"{view}.parquet"
+        # uncompressed: the archive compresses it, and its text stays searchable
+        con.execute(f"COPY (SELECT * FROM {view} WHERE {where}) TO '{path}' "
+                    "(FORMAT parquet, COMPRESSION uncompressed)", params)  # fmt: skip
+        members[f"tables/{view}.parquet"] = path.read_bytes()
+    for src in srcs if with_inputs else []:
+        p = Path(src["path"])
+        data, why = _scrubbed_input(p, src["sha256"])
+        if data is None:
+            notes.append(f"input {src['path']} (source {src['source_id']}) left out: {why}")
+        else:
+            members[f"inputs/{src['source_id']}-{_plain_name(p)}"] = data
+    return members
+
+
+def _write_archive(out: Path, members: dict[str, bytes]) -> None:
     # 0600: prompts and replies are in it (unless redacted), whatever the umask allows
     with replacing(out, mode=0o600) as tmp_out, open(tmp_out, "wb") as fh:
         cctx = zstandard.ZstdCompressor(level=10)
@@ -342,5 +352,3 @@ def bundle(
                 info = tarfile.TarInfo(f"incident/{name}")
                 info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
                 tar.addfile(info, io.BytesIO(data))
-    return BundleResult(out, list(members), out.stat().st_size, time.perf_counter() - t0,
-                        redact_prompts, key, notes)  # fmt: skip

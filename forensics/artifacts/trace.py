@@ -74,15 +74,7 @@ def trace(
     recorded on `profile_host`, default the reference host), `out` is a .tar or .zip
     holding both and the perfetto_manifest.json that puts them on one clock. `scrub`:
     secrets out of every value in it (on a connection given, its tables stay scrubbed)."""
-    if format not in FORMATS:
-        raise ForensicsError(f"unknown trace format {format!r}; choose one of {', '.join(FORMATS)}")
-    if max_events < 1:
-        raise ForensicsError("--max-events must be at least 1")
-    out = Path(out)
-    if profile is not None and out.suffix not in (".tar", ".zip"):
-        raise ForensicsError(
-            f"with a profile the output is an archive: name it .tar or .zip, not {out.name}"
-        )
+    out = _checked(format, max_events, Path(out), profile)
     t0 = time.perf_counter()
     with scoped(db, run) as s:
         if scrub:
@@ -91,23 +83,7 @@ def trace(
             shadow(s.con, keep=True)
             s.changed()
         tl = tl_mod.build(s, reference, max_events)
-    writer = write_proto if format == "proto" else write_json
-    host = None
-    with replacing(out) as tmp:
-        if profile is None:
-            with open(tmp, "wb") as fh:
-                writer(tl, fh)
-        else:
-            buf = io.BytesIO()
-            writer(tl, buf)
-            name = TRACE_NAME if format == "proto" else "incident.json"
-            _, named = profile_origin(Path(profile))
-            # the host the profile says it ran on, where the incident has it
-            host = profile_host or (named if named in tl.hosts else tl.clocks.reference)
-            if host is not None and host not in tl.hosts and host not in tl.clocks.shifts_us:
-                raise ForensicsError(f"no host {host!r} in the trace; hosts: {', '.join(tl.hosts)}")
-            shift = tl.clocks.shift(host)
-            write_archive(tmp, buf.getvalue(), name, Path(profile), shift, out.suffix == ".zip")
+    host = _write(tl, out, format, Path(profile) if profile else None, profile_host)
     instants = sum(s.dur_us == 0 for s in tl.slices)
     return TraceResult(
         out=out, format=format, hosts=tl.hosts, slices=len(tl.slices) - instants,
@@ -117,3 +93,38 @@ def trace(
         bytes=out.stat().st_size, profile=str(profile) if profile else None,
         profile_host=host,
     )  # fmt: skip
+
+
+def _checked(format: str, max_events: int, out: Path, profile) -> Path:
+    if format not in FORMATS:
+        raise ForensicsError(f"unknown trace format {format!r}; choose one of {', '.join(FORMATS)}")
+    if max_events < 1:
+        raise ForensicsError("--max-events must be at least 1")
+    if profile is not None and out.suffix not in (".tar", ".zip"):
+        raise ForensicsError(
+            f"with a profile the output is an archive: name it .tar or .zip, not {out.name}"
+        )
+    return out
+
+
+def _write(
+    tl: tl_mod.Timeline, out: Path, format: str, profile: Path | None, profile_host: str | None
+) -> str | None:
+    """The trace to `out`, or with a profile the archive of both: the profile's host."""
+    writer = write_proto if format == "proto" else write_json
+    with replacing(out) as tmp:
+        if profile is None:
+            with open(tmp, "wb") as fh:
+                writer(tl, fh)
+            return None
+        buf = io.BytesIO()
+        writer(tl, buf)
+        name = TRACE_NAME if format == "proto" else "incident.json"
+        _, named = profile_origin(profile)
+        # the host the profile says it ran on, where the incident has it
+        host = profile_host or (named if named in tl.hosts else tl.clocks.reference)
+        if host is not None and host not in tl.hosts and host not in tl.clocks.shifts_us:
+            raise ForensicsError(f"no host {host!r} in the trace; hosts: {', '.join(tl.hosts)}")
+        write_archive(tmp, buf.getvalue(), name, profile, tl.clocks.shift(host),
+                      out.suffix == ".zip")  # fmt: skip
+        return host

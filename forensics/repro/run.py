@@ -251,14 +251,18 @@ class _Runner:
             stats.interrupted = True
             raise
         finally:
-            stats.elapsed = time.perf_counter() - stats.started
-            if ticker is not None:
-                ticker.cancel()
-            self.writer.line({"forensics_run_end": name, "requests": stats.requests,
-                              "interrupted": stats.interrupted,
-                              "elapsed_s": round(stats.elapsed, 3)})  # fmt: skip
-            if self.progress:
-                self.progress(stats)
+            self._ended(name, stats, ticker)
+
+    def _ended(self, name: str, stats: RunStats, ticker: asyncio.Task | None) -> None:
+        """A run's end line (interrupted or not) and its last progress report."""
+        stats.elapsed = time.perf_counter() - stats.started
+        if ticker is not None:
+            ticker.cancel()
+        self.writer.line({"forensics_run_end": name, "requests": stats.requests,
+                          "interrupted": stats.interrupted,
+                          "elapsed_s": round(stats.elapsed, 3)})  # fmt: skip
+        if self.progress:
+            self.progress(stats)
 
     async def _tick(self, stats: RunStats) -> None:
         assert self.progress is not None

@@ -21,9 +21,9 @@ from .database import (
     reading,
     scalar,
     transaction,
-    upgrade,
 )
 from .derived import refresh_derived
+from .upgrade import upgrade
 
 __all__ = [
     "DEFAULT_DB",

@@ -158,7 +158,7 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -
         raise ForensicsError(f"{path} is not a pd-forensics database (no schema version)")
     if v < CATALOG_VERSION and all(k in MIGRATIONS for k in range(v, LEGACY_VERSION)):
         if writable:
-            raise _Legacy(v)
+            raise Legacy(path, v)
         raise ForensicsError(
             f"{path} has schema version {v}, this pd-forensics reads {SCHEMA_VERSION}: "
             "`forensics upgrade` brings it up to date (a few seconds, nothing is lost)"
@@ -170,11 +170,16 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, writable: bool = False) -
     )
 
 
-class _Legacy(Exception):
-    """A writable open found a database that keeps its rows in the file: it is upgraded
-    (written anew) before use."""
+class Legacy(ForensicsError):
+    """A writable open found a database that keeps its rows in the file: `forensics
+    upgrade` (upgrade.py) writes it anew; an ingest calls it first by itself."""
 
-    def __init__(self, version: int) -> None:
+    def __init__(self, path: Path, version: int) -> None:
+        super().__init__(
+            f"{path} has schema version {version}, this pd-forensics reads "
+            f"{SCHEMA_VERSION}: `forensics upgrade` brings it up to date (a few seconds, "
+            "nothing is lost)"
+        )
         self.version = version
 
 
@@ -214,30 +219,6 @@ def migrate_in_place(con: duckdb.DuckDBPyConnection, version: int) -> None:
                 reread(con, NEW_TABLES[v + 1])
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                     [str(LEGACY_VERSION)])  # fmt: skip
-
-
-def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
-    """Bring a database written by an older pd-forensics up to this schema: (from, to).
-    One of schema 6 or older is written anew as a catalog and shards (legacy.py); the old
-    file is kept beside it as `<name>.v<version>`."""
-    p = db_path(path)
-    if not p.exists():
-        raise ForensicsError(f"no database at {p}: name one with --db PATH or FORENSICS_DB")
-    con = _connect(p, read_only=False)
-    try:
-        before = _version(con)
-        try:
-            _check(con, p, writable=True)
-        except _Legacy:
-            con.close()
-            from .legacy import convert
-
-            convert(p)
-            return before or SCHEMA_VERSION, SCHEMA_VERSION
-        _install(con, p)
-    finally:
-        con.close()
-    return before or SCHEMA_VERSION, SCHEMA_VERSION
 
 
 def connect(
@@ -280,11 +261,7 @@ def open_writer(
     else:
         try:
             _check(con, p, writable=True)
-        except _Legacy:
-            con.close()
-            upgrade(p)  # a writing command upgrades by itself
-            return open_writer(p, wait, waiting, views)
-        except ForensicsError:
+        except ForensicsError:  # Legacy too: upgrading is upgrade.py's job
             con.close()
             raise
         try:

@@ -25,7 +25,7 @@ from ..errors import ForensicsError
 from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
-from .database import Locked, committing, db_path, open_writer
+from .database import Legacy, Locked, committing, db_path, open_writer
 from .derived import refresh_derived
 from .inputs import Input, expand
 from .points import ENV as PAUSE_ENV
@@ -33,6 +33,7 @@ from .points import reached
 from .register import register
 from .shards import WRITER, folder, staging, writer_lock
 from .stage import Options, SourceResult, Staged, stage
+from .upgrade import upgrade
 
 YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
 # Inputs smaller than this in all are read in this process unless `workers` asks: a
@@ -110,14 +111,9 @@ def ingest(
     read by a Ray task on that host's node; one that fails registers nothing, the others
     register (IngestResult.failed).
     """
-    if year is not None and not YEARS[0] <= year <= YEARS[1]:
-        raise ForensicsError(f"--year {year} is outside {YEARS[0]}-{YEARS[1]}")
-    if fmt is not None and fmt not in FORMATS:
-        raise ForensicsError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    try:
-        user = tuple(p for f in patterns or [] for p in load_patterns(f))
-    except PatternError as exc:
-        raise ForensicsError(str(exc)) from None
+    named, run = run is not None, run or "default"
+    opts = Options(run=run, named=named, fmt=fmt, year=year, host=host,
+                   user=_checked(year, fmt, patterns))  # fmt: skip
     path = db_path(db)
     root = folder(path)
     if ray is not None:
@@ -128,10 +124,7 @@ def ingest(
         inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")), skip_dirs=(root,))
     reached("ingest-start")
     if path.exists():  # a catalog this version cannot write fails before any input is read
-        with contextlib.suppress(Locked):  # busy: read the inputs now, wait to register them
-            open_writer(path, views="none")[0].close()
-    named, run = run is not None, run or "default"
-    opts = Options(run=run, named=named, fmt=fmt, year=year, host=host, user=user)
+        _writable(path)
     root_existed = root.exists()
     timings: dict[str, float] = {}
     try:
@@ -152,6 +145,28 @@ def ingest(
             (root / WRITER).unlink(missing_ok=True)  # a failed first ingest leaves no folder
             with contextlib.suppress(OSError):
                 root.rmdir()
+
+
+def _checked(year: int | None, fmt: str | None, patterns) -> tuple:
+    """The options checked before anything is read; the user's patterns loaded."""
+    if year is not None and not YEARS[0] <= year <= YEARS[1]:
+        raise ForensicsError(f"--year {year} is outside {YEARS[0]}-{YEARS[1]}")
+    if fmt is not None and fmt not in FORMATS:
+        raise ForensicsError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    try:
+        return tuple(p for f in patterns or [] for p in load_patterns(f))
+    except PatternError as exc:
+        raise ForensicsError(str(exc)) from None
+
+
+def _writable(path: Path) -> None:
+    """A catalog this version can write (an old one upgraded first), or the one-line
+    reason; a busy one is waited for at registration, after the inputs are read."""
+    with contextlib.suppress(Locked):
+        try:
+            open_writer(path, views="none")[0].close()
+        except Legacy:
+            upgrade(path)  # a writing command upgrades by itself, before reading
 
 
 def _staged_or_said(

@@ -132,24 +132,8 @@ def _one(
     staged = Path(st.folder or "")
     writer = ShardWriter(staged, SCHEMA_VERSION)
     writer.files = {t: list(f) for t, f in st.files.items()}
-    if shared and held and writer.files.get("entries") and _holds_shared(con, writer):
-        against = (f"(SELECT *, {SOURCE_OF_FILE} AS source_id "
-                   f"FROM {read_parquet(held, 'filename = true')})")  # fmt: skip
-        dropped = drop_duplicates(con, writer, against=against)
-        if dropped:
-            _recount(writer, res, dropped)
-    if writer.files.get("entries"):
-        dropped, said = across(con, writer, res.format, root, set(check(con, root).sources),
-                               _split, sid)  # fmt: skip
-        if dropped:
-            _recount(writer, res, dropped)
-        res.notes = [*res.notes, *said]
-    target = source_folder(root, sid)
-    if target.is_symlink():  # never followed: the link goes, not what it names
-        target.unlink()
-    elif target.exists():  # an unregistered leftover that sweep could not take
-        shutil.rmtree(target)
-    os.rename(staged, target)
+    _dedupe(con, writer, res, root, sid, held if shared else [])
+    target = _move_in(root, sid, staged)
     moved.append(target)
     for table, names in writer.files.items():
         files = [target / name for name in names]
@@ -165,6 +149,35 @@ def _one(
             res.entries, res.duplicates, res.rejoined, res.quarantined, st.markers, res.notes,
         ],
     )  # fmt: skip
+
+
+def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,
+            root: Path, sid: int, held: list[Path]) -> None:  # fmt: skip
+    """The staged source's copies of registered entries dropped: exactly (`held`: the
+    registered entries' files, when a key is shared), then across renderings."""
+    if not writer.files.get("entries"):
+        return
+    if held and _holds_shared(con, writer):
+        against = (f"(SELECT *, {SOURCE_OF_FILE} AS source_id "
+                   f"FROM {read_parquet(held, 'filename = true')})")  # fmt: skip
+        if dropped := drop_duplicates(con, writer, against=against):
+            _recount(writer, res, dropped)
+    damaged = set(check(con, root).sources)
+    dropped, said = across(con, writer, res.format, root, damaged, _split, sid)
+    if dropped:
+        _recount(writer, res, dropped)
+    res.notes = [*res.notes, *said]
+
+
+def _move_in(root: Path, sid: int, staged: Path) -> Path:
+    """The staged folder renamed into the shard folder as the source's own."""
+    target = source_folder(root, sid)
+    if target.is_symlink():  # never followed: the link goes, not what it names
+        target.unlink()
+    elif target.exists():  # an unregistered leftover that sweep could not take
+        shutil.rmtree(target)
+    os.rename(staged, target)
+    return target
 
 
 def _recount(writer: ShardWriter, res: SourceResult, dropped: int) -> None:

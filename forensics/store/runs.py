@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ForensicsError
 from ..parsers.tables import read_parquet
-from ..statuses import NO_REPLY_SQL
+from ..statuses import UNJUDGED_SQL
 from .database import committing, connect, shard_root
 from .integrity import check
 from .sources import _changed, _delete, _files, _holding, merged_tags, rewrite
@@ -24,9 +24,9 @@ def list_runs(db: str | os.PathLike | None = None) -> list[dict]:
         rows = s.con.execute(
             f"""SELECT r.run, r.created::VARCHAR,
                        (SELECT count(*) FROM sources WHERE run = r.run),
-                       (SELECT count(*) FILTER (WHERE NOT {NO_REPLY_SQL}) FROM results
+                       (SELECT count(*) FILTER (WHERE NOT {UNJUDGED_SQL}) FROM results
                         WHERE run = r.run),
-                       (SELECT count(*) FILTER (WHERE corrupted AND NOT {NO_REPLY_SQL})
+                       (SELECT count(*) FILTER (WHERE corrupted AND NOT {UNJUDGED_SQL})
                         FROM results WHERE run = r.run)
                 FROM runs r ORDER BY r.created, r.rowid"""
         ).fetchall()
@@ -50,14 +50,7 @@ def rename_run(
     gone: list[Path] = []
     written: list[Path] = []
     try:
-        known = [r for (r,) in con.execute("SELECT run FROM runs ORDER BY created").fetchall()]
-        if old not in known:
-            raise ForensicsError(f"no run named {old!r}; known: {', '.join(known) or 'none'}")
-        if new in known and not merge:
-            raise ForensicsError(f"run {new!r} exists: `forensics runs merge {old} {new}` "
-                                 "puts both in one")  # fmt: skip
-        if not merge and new == old:
-            raise ForensicsError(f"run {old!r} is already called that")
+        known = _checked(con, old, new, merge)
         damaged = check(con, shard_root(con)).sources
         changed: dict[str, int] = {}
         try:
@@ -85,6 +78,19 @@ def rename_run(
     finally:
         con.close()
         _delete(gone)
+
+
+def _checked(con, old: str, new: str, merge: bool) -> list[str]:
+    """The runs there are, once `old` is one and `new` is free (or merged into)."""
+    known = [r for (r,) in con.execute("SELECT run FROM runs ORDER BY created").fetchall()]
+    if old not in known:
+        raise ForensicsError(f"no run named {old!r}; known: {', '.join(known) or 'none'}")
+    if new in known and not merge:
+        raise ForensicsError(f"run {new!r} exists: `forensics runs merge {old} {new}` "
+                             "puts both in one")  # fmt: skip
+    if new == old:
+        raise ForensicsError(f"run {old!r} is already called that")
+    return known
 
 
 def _holders(con, run: str) -> list[int]:

@@ -111,6 +111,28 @@ def _unlist(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
         con.execute("DELETE FROM shards WHERE path = ?", [f.relative_to(root).as_posix()])
 
 
+def _droppers(con: duckdb.DuckDBPyConnection, source_id: int) -> tuple[list, dict]:
+    """The other sources that dropped entries as duplicates (perhaps of this one's), and
+    their files; refused where one kept no copy of what it dropped. Any other source: a
+    poorer rendering registered earlier gave its copies to a richer one registered later
+    (renderings.py)."""
+    later = con.execute(
+        "SELECT s.source_id, s.duplicates, s.run FROM sources s WHERE s.source_id <> ? "
+        "AND s.duplicates > 0 ORDER BY s.source_id",
+        [source_id],
+    ).fetchall()
+    files = {sid: _files(con, sid) for sid, _, _ in later}
+    unkept = [(sid, n) for sid, n, _ in later if not files[sid].get("dropped_entries")]
+    if unkept:
+        ids = ", ".join(f"{s} ({n:,})" for s, n in unkept)
+        raise ForensicsError(
+            f"source {source_id} cannot be removed: other sources dropped entries as "
+            f"duplicates of stored ones, perhaps of its own, and kept no copy ({ids}: "
+            "ingested before shards); remove those first"
+        )
+    return later, files
+
+
 def remove_source(
     db: str | os.PathLike | None,
     source_id: int,
@@ -126,22 +148,7 @@ def remove_source(
     gone: list[Path] = []
     try:
         run, path = _source(con, source_id)
-        later = con.execute(
-            # any other source: a poorer rendering registered earlier gave its copies to a
-            # richer one registered later (renderings.py)
-            "SELECT s.source_id, s.duplicates, s.run FROM sources s WHERE s.source_id <> ? "
-            "AND s.duplicates > 0 ORDER BY s.source_id",
-            [source_id],
-        ).fetchall()
-        files = {sid: _files(con, sid) for sid, _, _ in later}
-        unkept = [(sid, n) for sid, n, _ in later if not files[sid].get("dropped_entries")]
-        if unkept:
-            ids = ", ".join(f"{s} ({n:,})" for s, n in unkept)
-            raise ForensicsError(
-                f"source {source_id} cannot be removed: other sources dropped entries as "
-                f"duplicates of stored ones, perhaps of its own, and kept no copy ({ids}: "
-                "ingested before shards); remove those first"
-            )
+        later, files = _droppers(con, source_id)
         mine = _files(con, source_id)
         removed = dict(con.execute(  # as registered: a damaged file may be gone
             "SELECT table_name, sum(rows)::BIGINT FROM shards WHERE source_id = ? GROUP BY 1",
@@ -273,6 +280,23 @@ def _restore(
     return n, dropped
 
 
+def _check_labels(host: str | None, run: str | None) -> None:
+    if host is None and run is None:
+        raise ForensicsError("relabel needs --host or --run")
+    if any(v is not None and not v.strip() for v in (host, run)):
+        raise ForensicsError("a host or run name cannot be empty")
+
+
+def _to_run(con: duckdb.DuckDBPyConnection, source_id: int, run: str, held: list[str]) -> None:
+    """The source in `run`, which keeps the tags of the runs its rows were in (a
+    reproducer header's, the server's)."""
+    tags = merged_tags(con, [*held, run])
+    con.execute("INSERT INTO runs (run, tags) SELECT ?, ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM runs WHERE run = ?)", [run, tags, run])  # fmt: skip
+    con.execute("UPDATE runs SET tags = ? WHERE run = ?", [tags, run])
+    con.execute("UPDATE sources SET run = ? WHERE source_id = ?", [run, source_id])
+
+
 def relabel_source(
     db: str | os.PathLike | None,
     source_id: int,
@@ -284,10 +308,7 @@ def relabel_source(
     """Give one source's rows another host (entries and records) and/or run: its files
     written anew with the new values, listed in place of the old in one transaction.
     `wait`: seconds to wait for the catalog while another process holds it."""
-    if host is None and run is None:
-        raise ForensicsError("relabel needs --host or --run")
-    if any(v is not None and not v.strip() for v in (host, run)):
-        raise ForensicsError("a host or run name cannot be empty")
+    _check_labels(host, run)
     con = connect(db, wait, waiting)
     old: list[Path] = []
     new: list[Path] = []
@@ -310,15 +331,7 @@ def relabel_source(
                         n = rewrite(con, source_id, table, fs, sets, (old, new))
                         changed.update({f"{table}.{c}": n for c in sets})
                 if run is not None:
-                    # the run keeps its tags (a reproducer header's, the server's)
-                    tags = merged_tags(con, [*held, run])
-                    con.execute(
-                        "INSERT INTO runs (run, tags) SELECT ?, ? WHERE NOT EXISTS "
-                        "(SELECT 1 FROM runs WHERE run = ?)",
-                        [run, tags, run],
-                    )
-                    con.execute("UPDATE runs SET tags = ? WHERE run = ?", [tags, run])
-                    con.execute("UPDATE sources SET run = ? WHERE source_id = ?", [run, source_id])
+                    _to_run(con, source_id, run, held)
                     changed["sources.run"] = 1
                 _changed(con)
         except BaseException:

@@ -74,6 +74,32 @@ class Suspects:
         t = best.table
         return requests_needed(t.exposed_cases / t.exposed_total, t.control_cases / t.control_total)
 
+    def _none_found(self, how: str) -> str:
+        r, needed, more = self.ranking, self.requests_needed(), ""
+        if needed and self.suspects:
+            best = min(self.suspects, key=lambda s: s.table.p_value or 1.0)
+            more = (
+                f"; the strongest, {best.predicate} ({_counts(best)}, "
+                f"{fmt_p(best.table.p_value)}), would need about {needed:,} requests "
+                "with it and as many without to tell apart"
+            )
+        return (f"suspects: insufficient evidence — no factor passes over {r.requests:,} "
+                f"judged requests ({r.corrupted:,} corrupted); {how}{more}")  # fmt: skip
+
+    def _findings(self, how: str) -> list[str]:
+        r, found = self.ranking, self.found()
+        out = [f"suspects: {len(found)} factor{'s' if len(found) > 1 else ''} "
+               f"associated with corruption over {r.requests:,} judged requests "
+               f"({r.corrupted:,} corrupted); {how}"]  # fmt: skip
+        out += [describe(s, r.corrupted) for s in found[:3]]
+        top = next((s for s in found if s.experiment), None)
+        if top:
+            e = top.experiment
+            out.append(f"next experiment ({top.known_causes[0]}): {e['toggle']}; run "
+                       f"`{e['repro']}` and `forensics compare` it with this run — "
+                       f"if it is the cause, {e['if_cause']}; if not, {e['if_not']}")  # fmt: skip
+        return out
+
     def sentences(self) -> list[str]:
         r = self.ranking
         how = (f"{len(r.tested)} predicates tested ({self.method}, FDR {self.fdr:g}; "
@@ -83,34 +109,7 @@ class Suspects:
         if not r.corrupted:
             return [f"suspects: none of {r.requests:,} judged requests is corrupted: "
                     "nothing to explain"]  # fmt: skip
-        found = self.found()
-        out = []
-        if not found:
-            needed = self.requests_needed()
-            more = ""
-            if needed and self.suspects:
-                best = min(self.suspects, key=lambda s: s.table.p_value or 1.0)
-                more = (
-                    f"; the strongest, {best.predicate} ({_counts(best)}, "
-                    f"{fmt_p(best.table.p_value)}), would need about {needed:,} requests "
-                    "with it and as many without to tell apart"
-                )
-            out.append(f"suspects: insufficient evidence — no factor passes over "
-                       f"{r.requests:,} judged requests ({r.corrupted:,} corrupted); "
-                       f"{how}{more}")  # fmt: skip
-        else:
-            out.append(f"suspects: {len(found)} factor{'s' if len(found) > 1 else ''} "
-                       f"associated with corruption over {r.requests:,} judged requests "
-                       f"({r.corrupted:,} corrupted); {how}")  # fmt: skip
-            for s in found[:3]:
-                out.append(describe(s, r.corrupted))
-            top = next((s for s in found if s.experiment), None)
-            if top:
-                e = top.experiment
-                out.append(f"next experiment ({top.known_causes[0]}): {e['toggle']}; run "
-                           f"`{e['repro']}` and `forensics compare` it with this run — "
-                           f"if it is the cause, {e['if_cause']}; "
-                           f"if not, {e['if_not']}")  # fmt: skip
+        out = self._findings(how) if self.found() else [self._none_found(how)]
         explained = [s for s in self.lines() if s.verdict == LOAD]
         if explained:
             names = "; ".join(s.predicate for s in explained[:3])

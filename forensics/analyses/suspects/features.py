@@ -11,7 +11,7 @@ from importlib import resources
 import duckdb
 import numpy as np
 
-from ...statuses import NO_REPLY, NO_REPLY_SQL, UNCOMPARED
+from ...statuses import NO_REPLY, UNCOMPARED, UNJUDGED_SQL
 
 KINDS = ("numeric", "event", "level", "verdict", "step")
 # How an event's window reads in a predicate (the request_evidence view's window).
@@ -88,7 +88,7 @@ def load_table(
             exprs.append(f'coalesce("{f.name}"::DOUBLE, \'NaN\'::DOUBLE) AS "{f.name}"')
     marks = ", ".join("?" * len(runs))
     got = con.execute(
-        f"""SELECT {NO_REPLY_SQL} AS unjudged, status,
+        f"""SELECT {UNJUDGED_SQL} AS unjudged, status,
                    corrupted, run, coalesce(steps::DOUBLE, 0) AS steps, {", ".join(exprs)}
             FROM request_features WHERE run IN ({marks})""",
         runs,

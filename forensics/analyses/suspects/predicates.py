@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..correlate import BAD_VERDICTS, ONE_SIDED
+from ...statuses import BAD_VERDICTS, ONE_SIDED
 from ..stats import fmt_num
 from .features import MAX_LEVELS, WINDOWS, Feature, Table
 

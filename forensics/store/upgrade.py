@@ -1,0 +1,35 @@
+"""`forensics upgrade`: a database written by an older pd-forensics brought up to this
+schema. A catalog is migrated in place (database.py); one of schema 6 or older, which kept
+every row in the file, is written anew as a catalog and shards (legacy.py). Opening a
+database never upgrades it: a writer that finds an old one raises `Legacy`, and ingest
+calls this first."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ForensicsError
+from .database import SCHEMA_VERSION, Legacy, _check, _connect, _install, _version, db_path
+from .legacy import convert
+
+
+def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
+    """Bring a database written by an older pd-forensics up to this schema: (from, to).
+    One of schema 6 or older is written anew as a catalog and shards (legacy.py); the old
+    file is kept beside it as `<name>.v<version>`."""
+    p = db_path(path)
+    if not p.exists():
+        raise ForensicsError(f"no database at {p}: name one with --db PATH or FORENSICS_DB")
+    con = _connect(p, read_only=False)
+    try:
+        before = _version(con)
+        try:
+            _check(con, p, writable=True)
+        except Legacy:
+            con.close()
+            convert(p)
+            return before or SCHEMA_VERSION, SCHEMA_VERSION
+        _install(con, p)
+    finally:
+        con.close()
+    return before or SCHEMA_VERSION, SCHEMA_VERSION
