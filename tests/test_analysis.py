@@ -261,7 +261,11 @@ def test_report_tells_the_story_of_the_demo(tmp_path: Path) -> None:
     res = forensics.demo(tmp_path / "inc")
     rep = report(res.ingest.db)
     text = rep.sentences()
-    assert text[0].startswith("inputs: ") and "2 hosts (decode-0, prefill-0)" in text[0]
+    # the headline first (the strongest finding), then coverage
+    head = rep.headline()
+    assert text[: len(head)] == head and "associated with a bad room" in head[0]
+    inputs = text[len(head)]
+    assert inputs.startswith("inputs: ") and "2 hosts (decode-0, prefill-0)" in inputs
     (gap,) = rep.coverage.gaps
     assert (gap.host, gap.suppressed, gap.unit) == ("decode-0", 1834, "sglang-decode.service")
     assert any(s.startswith("journald suppressed 1,834 messages") for s in text)
@@ -368,9 +372,10 @@ def test_every_command_answers_on_a_journal_without_evidence(tmp_path: Path) -> 
     db = tmp_path / "db.duckdb"
     forensics.ingest([str(log)], db)
     rep = report(db)
-    assert rep.sentences()[0].startswith("inputs: 1 journal entry from 1 host (h1)")
+    assert rep.sentences()[0].startswith("no harness results: no request is judged")
+    assert rep.sentences()[1].startswith("inputs: 1 journal entry from 1 host (h1)")
     assert rep.correlation.associations[0].conclusion == (
-        "cannot test a bad room (partial, mismatch, stale): no harness request has the "
+        "cannot test a bad room (mismatch, stale, partial): no harness request has the "
         "evidence to tell"
     )
     assert rep.comparison.rates == [] and rep.comparison.without_results == ["default"]

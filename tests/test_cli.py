@@ -33,8 +33,9 @@ def test_ingest_json_summary(renderings, db: Path) -> None:
     doc = orjson.loads(proc.stdout)
     assert doc["run"] == "a"
     assert [s["format"] for s in doc["sources"]] == ["json", "short"]
-    # short and json of one journal are different renderings: both are kept as sources
-    assert doc["summary"]["entries"] == 2 * len(corpus.expected())
+    # short and json of one journal are one set of entries: the second adds none
+    assert doc["summary"]["entries"] == len(corpus.expected())
+    assert doc["sources"][1]["duplicates"] == len(corpus.expected())
     hosts = {r["host"] for r in doc["summary"]["per_stream"]}
     assert hosts == {"prefill-0", "decode-0"}
 
@@ -112,7 +113,9 @@ def test_demo_runs_and_ingests_both_hosts(tmp_path: Path) -> None:
     assert {r["host"] for r in doc["summary"]["per_stream"]} == {"prefill-0", "decode-0"}
     assert doc["summary"]["quarantined"] == 0
     assert (tmp_path / "inc" / "results.jsonl").exists()
-    assert doc["report"]["conclusions"][0].startswith("inputs: ")
+    said = doc["report"]["conclusions"]
+    assert said[: len(doc["report"]["headline"])] == doc["report"]["headline"]
+    assert said[len(doc["report"]["headline"])].startswith("inputs: ")
     assert doc["dashboard"]["path"] == str(tmp_path / "inc" / "dashboard.html")
     assert doc["dashboard"]["panels"] == ["writes", "requests", "pages", "verdicts"]
 

@@ -159,10 +159,15 @@ def headline(rep: Report) -> list[str]:
         return out
     if not rep.coverage.hosts and rep.coverage.window is not None:
         return rep.coverage.sentences()[:1]  # an empty window: the incident's span
+    if not rep.coverage.results:
+        return [
+            "no harness results: no request is judged corrupted or intact (ingest the "
+            "reproducer's results beside the logs)"
+        ]
     said = rep.suspects.sentences()[:1]
     if rep.correlation.associations and rep.correlation.corrupted:
         said = [rep.correlation.associations[0].conclusion, *said]
-    return said or ["no harness results: nothing is judged corrupted or not"]
+    return said
 
 
 def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:
