@@ -3,6 +3,7 @@ of the file goes on, and nothing aborts an ingest or answers with a traceback.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import struct
@@ -242,6 +243,7 @@ def test_usage_errors_and_unexpected_ones_are_one_line(monkeypatch, capsys) -> N
         raise RuntimeError("something odd\nsecond line")
 
     monkeypatch.setattr(cli_mod, "run_rooms", boom)
+    monkeypatch.setattr(cli_mod, "_scope", lambda *a, **k: contextlib.nullcontext())
     with pytest.raises(SystemExit) as exc:
         cli_mod.main(["rooms"])
     err = capsys.readouterr().err

@@ -252,13 +252,19 @@ def test_run_headers_name_runs_and_tag_them(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_bytes(data)
     db = tmp_path / "f.duckdb"
-    forensics.ingest([str(path)], db, run="base", tags={"host": "h1"})
+    forensics.ingest([str(path)], db, tags={"host": "h1"})  # no --run: the headers name them
     with forensics.connect_read_only(db) as con:
         got = con.execute("SELECT run, rid, status FROM results ORDER BY line").fetchall()
         tags = dict(con.execute("SELECT run, tags FROM runs").fetchall())
-    assert got == [("base", "before", None), ("flag-on", "a", "corrupted"),
+    assert got == [("default", "before", None), ("flag-on", "a", "corrupted"),
                    ("flag-on", "b", "timeout"), ("flag-on", "c", "ok")]  # fmt: skip
     assert tags["flag-on"]["overlap"] == "1" and tags["flag-on"]["host"] == "h1"
+    named = tmp_path / "n.duckdb"  # a --run given wins over the header, tags kept
+    forensics.ingest([str(path)], named, run="base", tags={"host": "h1"})
+    with forensics.connect_read_only(named) as con:
+        got = con.execute("SELECT DISTINCT run FROM results").fetchall()
+        tags = dict(con.execute("SELECT run, tags FROM runs").fetchall())
+    assert got == [("base",)] and tags["base"]["overlap"] == "1"
 
 
 def test_golden_replay_goes_where_the_solo_session_went() -> None:
