@@ -108,3 +108,47 @@ def test_a_rendering_no_rule_matches_is_named(
     res = _ingest(db, renderings[unmatched], unmatched)
     (note,) = [n for n in res.sources[0].notes if "counts may double" in n]
     assert note.startswith("source 2 repeats ") and "% of source 1" in note
+
+
+def test_blob_data_and_a_local_time_zone_are_named(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    """journalctl without --all shows a non-UTF-8 message as `[N blob data]`: it matches
+    nothing and is said; a rendering made in another time zone (short has no zone) matches
+    only hours apart: said, not deduped."""
+    import subprocess
+
+    db = tmp_path / "b.duckdb"
+    _ingest(db, renderings["export"], "export")
+    res = _ingest(db, renderings["short-noall"], "short-iso")
+    assert any("blob data]` (journalctl without --all)" in n for n in res.sources[0].notes)
+    tokyo = tmp_path / "tokyo.short"
+    with open(tokyo, "wb") as fh:
+        cmd = ["journalctl", "--no-pager", "--all", "-o", "short",
+               f"--file={renderings['journal']}"]  # fmt: skip
+        subprocess.run(cmd, stdout=fh, check=True, env={"TZ": "Asia/Tokyo"})
+    db2 = tmp_path / "t.duckdb"
+    _ingest(db2, renderings["export"], "export")
+    res = _ingest(db2, tokyo, "short")
+    (note,) = [n for n in res.sources[0].notes if "local time zone" in n]
+    assert "source 2 matches source 1 only +9 h apart" in note
+
+
+def test_sglang_stdout_beside_its_units_journal_is_named(tmp_path: Path) -> None:
+    """SGLang's stdout saved to a file holds the lines its unit's journal holds: no rule
+    matches a plain log entry for entry (its own time prefix), so ingest says how much of
+    the journal it repeats."""
+    demo = forensics.demo(tmp_path / "inc", db=tmp_path / "d.duckdb")
+    rows = forensics.query(
+        "SELECT message FROM entries WHERE host = 'decode-0' AND message LIKE '[2026-%' "
+        "ORDER BY source_id, entry_no",
+        demo.ingest.db,
+    )["message"].to_list()
+    stdout = tmp_path / "decode-0" / "sglang.log"
+    stdout.parent.mkdir()
+    stdout.write_text("\n".join(rows) + "\n")
+    db = tmp_path / "s.duckdb"
+    _ingest(db, tmp_path / "inc" / "decode-0.log", "short-iso-precise")
+    res = forensics.ingest([str(stdout)], db, fmt="sglang", host="decode-0")
+    (note,) = [n for n in res.sources[0].notes if "counts may double" in n]
+    assert note.startswith("source 2 repeats ") and "% of source 1" in note

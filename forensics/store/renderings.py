@@ -95,9 +95,13 @@ def across(
         res = max(level[1], LEVELS[other][1])
         con.execute(f"CREATE OR REPLACE TEMP TABLE _pairs AS {matches(con, mine, theirs, res)}")
         n = scalar(con, "SELECT count(*) FROM _pairs")
+        poorer_is_new = level[0] < LEVELS[other][0]
+        notes += _blobs(con, mine if poorer_is_new else theirs, "new_no" if poorer_is_new
+                        else "old_no", me if poorer_is_new else sid)  # fmt: skip
         if not n:
+            notes += _offset(con, mine, theirs, me, sid)
             continue
-        if level[0] < LEVELS[other][0]:  # this one is the poorer: its copies go
+        if poorer_is_new:  # this one is the poorer: its copies go
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE _dups AS SELECT new_no AS entry_no FROM _pairs"
             )
@@ -139,6 +143,45 @@ def _take_from(con: duckdb.DuckDBPyConnection, root: Path, sid: int, split) -> N
         list_files(con, root, sid, table, [folder / x for x in names])
     con.execute("UPDATE sources SET entries = entries - ?, duplicates = duplicates + ? "
                 "WHERE source_id = ?", [n, n, sid])  # fmt: skip
+
+
+BLOB = r"^\[[0-9.]+[KMGT]?B? blob data\]$"  # journalctl without --all
+
+
+def _blobs(con: duckdb.DuckDBPyConnection, files: list[Path], side: str, sid: int) -> list[str]:
+    """The poorer rendering's `[N blob data]` entries (journalctl without --all) that
+    matched nothing: named, since their richer copies stay too."""
+    n = scalar(
+        con,
+        f"""SELECT count(*) FROM {read_parquet(files)}
+            WHERE regexp_matches(message, '{BLOB}')
+              AND entry_no NOT IN (SELECT {side} FROM _pairs)""",
+    )
+    if not n:
+        return []
+    return [f"source {sid} shows {n:,} messages as `[… blob data]` (journalctl without "
+            "--all): they match no other rendering, and counts may double"]  # fmt: skip
+
+
+def _offset(
+    con: duckdb.DuckDBPyConnection, mine: list[Path], theirs: list[Path], me: int, sid: int
+) -> list[str]:
+    """Nothing matched: do most lines match at a whole number of hours apart (a rendering
+    in a local time zone)? Said, not mended: the times as read are kept."""
+    one = "SELECT host, ident, pid, message, any_value(ts_us) AS ts_us FROM {} " \
+          "WHERE ts_us IS NOT NULL GROUP BY ALL HAVING count(*) = 1"  # fmt: skip
+    row = first_row(
+        con,
+        f"""SELECT round((n.ts_us - o.ts_us) / 3.6e9)::BIGINT AS h, count(*) AS k,
+                   (SELECT count(*) FROM {read_parquet(mine)}) AS total
+            FROM ({one.format(read_parquet(mine))}) n
+            JOIN ({one.format(read_parquet(theirs))}) o USING (host, ident, pid, message)
+            GROUP BY 1 ORDER BY 2 DESC LIMIT 1""",
+    )
+    if row is None or not row[0] or row[1] < max(1, row[2] // 2):
+        return []
+    return [f"source {me} matches source {sid} only {row[0]:+d} h apart ({row[1]:,} lines): "
+            "a rendering in a local time zone? Not deduped; counts may double"]  # fmt: skip
 
 
 def _repeats(
