@@ -78,8 +78,7 @@ def across(
     """Match the staged source (`writer`, rendering `fmt`) with every registered source
     of another richness: its own copies dropped (`split` them out), or the registered
     source's. (entries the staged source dropped, notes)."""
-    mine = writer.paths("entries")
-    if not mine:
+    if not writer.paths("entries"):
         return 0, []
     level = LEVELS.get(fmt)
     dropped, notes = 0, []
@@ -88,35 +87,36 @@ def across(
         if not theirs or other == fmt:
             continue
         if level is None or LEVELS.get(other) is None:
-            notes += _repeats(con, mine, theirs, me, sid)
-            continue
-        if LEVELS[other][0] == level[0]:
-            continue  # one richness: the exact identity matched them already
-        res = max(level[1], LEVELS[other][1])
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _pairs AS {matches(con, mine, theirs, res)}")
-        n = scalar(con, "SELECT count(*) FROM _pairs")
-        poorer_is_new = level[0] < LEVELS[other][0]
-        notes += _blobs(con, mine if poorer_is_new else theirs, "new_no" if poorer_is_new
-                        else "old_no", me if poorer_is_new else sid)  # fmt: skip
-        if not n:
-            notes += _offset(con, mine, theirs, me, sid)
-            continue
-        if poorer_is_new:  # this one is the poorer: its copies go
-            con.execute(
-                "CREATE OR REPLACE TEMP TABLE _dups AS SELECT new_no AS entry_no FROM _pairs"
-            )
-            split(con, writer)
-            mine = writer.paths("entries")
-            dropped += n
-            notes.append(f"{n:,} entries are source {sid}'s ({other}) in another rendering: "
-                         "dropped here, that richer one kept")  # fmt: skip
-        else:
-            _take_from(con, root, sid, split)
-            notes.append(f"{n:,} entries of source {sid} ({other}) are this one's in a "
-                         f"poorer rendering: these kept (cursor, boot, monotonic time), "
-                         f"its copies set aside")  # fmt: skip
+            notes += _repeats(con, writer.paths("entries"), theirs, me, sid)
+        elif LEVELS[other][0] != level[0]:  # one richness: the exact identity matched them
+            n, said = _pair(con, writer, root, split, (me, level), (sid, LEVELS[other]))
+            dropped, notes = dropped + n, [*notes, *said]
     con.execute("DROP TABLE IF EXISTS _pairs")
     return dropped, notes
+
+
+def _pair(con, writer: ShardWriter, root: Path, split, new: tuple, old: tuple) -> tuple:
+    """One registered source of another richness against the staged one: (entries the
+    staged one dropped, notes). `new`, `old`: (source id, (richness, resolution))."""
+    (me, (rich, res)), (sid, (their_rich, their_res)) = new, old
+    mine, theirs = writer.paths("entries"), _entry_files(con, root, sid)
+    sql = matches(con, mine, theirs, max(res, their_res))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _pairs AS {sql}")
+    n = scalar(con, "SELECT count(*) FROM _pairs")
+    poorer_is_new = rich < their_rich
+    notes = _blobs(con, mine if poorer_is_new else theirs, "new_no" if poorer_is_new
+                   else "old_no", me if poorer_is_new else sid)  # fmt: skip
+    if not n:
+        return 0, notes + _offset(con, mine, theirs, me, sid)
+    if not poorer_is_new:
+        _take_from(con, root, sid, split)
+        return 0, [*notes, f"{n:,} entries of source {sid} are this one's in a poorer "
+                   "rendering: these kept (cursor, boot, monotonic time), its copies set "
+                   "aside"]  # fmt: skip
+    con.execute("CREATE OR REPLACE TEMP TABLE _dups AS SELECT new_no AS entry_no FROM _pairs")
+    split(con, writer)  # this one is the poorer: its copies go
+    return n, [*notes, f"{n:,} entries are source {sid}'s in another rendering: dropped "
+               "here, that richer one kept"]  # fmt: skip
 
 
 def _take_from(con: duckdb.DuckDBPyConnection, root: Path, sid: int, split) -> None:
