@@ -342,5 +342,7 @@ def test_a_windowed_bundle_says_its_window_and_prints_each_line_once(tmp_path: P
         "since": "2026-11-29 07:00:02.000Z", "until": None}  # fmt: skip
     said = res.sentences()
     assert len(said) == len(set(said))
-    said = orjson.loads(m["report.json"])["conclusions"]
+    doc = orjson.loads(m["report.json"])
+    assert all(f"  {line}" in m["README.txt"].decode() for line in doc["headline"])
+    said = doc["conclusions"]
     assert len(said) == len(set(said)), [ln for ln in said if said.count(ln) > 1]
