@@ -13,12 +13,10 @@ The database's API is importable from here (`from forensics.store import connect
 from .database import (
     DEFAULT_DB,
     SCHEMA_VERSION,
-    Db,
     connect,
     connect_read_only,
     db_path,
     first_row,
-    reading,
     scalar,
     transaction,
 )
@@ -28,12 +26,10 @@ from .upgrade import upgrade
 __all__ = [
     "DEFAULT_DB",
     "SCHEMA_VERSION",
-    "Db",
     "connect",
     "connect_read_only",
     "db_path",
     "first_row",
-    "reading",
     "refresh_derived",
     "scalar",
     "transaction",

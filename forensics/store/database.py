@@ -300,25 +300,6 @@ def reinstall(con: duckdb.DuckDBPyConnection) -> None:
     _install(con, catalog_path(con))
 
 
-# What every reader takes: a database's path (None: the default one), or a connection
-# already open on one (its owner closes it) — one face for a file or a session.
-Db = str | os.PathLike | duckdb.DuckDBPyConnection | None
-
-
-@contextmanager
-def reading(db: Db) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A checked read-only connection for the block: opened (and closed) from a path,
-    or the caller's own connection, used as it is."""
-    if isinstance(db, duckdb.DuckDBPyConnection):
-        yield db
-        return
-    con = connect_read_only(db)
-    try:
-        yield con
-    finally:
-        con.close()
-
-
 def connect_read_only(
     path: str | os.PathLike | None = None, damaged_ok: bool = False
 ) -> duckdb.DuckDBPyConnection:

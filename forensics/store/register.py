@@ -64,7 +64,7 @@ def register(
         for st in staged:
             out.append(st.result)
             if st in todo:
-                _one(con, st, run, tags, root, moved, (held, taken), shared)
+                _one(con, st, run, tags, root, moved, (held, taken, set(damaged)), shared)
         reinstall(con)
     except BaseException:
         for m in moved:
@@ -109,12 +109,13 @@ def _one(
     tags: dict[str, str],
     root: Path,
     moved: list[Path],
-    grows: tuple[list[Path], dict[str, int]],
+    grows: tuple[list[Path], dict[str, int], set[int]],
     shared: bool,
 ) -> None:
     """One staged source into the catalog; `grows`: the entries' files dedupe compares
-    with, and the runs holding a results file's rows (each grows as sources register)."""
-    held, taken = grows
+    with and the runs holding a results file's rows (each grows as sources register),
+    and the damaged sources (checked once a registration)."""
+    held, taken, damaged = grows
     res = st.result
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
     if dup is not None:
@@ -132,7 +133,7 @@ def _one(
     staged = Path(st.folder or "")
     writer = ShardWriter(staged, SCHEMA_VERSION)
     writer.files = {t: list(f) for t, f in st.files.items()}
-    _dedupe(con, writer, res, root, sid, held if shared else [])
+    _dedupe(con, writer, res, root, sid, held if shared else [], damaged)
     target = _move_in(root, sid, staged)
     moved.append(target)
     for table, names in writer.files.items():
@@ -152,7 +153,7 @@ def _one(
 
 
 def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,
-            root: Path, sid: int, held: list[Path]) -> None:  # fmt: skip
+            root: Path, sid: int, held: list[Path], damaged: set[int]) -> None:  # fmt: skip
     """The staged source's copies of registered entries dropped: exactly (`held`: the
     registered entries' files, when a key is shared), then across renderings."""
     if not writer.files.get("entries"):
@@ -162,7 +163,6 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
                    f"FROM {read_parquet(held, 'filename = true')})")  # fmt: skip
         if dropped := drop_duplicates(con, writer, against=against):
             _recount(writer, res, dropped)
-    damaged = set(check(con, root).sources)
     dropped, said = across(con, writer, res.format, root, damaged, _split, sid)
     if dropped:
         _recount(writer, res, dropped)

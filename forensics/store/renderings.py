@@ -47,7 +47,7 @@ def _numbered(files: list[Path], res: int) -> str:
                 FROM {read_parquet(files)} WHERE ts_us IS NOT NULL)"""
 
 
-def matches(con: duckdb.DuckDBPyConnection, new: list[Path], old: list[Path], res: int) -> str:
+def matches(new: list[Path], old: list[Path], res: int) -> str:
     """SQL of (new_no, old_no): the new entries the old source holds too, one for one."""
     eq = " AND ".join(f"n.{c} IS NOT DISTINCT FROM o.{c}" for c in _WHAT.split(", "))
     return f"""SELECT n.entry_no AS new_no, o.entry_no AS old_no
@@ -89,7 +89,7 @@ def across(
         if level is None or LEVELS.get(other) is None:
             notes += _repeats(con, writer.paths("entries"), theirs, me, sid)
         elif LEVELS[other][0] != level[0]:  # one richness: the exact identity matched them
-            n, said = _pair(con, writer, root, split, (me, level), (sid, LEVELS[other]))
+            n, said = _pair(con, writer, root, split, (me, level), (sid, LEVELS[other], theirs))
             dropped, notes = dropped + n, [*notes, *said]
     con.execute("DROP TABLE IF EXISTS _pairs")
     return dropped, notes
@@ -97,10 +97,11 @@ def across(
 
 def _pair(con, writer: ShardWriter, root: Path, split, new: tuple, old: tuple) -> tuple:
     """One registered source of another richness against the staged one: (entries the
-    staged one dropped, notes). `new`, `old`: (source id, (richness, resolution))."""
-    (me, (rich, res)), (sid, (their_rich, their_res)) = new, old
-    mine, theirs = writer.paths("entries"), _entry_files(con, root, sid)
-    sql = matches(con, mine, theirs, max(res, their_res))
+    staged one dropped, notes). `new`: (source id, (richness, resolution)); `old` the
+    same and its entries' files."""
+    (me, (rich, res)), (sid, (their_rich, their_res), theirs) = new, old
+    mine = writer.paths("entries")
+    sql = matches(mine, theirs, max(res, their_res))
     con.execute(f"CREATE OR REPLACE TEMP TABLE _pairs AS {sql}")
     n = scalar(con, "SELECT count(*) FROM _pairs")
     poorer_is_new = rich < their_rich
