@@ -604,6 +604,49 @@ def skew(
 
 
 @app.command()
+def templates(
+    db: DbOpt = None,
+    run: RunOpt = None,
+    new_since: Annotated[
+        str | None,
+        typer.Option(help="A run, or a time: only templates new or more frequent since then."),
+    ] = None,
+    compare: Annotated[
+        tuple[str, str] | None,
+        typer.Option(help="Two runs: templates new or more frequent in the second."),
+    ] = None,
+    as_pattern: Annotated[
+        str | None, typer.Option(help="A template id: print a TOML pattern stub for its lines.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Templates to list.")] = 50,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """What every line says, as templates (variable parts masked), with counts per host;
+    or those new since a run or a time (Elastic's "new patterns", with statistics).
+
+    Example: forensics templates --new-since baseline-run
+    """
+    from .analyses.templates import as_pattern as stub
+    from .analyses.templates import templates as run_templates
+
+    with _scope(db, run, since, until) as s:
+        if as_pattern is not None:
+            sys.stdout.write(visible(stub(s, _template_id(as_pattern))))
+            return
+        _emit(run_templates(s, None, new_since, compare, limit), json, terminal.templates)
+
+
+def _template_id(text: str) -> int:
+    """A template id as listed (16 hex digits) or as in --json (decimal)."""
+    try:
+        return int(text, 16) if len(text) == 16 else int(text)
+    except ValueError:
+        raise ForensicsError(f"not a template id: {text!r}") from None
+
+
+@app.command()
 def follow(
     key: Annotated[str, typer.Argument(help="A request id (rid) or a bootstrap_room.")],
     db: DbOpt = None,

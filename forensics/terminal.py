@@ -21,6 +21,7 @@ from .timefmt import iso_us
 
 if TYPE_CHECKING:
     from .analyses.suspects import Suspects
+    from .analyses.templates import Templates
     from .repro import ReproResult, RunStats
 
 
@@ -184,6 +185,22 @@ def follow(con: Console, f: Follow) -> None:
         con.print(f"  {f.folded:,} step records folded into ranges (--all lists each)")
     if f.truncated:
         con.print(f"  … more lines than {len(f.lines):,}: the first shown")
+
+
+def templates(con: Console, t: Templates) -> None:
+    from .analyses.templates import describe
+
+    _sentences(con, t.sentences())
+    table = Table()
+    for col in ("template", "level", "component", "lines", "hosts", "text"):
+        table.add_column(col, overflow="fold")
+    for x in t.templates:
+        hosts = ", ".join(f"{h or '-'} {n:,}" for h, n in x.hosts.items())
+        table.add_row(f"{x.template:016x}", x.level or "-", x.component or "-", describe(x),
+                      hosts, x.text or "(text not kept)")  # fmt: skip
+    con.print(table)
+    for n in t.notes:
+        con.print(n)
 
 
 def skew(con: Console, s: Skew) -> None:

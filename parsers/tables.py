@@ -23,6 +23,7 @@ def _pa():
     return pa
 
 
+MAP = "MAP(VARCHAR, VARCHAR)"
 # DuckDB type -> Arrow type, for the schemas readers fill
 _ARROW = {
     "VARCHAR": lambda: _pa().string(), "BIGINT": lambda: _pa().int64(),
@@ -31,6 +32,8 @@ _ARROW = {
     "TINYINT": lambda: _pa().int8(), "SMALLINT": lambda: _pa().int16(),
     "BLOB": lambda: _pa().binary(), "BIGINT[]": lambda: _pa().list_(_pa().int64()),
     "VARCHAR[]": lambda: _pa().list_(_pa().string()),
+    # stored as Arrow's list of {key, value} (what polars writes); the view makes it a MAP
+    MAP: lambda: _pa().list_(_pa().struct([("key", _pa().string()), ("value", _pa().string())])),
 }  # fmt: skip
 
 
@@ -140,6 +143,7 @@ class Table:
             return f"SELECT {nulls} WHERE false"
         cols = ", ".join(
             f'{SOURCE_OF_FILE} AS "source_id"' if c.name == "source_id"
+            else f'map_from_entries("{c.name}") AS "{c.name}"' if c.type == MAP
             else f'CAST("{c.name}" AS {c.type}) AS "{c.name}"'
             for c in self.all_columns
         )  # fmt: skip
@@ -447,6 +451,22 @@ STEPS = Table("steps", "step", "One `forensics:step` record: who was in a decode
     C("rooms", "VARCHAR", "the batch's rooms, comma-separated"),
     C("extra", "VARCHAR", "other keys (JSON)", user_text=True),
 ), provenance=RECORD)  # fmt: skip
+LINES = Table("lines", "line", """Every entry's template (parsers/templates.py): its message
+with the variable parts masked, the level the line states, the part of the stack it comes
+from and the values it names. The `templates` view sums them up.""", (
+    C("template", "UBIGINT", "the template's id: a hash of its text and the masker's version "
+      "(the same line has the same id in any source, rendering or order)", not_null=True),
+    C("text", "VARCHAR", "the template: the message masked (<n>, <hex>, <ip>, <path>, …), or "
+      "the name of the pattern that reads the line; NULL past a source's cap on texts",
+      user_text=True),
+    C("pattern", "VARCHAR", "the pattern (or forensics: record kind) that reads the line"),
+    C("level", "VARCHAR", "debug, info, warning, error or critical, as the line (or journald's "
+      "PRIORITY, other than 6) states it; NULL: it states none (SGLang's default prefix)"),
+    C("component", "VARCHAR", "sglang, router, mooncake, nixl, nccl, cuda, traceback, vllm, "
+      "dynamo, … by the line's shape"),
+    C("named", MAP, "the `key=value` and `key: value` pairs of a line no pattern reads "
+      "(values as text)", user_text=True),
+), provenance=RECORD)  # fmt: skip
 RESULTS = Table("results", "result", """The reproducer harness: one row per request it sent,
 marked ok or corrupted.""", (
     C("run", "VARCHAR", "the file's run header, else --run", not_null=True),
@@ -508,7 +528,7 @@ CATALOG: dict[str, Table] = {t.name: t for t in (META, RUNS, SOURCES, SHARDS)}
 # these names (forensics/store/shards.py). The shard's `source_id` is its folder's name.
 SHARDED: dict[str, Table] = {
     t.name: t
-    for t in (ENTRIES, CHECKSUMS, CANARY, STEPS, *PATTERN_TABLES.values(), RESULTS,
+    for t in (ENTRIES, CHECKSUMS, CANARY, STEPS, *PATTERN_TABLES.values(), LINES, RESULTS,
               QUARANTINE, DROPPED)
 }  # fmt: skip
 # Every stored table, catalog first.

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-_COLUMN = re.compile(r"^-- @column\s+(\w+)\s+(\S+)\s+(.*)$", re.M)
+# a type may hold spaces inside its parentheses: MAP(VARCHAR, BIGINT)
+_COLUMN = re.compile(r"^-- @column\s+(\w+)\s+(\w+\([^)]*\)|\S+)\s+(.*)$", re.M)
 _DEPENDS = re.compile(r"^-- @depends\s+(\w+)\s*$", re.M)
 
 

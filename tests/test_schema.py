@@ -86,7 +86,7 @@ def test_shards_hold_the_declared_columns(tmp_path: Path) -> None:
     con = plain(db)
     files = con.execute("SELECT path, table_name FROM shards ORDER BY path").fetchall()
     con.close()
-    assert {t for _, t in files} == {"entries", "checksums", "quarantine"}
+    assert {t for _, t in files} == {"entries", "checksums", "lines", "quarantine"}
     for path, table in files:
         f = pq.ParquetFile(tmp_path / "t.shards" / path)
         assert f.schema_arrow.names == [c for c in tables.SHARDED[table].names

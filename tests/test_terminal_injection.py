@@ -102,6 +102,7 @@ def _args(name: str, h: dict, tmp: Path) -> tuple[list[str], set[int]]:
         "sources remove": (["99", *db], {2}),
         "sources relabel": (["4", "--host", HOST, *db], {0}),
         "runs": ([*db], {0}),
+        "templates": ([*db, "--new-since", "incident"], {0}),
         "runs rename": ([RUN, f"{RUN}-again", "--db", str(tmp / "m [bold]x.duckdb")], {0}),
         "runs merge": ([RUN, "incident", "--db", str(tmp / "m [bold]x.duckdb")], {0}),
     }
@@ -129,7 +130,15 @@ def test_hostile_values_are_shown_escaped(name: str, hostile: dict, tmp_path: Pa
     if name in ("mv", "runs rename", "runs merge"):  # a copy to change: they change it
         forensics.copy_incident(hostile["db"], tmp_path / "m [bold]x.duckdb")
     for json in ([], ["--json"]):
-        if json and name not in ("ingest", "report", "rooms", "follow", "suspects", "runs"):
+        if json and name not in (
+            "ingest",
+            "report",
+            "rooms",
+            "follow",
+            "suspects",
+            "runs",
+            "templates",
+        ):
             continue
         if json and name == "ingest":
             args[args.index("--db") + 1] = str(tmp_path / "again.duckdb")

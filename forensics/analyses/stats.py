@@ -308,3 +308,55 @@ def finite(v: object) -> object:
     if isinstance(v, np.floating | np.integer):
         return finite(v.item())
     return v
+
+
+def beta_inc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (a, b > 0), by its continued
+    fraction (Lentz), O(√(a + b)) terms: binomial tails without summing every term."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - beta_inc(b, a, 1 - x)
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 10_000):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # fmt: skip
+            d = 1 + num * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1) < 1e-14:
+            break
+    return front * f / a
+
+
+def binom_sf(k: int, n: int, p: float) -> float:
+    """P(X ≥ k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return beta_inc(k, n - k + 1, p)
+
+
+def binom_lower(k: int, n: int, level: float = ALPHA) -> float:
+    """The one-sided Clopper–Pearson lower bound of a proportion k/n at 1 − level."""
+    if k <= 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # P(X ≥ k | p) rises with p: the p where it reaches `level`
+        mid = (lo + hi) / 2
+        if binom_sf(k, n, mid) < level:
+            lo = mid
+        else:
+            hi = mid
+    return lo

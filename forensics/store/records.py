@@ -16,6 +16,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from ..parsers import templates
 from ..parsers.patterns import Pattern, apply, builtin, record_rows
 from ..parsers.records import parse_records
 from ..parsers.tables import PATTERN_TABLES
@@ -24,10 +25,14 @@ from ..parsers.tables import PATTERN_TABLES
 TABLES = {
     "checksum": "checksums", "canary": "canary", "step": "steps",
     **{t.kind: t.name for t in PATTERN_TABLES.values()},
+    "line": "lines",
 }  # fmt: skip
 _PATTERN_KINDS = {table: kind for kind, table in TABLES.items()}
 PATTERNS = builtin()
-_COLUMNS = ["entry_no", "line_first", "host", "ts_us", "message", "fields"]
+_COLUMNS = ["entry_no", "line_first", "host", "ts_us", "priority", "message", "fields"]
+# A source stores at most this many template texts (ids always): a million distinct lines
+# no mask groups cost ids, not a million texts
+MAX_TEXTS = 20_000
 Reject = tuple[int, int, str, str]  # entry_no, line, reason, message
 BACKLOG = 2  # groups of batches waiting for record parsing
 # Batches are parsed in groups of about this many rows or bytes: each parse compiles its
@@ -68,7 +73,38 @@ def _records_of(
     entries: pl.DataFrame,
     user: list[Pattern] = (),  # type: ignore[assignment]
 ) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
+    """Rows of every record table for these entries (the patterns' tables, the probes'
+    records, and every line's template), and the records that break the contract."""
     out = _patterned(entries, list(user))
+    named = [f.select("row", "pattern") for f in out.values()]
+    out = {kind: f.drop("row") for kind, f in out.items()}
+    recs, rejects = _contract(entries, user)
+    for kind, df in recs.items():
+        out[kind] = df.drop("row")
+        named.append(df.select("row", pattern=pl.lit(f"forensics:{kind}")))
+    out["line"] = _lines(entries, named, user)
+    return out, rejects
+
+
+def _lines(entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern]) -> pl.DataFrame:
+    """Every entry's template row; a line a pattern reads is named by the first that does."""
+    rows = pl.DataFrame({"row": pl.int_range(len(entries), eager=True, dtype=pl.Int64)})
+    if named:
+        first = pl.concat([f.with_columns(pl.col("row").cast(pl.Int64)) for f in named])
+        first = first.unique("row", keep="first", maintain_order=True)
+        names = rows.join(first, on="row", how="left", maintain_order="left")["pattern"]
+    else:
+        names = pl.Series("pattern", [None] * len(entries), dtype=pl.String)
+    components = {p.name: p.component for p in (*PATTERNS, *user)}
+    priority = entries["priority"] if "priority" in entries.columns else None
+    found = templates.lines(entries["message"].cast(pl.String), names, components, priority)
+    return pl.concat([entries.select("host", "ts_us", "entry_no"), found], how="horizontal")
+
+
+def _contract(
+    entries: pl.DataFrame, user: list[Pattern]
+) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
+    """The probes' records (and user patterns' record rows), with `row` into entries."""
     matched = record_rows(list(user), entries["message"].cast(pl.String)) if user else None
     is_cand = pl.col("message").str.contains("forensics:", literal=True).fill_null(False) | pl.col(
         "fields"
@@ -78,7 +114,7 @@ def _records_of(
     with_row = entries.with_columns(_orig=pl.int_range(pl.len(), dtype=pl.Int64))
     cand = with_row.filter(is_cand)
     if cand.is_empty():
-        return out, []
+        return {}, []
     if matched is not None:  # rows of `entries` -> rows of `cand`
         renum = cand.select(_orig="_orig", row=pl.int_range(pl.len(), dtype=pl.Int64))
         matched = (
@@ -88,12 +124,17 @@ def _records_of(
         )
     recs = parse_records(cand, matched)
     origin = cand.select(
-        row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
+        row=pl.int_range(pl.len(), dtype=pl.Int64),
+        _orig="_orig",
+        host="host",
+        ts_us="ts_us",
+        entry_no="entry_no",
     )
+    out = {}
     for kind in ("checksum", "canary", "step"):
         df = getattr(recs, kind)
         if not df.is_empty():
-            out[kind] = origin.join(df, on="row")
+            out[kind] = origin.join(df, on="row").drop("row").rename({"_orig": "row"})
     if not recs.rejects:
         return out, []
     # Only the rejected rows become Python objects (a message each: costly for all).
@@ -131,6 +172,8 @@ class RecordSink:
         self.held_rows = self.held_bytes = 0
         self.counts = dict.fromkeys(TABLES, 0)
         self.rejects: list[Reject] = []
+        self.texts: set[int] = set()  # templates whose text this source stores
+        self.texts_dropped = 0  # templates stored without their text (past MAX_TEXTS)
 
     def submit(self, batch: pa.Table) -> None:
         part = batch.select(_COLUMNS)
@@ -158,10 +201,26 @@ class RecordSink:
             self.pool.shutdown(cancel_futures=True)
 
     def store(self, frames: dict[str, pl.DataFrame], rejects: list[Reject]) -> None:
+        if "line" in frames:
+            frames["line"] = self._capped(frames["line"])
         for kind, df in frames.items():
             self.put(TABLES[kind], df.with_columns(run=pl.lit(self.run)))
             self.counts[kind] += len(df)
         self.rejects += rejects
+
+    def _capped(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """Template texts past the source's MAX_TEXTS dropped (their ids kept)."""
+        new = set(lines["template"].unique().to_list()) - self.texts
+        room = max(MAX_TEXTS - len(self.texts), 0)
+        keep = sorted(new)[:room]
+        self.texts.update(keep)
+        self.texts_dropped += len(new) - len(keep)
+        if len(keep) == len(new):
+            return lines
+        known = pl.Series(sorted(self.texts), dtype=pl.UInt64)
+        return lines.with_columns(
+            text=pl.when(pl.col("template").is_in(known.implode())).then("text")
+        )
 
     def reread(self, entries: pl.DataFrame) -> None:
         """Records of entries whose message changed (rejoined), read again."""

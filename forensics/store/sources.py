@@ -254,7 +254,7 @@ def _restore(
         _delete(back + still)
         return 0, []
     entries = con.sql(
-        "SELECT entry_no, line_first, host, ts_us, message, fields FROM "
+        "SELECT entry_no, line_first, host, ts_us, priority, message, fields FROM "
         f"{read_parquet(back)} ORDER BY entry_no"
     ).pl()
     frames, rejects = _records_of(entries)

@@ -39,8 +39,8 @@ from ..parsers.results import JOURNAL_KEYS, RESULT_FORMATS, NotResults, read_res
 from ..parsers.tables import ENTRIES, RESULTS, read_parquet
 from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_LIMIT
 from .inputs import Input, Opened, not_a_log, open_input
+from .records import MAX_TEXTS, RecordSink
 from .records import TABLES as RECORD_TABLES
-from .records import RecordSink
 from .shards import ROW_GROUP_ROWS, ShardWriter, rows_in
 
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
@@ -229,6 +229,9 @@ def _entries(
     write_quarantine(writer, quarantine)
     res.quarantined = len(quarantine)
     res.notes = ctx.notes
+    if records.texts_dropped:
+        res.notes.append(f"{records.texts_dropped} templates past the first {MAX_TEXTS} stored "
+                         "without their text (their ids are kept)")  # fmt: skip
     return Staged(res, display_path(inp), sha, ctx.markers)
 
 
@@ -505,7 +508,7 @@ def _reconcile(
     gone = set(heads)
     records.rejects = [r for r in records.rejects if r[0] in kept and r[0] not in gone]
     again = con.sql(
-        f"SELECT entry_no, line_first, host, ts_us, message, fields FROM {entries}"
+        f"SELECT entry_no, line_first, host, ts_us, priority, message, fields FROM {entries}"
         " WHERE entry_no IN (SELECT entry_no FROM heads) ORDER BY entry_no"
     ).pl()
     con.execute("DROP TABLE kept; DROP TABLE heads")

@@ -8,7 +8,8 @@ optional `require_any` (fields of which one must be found), optional `pairs` (a 
 `rename` for keys that changed name across versions), optional `set` (fields with a
 constant value, for lines that imply them), optional `kv` (a group of "key=value" and
 "key(value)" tokens spread into columns, renamed by `rename`), optional `lower` (fields
-stored in lower case), optional `meta_info = true` (the line's brace-matched meta_info
+stored in lower case), optional `component` (the part of the stack its lines come from:
+sglang unless given), optional `meta_info = true` (the line's brace-matched meta_info
 object read as a literal into request_meta's columns, see meta_info.py; `"line"`: the
 whole line is that object, as in --export-metrics-to-file records), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield (`matches = false`: a
@@ -80,6 +81,7 @@ class Pattern:
     kv: str | None = None  # a group of key=value / key(value) tokens, one column per key
     lower: tuple[str, ...] = ()  # fields stored in lower case
     meta_info: str | None = None  # "span" / "line": meta_info into request_meta's columns
+    component: str = "sglang"  # the part of the stack its lines come from (lines.component)
 
     def fields_of(self, lines: pl.Series) -> pl.DataFrame:
         """One row per line: the pattern's fields (all null where it does not match)."""
@@ -274,7 +276,7 @@ def _load_text(text: str, origin: str) -> list[Pattern]:
             p["name"], p["table"], p["needle"], p["regex"], dict(p.get("extract", {})), samples,
             p.get("pairs"), tuple(p.get("require_any", ())), p.get("pair_sep", ", "),
             dict(p.get("rename", {})), {k: str(v) for k, v in p.get("set", {}).items()},
-            p.get("kv"), tuple(p.get("lower", ())), meta,
+            p.get("kv"), tuple(p.get("lower", ())), meta, p.get("component", "sglang"),
         )  # fmt: skip
         problems = check(pat)
         if problems:

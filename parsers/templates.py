@@ -1,0 +1,190 @@
+"""Every line a template: its message with the variable parts masked, an id that is a
+pure function of that text, the level the line states, the part of the stack it comes
+from, and the `key=value` / `key: value` pairs it carries.
+
+A deterministic masker, not a miner: drain-style miners (drain3) group by arrival order,
+so the same line would get another id in another source, order or `--ray` worker, and
+dedupe, `sources remove` and shards would stop being exact (bench/templates.py measures
+both; bench/README.md has the rows). The rules are data (patterns/masks.toml), applied
+over the whole column with polars: Python touches only each distinct template once, to
+hash it.
+
+A line a pattern already names takes the pattern's name as its template (`name_of`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import polars as pl
+
+VERSION = 1  # of the masker: a template's id changes with it
+MAX_MASKED = 1_000  # characters of a message read: masking is bounded on a 100 kB line
+MAX_TEXT = 300  # characters of a template's text
+MAX_PAIRS = 16  # named values kept per line
+MAX_VALUE = 200  # characters of a named value
+LEVELS = ("debug", "info", "warning", "error", "critical")
+# journald's PRIORITY, where the line states no level; 6 (info) is what every stdout
+# line gets, so it says nothing and is left out
+PRIORITY = {0: "critical", 1: "critical", 2: "critical", 3: "error", 4: "warning",
+            5: "info", 7: "debug"}  # fmt: skip
+# `key=value` anywhere, `key: value` where the value holds a digit or is quoted (else
+# "Worker: Process failed" would read as a pair)
+_VALUE = r"(?:'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|[^\s,;(){}\[\]]{1,200})"
+_DIGITS = r"(?:'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|[^\s,;(){}\[\]]{0,100}\d[^\s,;(){}\[\]]{0,100})"
+_KEY = r"[A-Za-z_#][\w.#\-]{0,39}"
+NAMED = rf"{_KEY}\s*=\s*{_VALUE}|{_KEY}:\s+{_DIGITS}"
+_SPLIT = rf"^({_KEY})\s*(?:=|:)\s*(.*)$"
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str  # prefix | mask | level | component
+    name: str
+    regex: str
+    to: str = ""
+    map: dict[str, str] = field(default_factory=dict)
+    samples: tuple[dict[str, str], ...] = ()
+
+
+@lru_cache(maxsize=1)
+def rules() -> tuple[Rule, ...]:
+    text = resources.files("forensics.parsers.patterns").joinpath("masks.toml").read_text()
+    data = tomllib.loads(text)
+    kinds = ("prefix", "mask", "level", "component")
+    return tuple(
+        Rule(kind, d["name"], d["regex"], d.get("to", ""), dict(d.get("map", {})),
+             tuple(d.get("samples", ())))
+        for kind in kinds for d in data.get(kind, [])
+    )  # fmt: skip
+
+
+def _of(kind: str) -> list[Rule]:
+    return [r for r in rules() if r.kind == kind]
+
+
+def mask(messages: pl.Series) -> pl.Series:
+    """The template text of each message (first MAX_MASKED characters read)."""
+    s = messages.cast(pl.String).str.slice(0, MAX_MASKED)
+    ansi, *masks = _of("mask")
+    s = s.str.replace_all(ansi.regex, ansi.to)
+    for r in _of("prefix"):  # anchored: each takes its prefix off the front, if there
+        s = s.str.replace(r.regex, r.to)
+    for r in masks:
+        s = s.str.replace_all(r.regex, r.to)
+    return s.str.strip_chars().str.slice(0, MAX_TEXT)
+
+
+def template_ids(texts: pl.Series, salt: str = "t") -> pl.Series:
+    """A stable 64-bit id per text: blake2b of the masker's version and the text (never a
+    dataframe library's hash, which changes between versions). Hashed once per distinct
+    text."""
+    distinct = texts.unique().drop_nulls()
+    ids = [_hash(salt, t) for t in distinct.to_list()]
+    lookup = pl.DataFrame({"t": distinct, "id": pl.Series(ids, dtype=pl.UInt64)})
+    return pl.DataFrame({"t": texts}).join(lookup, on="t", how="left", maintain_order="left")["id"]
+
+
+def _hash(salt: str, text: str) -> int:
+    h = hashlib.blake2b(f"{VERSION}\x00{salt}\x00{text}".encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "big")
+
+
+def pattern_id(name: str) -> int:
+    """The template id of lines a pattern (or a probe record kind) names."""
+    return _hash("p", name)
+
+
+def levels(messages: pl.Series, priority: pl.Series | None = None) -> pl.Series:
+    head = messages.cast(pl.String).str.slice(0, 120)
+    found = []
+    for r in _of("level"):
+        word = head.str.extract(r.regex, 1)
+        found.append(word.replace_strict(r.map, default=None, return_dtype=pl.String))
+    if priority is not None:
+        found.append(
+            priority.cast(pl.Int64).replace_strict(PRIORITY, default=None, return_dtype=pl.String)
+        )
+    frame = pl.DataFrame({f"_{i}": f for i, f in enumerate(found)})
+    return frame.select(pl.coalesce(pl.all()).alias("level")).to_series()
+
+
+def components(messages: pl.Series) -> pl.Series:
+    head = messages.cast(pl.String).str.slice(0, 200)
+    expr: pl.Expr | None = None
+    for r in reversed(_of("component")):  # the first rule that matches wins
+        hit = pl.col("m").str.contains(r.regex)
+        expr = (
+            pl.when(hit)
+            .then(pl.lit(r.name))
+            .otherwise(expr if expr is not None else pl.lit(None, pl.String))
+        )
+    assert expr is not None
+    return pl.DataFrame({"m": head}).select(expr.alias("component")).to_series()
+
+
+def named(messages: pl.Series) -> pl.Series:
+    """Each message's named values as a list of {key, value} (the first MAX_PAIRS, keys
+    once each), null where it has none."""
+    text = messages.cast(pl.String).str.slice(0, MAX_MASKED)
+    pairs = (
+        pl.DataFrame({"m": text.str.extract_all(NAMED)})
+        .with_row_index("row")
+        .explode("m")
+        .drop_nulls("m")
+        .with_columns(kv=pl.col("m").str.extract_groups(_SPLIT))
+        .unnest("kv")
+        .rename({"1": "key", "2": "value"})
+        .drop_nulls("key")
+        .with_columns(
+            pl.col("value").str.strip_chars().str.strip_chars("'\"").str.slice(0, MAX_VALUE)
+        )
+        .unique(["row", "key"], keep="first", maintain_order=True)
+        .group_by("row", maintain_order=True)
+        .agg(pl.struct("key", "value").head(MAX_PAIRS).alias("named"))
+    )
+    out = pl.DataFrame({"row": pl.int_range(len(text), eager=True, dtype=pl.UInt32)})
+    return out.join(pairs, on="row", how="left", maintain_order="left")["named"]
+
+
+def lines(
+    messages: pl.Series,
+    names: pl.Series,
+    components_of: dict[str, str],
+    priority: pl.Series | None = None,
+) -> pl.DataFrame:
+    """One row per message: `template`, `text`, `pattern`, `level`, `component`, `named`.
+    `names`: the pattern that reads each line (null: none does; such a line is masked);
+    `components_of`: a pattern's component."""
+    named_rows = names.is_not_null()
+    rest = messages.filter(~named_rows)
+    masked = mask(rest)
+    frame = pl.DataFrame({"pattern": names, "level": levels(messages, priority)})
+    rest_rows = pl.DataFrame(
+        {
+            "text": masked,
+            "component": components(rest),
+            "named": named(rest),
+        }
+    )
+    rest_rows = rest_rows.with_columns(template=template_ids(masked))
+    idx = pl.int_range(len(messages), eager=True, dtype=pl.UInt32)
+    by_name = (
+        frame.with_columns(_i=idx)
+        .filter(pl.col("pattern").is_not_null())
+        .with_columns(
+            text=pl.col("pattern"),
+            component=pl.col("pattern").replace_strict(components_of, default="sglang"),
+            named=pl.lit(None, rest_rows.schema["named"]),
+        )
+    )
+    by_name = by_name.with_columns(template=template_ids(by_name["text"], salt="p"))
+    by_text = frame.with_columns(_i=idx).filter(pl.col("pattern").is_null())
+    by_text = pl.concat([by_text, rest_rows], how="horizontal")
+    cols = ["_i", "template", "text", "pattern", "level", "component", "named"]
+    out = pl.concat([by_name.select(cols), by_text.select(cols)]).sort("_i")
+    return out.drop("_i")

@@ -1,0 +1,240 @@
+"""Every line a template: the masker's rules and their samples, ids pinned across
+dependency versions, one id per labelled shape of the PD stack's real lines (and never two
+shapes merged), idempotence and bounds on hostile input, the same templates in every
+rendering of one real journal, and `forensics templates` (new since a run or a time,
+compare, a pattern stub that passes `patterns --check`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+from forensics.parsers import templates as T
+from forensics.parsers.patterns import load_file
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import forensics
+from forensics.analyses.templates import as_pattern, templates
+from forensics.store import connect_read_only
+
+from .helpers import cli
+
+DATA = Path(__file__).parent / "data" / "pd-stack-lines.tsv"
+
+
+def _labelled() -> list[tuple[str, str, str]]:
+    rows = []
+    for raw in DATA.read_text(encoding="utf-8").splitlines():
+        if raw.startswith("#") or not raw.strip():
+            continue
+        label, origin, line = raw.split("\t", 2)
+        rows.append((label, origin, line))
+    return rows
+
+
+def _ids(lines: list[str]) -> list[int]:
+    return T.template_ids(T.mask(pl.Series(lines, dtype=pl.String))).to_list()
+
+
+def test_every_rule_does_what_its_samples_say() -> None:
+    checked = 0
+    for r in T.rules():
+        for s in r.samples:
+            line = pl.Series([s["line"]])
+            if r.kind in ("prefix", "mask"):
+                assert T.mask(line)[0] == s["masked"], (r.name, s)
+            elif r.kind == "level":
+                assert T.levels(line)[0] == s["level"], (r.name, s)
+            else:
+                assert T.components(line)[0] == s["component"], (r.name, s)
+            checked += 1
+    assert checked >= 30
+
+
+def test_ids_are_pinned() -> None:
+    # a hash of the masked text and the masker's version: the same in every polars,
+    # DuckDB and machine (a dataframe library's hash would change between versions)
+    assert _ids(["Worker: Process failed for slice (opcode: 1, length: 65536)",
+                 "Decode out of memory happened. #retracted_reqs: 3"]) == [
+        6273885768549572670, 9130639934931094669]  # fmt: skip
+    assert T.pattern_id("batch_stats") == 10819645838311234510
+
+
+def test_real_lines_one_id_per_label_and_labels_never_merged() -> None:
+    rows = _labelled()
+    assert len(rows) >= 15 and all(origin for _, origin, _ in rows)
+    ids = _ids([line for _, _, line in rows])
+    by_label: dict[str, set[int]] = {}
+    for (label, _, _), i in zip(rows, ids, strict=True):
+        by_label.setdefault(label, set()).add(i)
+    assert all(len(v) == 1 for v in by_label.values()), by_label
+    assert len({next(iter(v)) for v in by_label.values()}) == len(by_label)
+
+
+def test_named_values_of_a_mooncake_slice_failure() -> None:
+    line = next(ln for label, _, ln in _labelled() if label == "mc_slice")
+    got = dict((d["key"], d["value"]) for d in T.named(pl.Series([line]))[0])
+    assert got["local_nic"] == "mlx5_7"
+    assert got["peer_nic"] == "115.182.224.13:15004@mlx5_7"
+    assert got["length"] == "3584"
+    assert T.named(pl.Series(["Worker: Process failed"]))[0] is None  # no digit: no pair
+
+
+SHAPES = [
+    "Worker: Process failed for slice (opcode: {i}, source_addr: 0x{h}, length: {i}): {w}",
+    "[2025-09-17 16:23:13 DP{i} TP{i}] Decode out of memory happened. #retracted_reqs: {i}",
+    "{host}:{i}:{i} [{i}] NCCL WARN Call to ibv_reg_mr failed with error {w}",
+    "Failed to get kvcache from prefill instance {ip}:{port}, room {i}",
+    "Dumped {i} finished and {i} unfinished requests before crash to /tmp/{w}/{h}.pkl",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(
+        st.tuples(st.integers(0, 10**12), st.text("0123456789abcdef", min_size=6, max_size=16),
+                  st.sampled_from(["local protection error", "timeout", "EIO"]),
+                  st.from_regex(r"[a-z]{2,6}-[0-9]{1,3}", fullmatch=True),
+                  st.tuples(*[st.integers(0, 255)] * 4)),
+        min_size=2, max_size=4,
+    )
+)  # fmt: skip
+def test_values_vary_one_id_per_shape(values: list) -> None:
+    lines, labels = [], []
+    for k, shape in enumerate(SHAPES):
+        for i, h, w, host, ip in values:
+            if "{w}" in shape and k != 0:
+                w = "x"  # a word of the text, not a value, except the slice's status
+            lines.append(
+                shape.format(i=i, h=h, w=w, host=host, ip=".".join(map(str, ip)), port=i % 65536)
+            )
+            labels.append((k, w if k == 0 else ""))
+    ids = _ids(lines)
+    per = {}
+    for lab, i in zip(labels, ids, strict=True):
+        per.setdefault(lab, set()).add(i)
+    assert all(len(v) == 1 for v in per.values())
+    assert len({min(v) for v in per.values()}) == len(per)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=300))
+def test_masking_is_idempotent_and_a_function_of_the_text(text: str) -> None:
+    once = T.mask(pl.Series([text, text]))
+    assert once[0] == once[1]
+    assert T.mask(once)[0] == once[0]
+    assert len(once[0]) <= T.MAX_TEXT
+
+
+def test_hostile_lines_are_bounded() -> None:
+    big = " ".join(f"k{i}={i}" for i in range(12_000))  # 100 kB
+    binary = "\ufffd\x00\x01\x7f" * 50
+    rule = "=" * 100_000
+    n = 200_000
+    distinct = pl.Series([f"value {i} seen" for i in range(n)])
+    out = T.lines(pl.concat([pl.Series([big, binary, rule]), distinct]),
+                  pl.Series([None] * (n + 3), dtype=pl.String), {})  # fmt: skip
+    assert out["text"].str.len_chars().max() <= T.MAX_TEXT
+    assert out["text"][2] == "===="
+    assert out["template"][3:].n_unique() == 1  # a million numbers, one template
+    assert len(out["named"][0]) == T.MAX_PAIRS
+
+
+def _stock(tmp: Path) -> Path:
+    from forensics.synthetic.demo import demo
+
+    demo(tmp / "inc", stock=True)
+    return tmp / "inc" / "forensics.duckdb"
+
+
+def test_every_entry_has_its_template_and_patterns_name_theirs(tmp_path: Path) -> None:
+    db = _stock(tmp_path)
+    con = connect_read_only(db)
+    try:
+        assert con.execute("SELECT count(*) FROM entries").fetchone() == con.execute(
+            "SELECT count(*) FROM lines").fetchone()  # fmt: skip
+        named = dict(con.execute(
+            "SELECT pattern, any_value(text) FROM lines WHERE pattern IS NOT NULL GROUP BY 1"
+        ).fetchall())  # fmt: skip
+        assert named["batch_stats"] == "batch_stats"
+        hosts = con.execute(
+            "SELECT hosts['decode-0'] FROM templates WHERE text = 'retract'"
+        ).fetchone()
+        assert hosts == (5,)
+    finally:
+        con.close()
+
+
+def test_templates_equal_in_every_rendering(renderings: dict[str, Path], tmp_path: Path) -> None:
+    from .test_rendering_pairs import PAIRED, _ingest
+
+    seen = {}
+    for fmt in PAIRED:
+        db = tmp_path / f"{fmt}.duckdb"
+        _ingest(db, renderings[fmt], fmt)
+        con = connect_read_only(db)
+        try:
+            seen[fmt] = sorted(con.execute(
+                "SELECT template, text, count(*) FROM lines GROUP BY ALL").fetchall())  # fmt: skip
+        finally:
+            con.close()
+    first = seen[PAIRED[0]]
+    assert len(first) >= 5
+    assert all(v == first for v in seen.values())
+
+
+def test_new_since_a_run_finds_the_new_line(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+
+    def batch(minute: int) -> list[str]:  # another minute: not the same entries (dedupe)
+        return [f"[2026-11-29 07:{minute:02d}:{i % 60:02d}] Decode batch. #running-req: {i}"
+                for i in range(200)]  # fmt: skip
+
+    base = batch(0)
+    new = batch(1) + [f"[2026-11-29 07:01:{i:02d}] KV receiver saw a stale page {i} on "
+                      f"mlx5_{i % 4}" for i in range(12)]  # fmt: skip
+    for name, lines in (("before", base), ("after", new)):
+        path = tmp_path / f"{name}.log"
+        path.write_text("\n".join(lines) + "\n")
+        forensics.ingest([str(path)], db, run=name, host="decode-0", fmt="sglang")
+    got = templates(db, new_since="before")
+    assert [t.text for t in got.templates] == ["KV receiver saw a stale page <n> on mlx<n>_<n>"]
+    top = got.templates[0]
+    assert top.baseline == 0 and top.lines == 12 and top.q is not None and top.q < 0.05
+    same = templates(db, compare=("before", "after"))
+    assert [t.template for t in same.templates] == [top.template]
+    assert templates(db, compare=("after", "before")).templates == []
+    stub = as_pattern(db, top.template)
+    path = tmp_path / "stub.toml"
+    path.write_text(stub)
+    pats = load_file(path)  # refused unless its samples pass
+    assert pats[0].table == "events" and len(pats[0].samples) == 3
+    res = cli("patterns", "--check", str(path))
+    assert res.returncode == 0, res.stderr
+    listed = cli("templates", "--db", str(db), "--new-since", "before", "--json")
+    doc = json.loads(listed.stdout)
+    assert doc["templates"][0]["template"] == str(top.template)
+    assert re.search(r"1 of \d+ templates new", cli(
+        "templates", "--db", str(db), "--new-since", "before").stdout.decode())  # fmt: skip
+
+
+def test_texts_past_a_sources_cap_keep_their_ids(tmp_path: Path, monkeypatch) -> None:
+    from forensics.store import records
+
+    monkeypatch.setattr(records, "MAX_TEXTS", 3)
+    monkeypatch.setattr("forensics.store.stage.MAX_TEXTS", 3)
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(f"shape{'ABCDEFGHIJ'[i]} happened" for i in range(10)) + "\n")
+    db = tmp_path / "t.duckdb"
+    res = forensics.ingest([str(path)], db, host="h", fmt="cat")
+    assert any("7 templates past the first 3" in n for n in res.sources[0].notes)
+    con = connect_read_only(db)
+    try:
+        assert con.execute(
+            "SELECT count(DISTINCT template), count(text) FROM lines"
+        ).fetchone() == (10, 3)
+    finally:
+        con.close()
