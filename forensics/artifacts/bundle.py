@@ -103,6 +103,9 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
         if col in USER_TEXT.get(table, []):
             if words := VOCABULARY.get((table, col)):
                 return f"fx_hmac_keeping({q}::VARCHAR, '{' '.join(words)}')::{typ}"
+            if typ.startswith("MAP("):  # named values: each value, under its key
+                return (f"map_from_entries(list_transform(map_entries({q}), lambda e: "
+                        "{'key': e.key, 'value': fx_hmac(e.value)}))")  # fmt: skip
             fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
             return f"{fn}({q}::VARCHAR)::{typ}"
         if col in BLOBS.get(table, []):
