@@ -160,6 +160,7 @@ def lines(
     """One row per message: `template`, `text`, `pattern`, `level`, `component`, `named`.
     `names`: the pattern that reads each line (null: none does; such a line is masked);
     `components_of`: a pattern's component."""
+    messages = messages.fill_null("")  # an entry without a message is a template too
     named_rows = names.is_not_null()
     rest = messages.filter(~named_rows)
     masked = mask(rest)

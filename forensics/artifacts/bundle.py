@@ -98,21 +98,28 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
     con.create_function("fx_hmac_json", mac_json, ["VARCHAR"], "VARCHAR",
                         null_handling="special")  # fmt: skip
 
-    def redacted(table: str, col: str, typ: str) -> str | None:
-        q = f'"{col}"'
-        if col in USER_TEXT.get(table, []):
-            if words := VOCABULARY.get((table, col)):
-                return f"fx_hmac_keeping({q}::VARCHAR, '{' '.join(words)}')::{typ}"
-            if typ.startswith("MAP("):  # named values: each value, under its key
-                return (f"map_from_entries(list_transform(map_entries({q}), lambda e: "
-                        "{'key': e.key, 'value': fx_hmac(e.value)}))")  # fmt: skip
-            fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
-            return f"{fn}({q}::VARCHAR)::{typ}"
-        if col in BLOBS.get(table, []):
-            return "NULL::BLOB"
-        return None
+    scrub_tables(con, _redacted, keep=True)
 
-    scrub_tables(con, redacted, keep=True)
+
+def _redacted(table: str, col: str, typ: str) -> str | None:
+    """A user-text column's HMAC (the fx_hmac functions `shadow` installs), blobs gone."""
+    q = f'"{col}"'
+    if col in USER_TEXT.get(table, []):
+        if words := VOCABULARY.get((table, col)):
+            return f"fx_hmac_keeping({q}::VARCHAR, '{' '.join(words)}')::{typ}"
+        if typ.startswith("MAP("):
+            return _hmac_values(q)
+        fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
+        return f"{fn}({q}::VARCHAR)::{typ}"
+    if col in BLOBS.get(table, []):
+        return "NULL::BLOB"
+    return None
+
+
+def _hmac_values(col: str) -> str:
+    """A MAP column's values as their HMACs, each under its key (named values)."""
+    return (f"map_from_entries(list_transform(map_entries({col}), lambda e: "
+            "{'key': e.key, 'value': fx_hmac(e.value)}))")  # fmt: skip
 
 
 @dataclass

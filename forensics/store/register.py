@@ -19,6 +19,7 @@ from ..errors import ForensicsError
 from ..parsers.tables import SOURCE_OF_FILE, read_parquet
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .integrity import check
+from .records import COUNTED
 from .records import TABLES as RECORD_TABLES
 from .renderings import across
 from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
@@ -184,8 +185,8 @@ def _recount(writer: ShardWriter, res: SourceResult, dropped: int) -> None:
     """A source's counts after its copies of held entries were dropped."""
     res.duplicates += dropped
     res.entries -= dropped
-    for kind, table in RECORD_TABLES.items():
-        res.records[kind] = sum(rows_in(p) for p in writer.paths(table))
+    for kind in COUNTED:
+        res.records[kind] = sum(rows_in(p) for p in writer.paths(RECORD_TABLES[kind]))
     res.quarantined = sum(rows_in(p) for p in writer.paths("quarantine"))
 
 

@@ -39,7 +39,7 @@ from ..parsers.results import JOURNAL_KEYS, RESULT_FORMATS, NotResults, read_res
 from ..parsers.tables import ENTRIES, RESULTS, read_parquet
 from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_LIMIT
 from .inputs import Input, Opened, not_a_log, open_input
-from .records import MAX_TEXTS, RecordSink
+from .records import COUNTED, MAX_TEXTS, RecordSink
 from .records import TABLES as RECORD_TABLES
 from .shards import ROW_GROUP_ROWS, ShardWriter, rows_in
 
@@ -222,7 +222,7 @@ def _entries(
                 _reconcile(con, writer, records, heads)
     finally:
         con.close()
-    res.records = records.counts
+    res.records = {k: records.counts[k] for k in COUNTED}
     # A record that breaks the contract is quarantined with its reason; its entry stays.
     quarantine = [(x.line, x.reason, x.raw, None) for x in ctx.quarantine]
     quarantine += [(line, reason, raw, no) for no, line, reason, raw in records.rejects]
