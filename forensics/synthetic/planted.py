@@ -10,6 +10,9 @@ corruption when one causes it. The planted cause alone decides the outcome:
   transfer (sglang #24527's shape)
 - "retract": decode retracted requests while this one ran (it was among them)
 - "host": decoded on decode-1
+- "line": a line no pattern names, logged on the request's decode host (or its prefill
+  host: `side`) `lag_s` before its transfer; a decoy line that is not the cause is logged
+  as often, in the same load phases, after requests finish
 - None: no cause; corruption at one rate everywhere (the null)
 """
 
@@ -20,7 +23,11 @@ import random
 from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
 from .stock import CAPTURED, _time_stats
 
-CAUSES = ("abort", "retract", "host")
+CAUSES = ("abort", "retract", "host", "line")
+# the planted line and the decoy: no pattern names either
+CAUSE_LINE = "mlx5_{nic}: RDMA completion error on QP 0x{qp:x} (wr_id {wr}, vendor_err 0x{err:x})"
+DECOY_LINE = "Tokenizer manager paused {ms} ms for garbage collection"
+DETECT_LINE = "Output validator: tool-call markup found in content"
 LOADS = {  # concurrency at send, P(another abort), P(retraction) in a request's window
     "low": ((6, 20), 0.04, 0.03),
     "mid": ((20, 40), 0.08, 0.06),
@@ -40,9 +47,14 @@ def generate_planted(
     sessions: int = 40,
     decode_hosts: int = 2,
     dp_ranks: int = 1,
+    lag_s: float = 0.1,
+    side: str = "decode",
+    detect: bool = False,
 ) -> Incident:
     """`requests` requests in `sessions` sessions with `cause` planted (see the module),
-    over `decode_hosts` decode hosts of `dp_ranks` DP ranks each."""
+    over `decode_hosts` decode hosts of `dp_ranks` DP ranks each (`lag_s`, `side`: where
+    the "line" cause is logged; `detect`: a line saying so after each corrupted request's
+    transfer, a consequence)."""
     if cause is not None and cause not in CAUSES:
         raise ValueError(f"unknown cause {cause!r}; choose from {', '.join(CAUSES)} or None")
     rng = random.Random(f"planted:{cause}:{seed}")
@@ -100,6 +112,19 @@ def generate_planted(
                                           f"(token/s): {rng.uniform(500, 2500):.2f}, #queue-req: 0"))  # fmt: skip
         aborted = rng.random() < p_abort and recent[host]
         retracted = rng.random() < p_retract
+        lined = cause == "line" and rng.random() < p_abort
+        if lined:  # lag_s before decode's Receive (t + 2 ms), on the side's host
+            at = t + 2_000 - int(lag_s * 1e6)
+            text = _sglang(
+                at,
+                CAUSE_LINE.format(
+                    nic=rng.randrange(8),
+                    qp=rng.getrandbits(20),
+                    wr=rng.getrandbits(32),
+                    err=rng.getrandbits(8),
+                ),
+            )
+            P(at, text) if side == "prefill" else D(host, at, text)
         if aborted:  # another request on this host, right after this one's transfer
             other = recent[host][-1]
             D(host, t + 250_000, _sglang(t + 250_000, f"Abort running request. req.rid='{other}'"))
@@ -108,11 +133,14 @@ def generate_planted(
                                                       "#retracted_reqs: 2, #new_token_ratio: 0.4100 -> 0.7000",
                                          " DP0 TP0 EP0"), priority=4)  # fmt: skip
         caused = {
-            "abort": bool(aborted), "retract": retracted, "host": host == "decode-1", None: False,
+            "abort": bool(aborted), "retract": retracted, "host": host == "decode-1",
+            "line": lined, None: False,
         }[cause]  # fmt: skip
         rate = (HOST_RATE if cause == "host" else CAUSED_RATE) if caused else (
             NULL_RATE if cause is None else BASE_RATE)  # fmt: skip
         corrupted = rng.random() < rate
+        if detect and corrupted:  # what a checker inside the server would print
+            D(host, t + 500_000, _sglang(t + 500_000, DETECT_LINE))
         out_len = rng.randint(40, 400)
         t_end = t + rng.randint(600_000, 900_000)
         D(host, t_end, _sglang(t_end, _time_stats(
@@ -127,6 +155,12 @@ def generate_planted(
                                                       f"'completion_tokens': {out_len}, 'cached_tokens': {cached}, "
                                                       f"'num_retractions': {int(retracted)}, "
                                                       f"'e2e_latency': {(t_end - start) / 1e6:.3f}, 'dp_rank': {dp_rank}}}}}", ""))  # fmt: skip
+        if cause == "line" and rng.random() < p_abort:  # the decoy: same phases, not near
+            D(
+                host,
+                t_end + 350_000,
+                _sglang(t_end + 350_000, DECOY_LINE.format(ms=rng.randint(40, 900))),
+            )
         recent[host] = [*recent[host][-3:], rid]
         status = "corrupted" if corrupted else "ok"
         if rng.random() < 0.01:  # a few replies never come: left out, counted

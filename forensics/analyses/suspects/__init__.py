@@ -18,6 +18,7 @@ from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes
 from .features import Feature, declared, load_table
+from .nearby import near
 from .rank import LOAD, SUSPECT, Ranking, Suspect, rank
 
 
@@ -186,7 +187,7 @@ def _suspects(
 ) -> Suspects:
     con, chosen, tags = s.con, s.runs, s.tags
     table = load_table(con, chosen, tags, features)
-    ranking = rank(table, features, fdr, min_support, dependent)
+    ranking = rank(table, features, fdr, min_support, dependent, near(con, s.followed, table))
     needs = {f.name: f.needs for f in features}
     missing = [
         {"feature": k.feature, "needs": needs[k.feature]}

@@ -61,6 +61,7 @@ class Table:
     run_tags: dict[str, dict[str, str]] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)  # outcome unknown: why -> requests
     steps: np.ndarray | None = None  # decode step records per request (step's known mask)
+    keys: tuple[np.ndarray, np.ndarray] | None = None  # each row's results file and line
 
     def __len__(self) -> int:
         return len(self.corrupted)
@@ -88,7 +89,7 @@ def load_table(
             exprs.append(f'coalesce("{f.name}"::DOUBLE, \'NaN\'::DOUBLE) AS "{f.name}"')
     marks = ", ".join("?" * len(runs))
     got = con.execute(
-        f"""SELECT {UNJUDGED_SQL} AS unjudged, status,
+        f"""SELECT {UNJUDGED_SQL} AS unjudged, status, source_id, line,
                    corrupted, run, coalesce(steps::DOUBLE, 0) AS steps, {", ".join(exprs)}
             FROM request_features WHERE run IN ({marks})""",
         runs,
@@ -107,4 +108,5 @@ def load_table(
         {r: run_tags.get(r, {}) for r in runs},
         {k: v for k, v in left_out.items() if v},
         np.asarray(got["steps"], dtype=float)[keep],
+        (np.asarray(got["source_id"])[keep], np.asarray(got["line"])[keep]),
     )

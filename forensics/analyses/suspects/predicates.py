@@ -32,6 +32,8 @@ class Predicate:
     runs_with: list[str] = field(default_factory=list)  # run-level predicates only
     runs_without: list[str] = field(default_factory=list)
     weakest_pair: tuple[str, str] | None = None  # set when tested: see rank._per_run
+    occurrences: int | None = None  # lines behind the exposure (nearby.py), else None
+    after: bool = False  # a window after the transfer: a consequence, never a cause
 
     @property
     def per_run(self) -> bool:

@@ -32,7 +32,11 @@ JACCARD = 0.8  # predicates covering these nearly the same corrupted requests ar
 SUSPECT, LOAD, LESS, BORDERLINE, NOISE = (
     "suspect", "explained by load", "less corruption with it", "borderline", "not significant",
 )  # fmt: skip
-TIERS = {SUSPECT: 0, LOAD: 1, LESS: 2, BORDERLINE: 3, NOISE: 4}
+# a line logged after the transfer goes with corruption as its consequence, and a few
+# lines are an anecdote: both are said, neither heads the list
+AFTER, ANECDOTAL = "after its transfer (a consequence)", "anecdotal (fewer than 3 lines)"
+MIN_OCCURRENCES = 3
+TIERS = {SUSPECT: 0, AFTER: 1, ANECDOTAL: 1, LOAD: 2, LESS: 3, BORDERLINE: 4, NOISE: 5}
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Suspect:
     members: list[str] = field(default_factory=list)  # the group's other predicates
     known_causes: list[str] = field(default_factory=list)
     experiment: dict | None = None
+    occurrences: int | None = None  # distinct lines behind it (a line's template near it)
 
     def as_dict(self) -> dict:
         t = self.table
@@ -80,6 +85,7 @@ class Suspect:
             "units": self.units, "runs_with": self.runs_with, "runs_without": self.runs_without,
             "weakest_pair": list(self.weakest_pair) if self.weakest_pair else None,
             "known_causes": self.known_causes, "experiment": self.experiment,
+            "occurrences": self.occurrences,
         }  # fmt: skip
 
 
@@ -111,8 +117,12 @@ def rank(
     level: float = ALPHA,
     min_support: int = 5,
     dependent: bool = False,
+    extra: tuple[list[Predicate], list[Skipped]] = ([], []),
 ) -> Ranking:
+    """Every predicate of `features` (and the `extra` ones: lines near the transfer)
+    tested, screened or skipped, best first."""
     preds, skipped = predicates(table, features)
+    preds, skipped = preds + extra[0], skipped + extra[1]
     y = table.corrupted
     tested: list[tuple[Predicate, TwoByTwo]] = []
     screened: list[Screened] = []
@@ -129,9 +139,9 @@ def rank(
     for (p, t), q in zip(tested, qs, strict=True):
         strat = None if p.per_run else _stratified(p, y, strata, q, level)
         pairs.append((Suspect(
-            p.feature, p.text, t, q, t.exposed_cases, _verdict(t, q, strat, level), strat,
+            p.feature, p.text, t, q, t.exposed_cases, _verdict(t, q, strat, level, p), strat,
             p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
-            p.weakest_pair,
+            p.weakest_pair, occurrences=p.occurrences,
         ), p))  # fmt: skip
     pairs.sort(key=lambda sp: _order(sp[0]))
     _group(pairs, y)
@@ -246,9 +256,10 @@ def _strata(table: Table) -> tuple[np.ndarray | None, list[tuple[float, float, i
 
 
 def _order(s: Suspect) -> tuple:
-    """Verdict first (suspects, then those load explains, …), then q, then the lower
-    bound of the relative risk's interval, then coverage."""
-    return (TIERS[s.verdict], s.q, -(s.table.rr_low or 0.0), -s.covers)
+    """Verdict first (suspects, then those load explains, …), then a factor before a
+    measure of load (a suspect that holds within load strata heads load's own measures),
+    then q, then the lower bound of the relative risk's interval, then coverage."""
+    return (TIERS[s.verdict], s.load, s.q, -(s.table.rr_low or 0.0), -s.covers)
 
 
 def _stratified(
@@ -282,7 +293,9 @@ def _stratified(
     return Stratified(pooled, mh_p, why)
 
 
-def _verdict(t: TwoByTwo, q: float, s: Stratified | None, level: float) -> str:
+def _verdict(
+    t: TwoByTwo, q: float, s: Stratified | None, level: float, p: Predicate | None = None
+) -> str:
     if q >= level:
         return NOISE
     if not t.interval_agrees:
@@ -291,6 +304,10 @@ def _verdict(t: TwoByTwo, q: float, s: Stratified | None, level: float) -> str:
         return LOAD
     if (t.odds_ratio or 0.0) < 1:
         return LESS
+    if p is not None and p.after:
+        return AFTER
+    if p is not None and p.occurrences is not None and p.occurrences < MIN_OCCURRENCES:
+        return ANECDOTAL
     return SUSPECT
 
 
