@@ -1,10 +1,12 @@
 """The suspects benchmark: `forensics suspects` on 10 k requests and about 100 predicates,
 start-up included, as a user runs it — against baselines measured in the same run.
 
-    python3 bench/suspects.py [--requests 10000] [--repeat 5]
+    python3 bench/suspects.py [--requests 10000] [--repeat 5] [--noise 1400000 --templates 500]
 
 Builds (once, cached in bench/out/) a stock incident of four tagged runs with an abort
-planted as the cause (forensics/synthetic/planted.py: four decode hosts, eight DP ranks),
+planted as the cause (forensics/synthetic/planted.py: four decode hosts, eight DP ranks)
+and `noise` more lines of `templates` templates no pattern names on the decode hosts
+(every one a candidate near each transfer: issue 33's 1.5 M entries and 500 templates),
 ingests it, then times in fresh processes:
 - `forensics suspects --json` and `forensics suspects` (the table)
 - `forensics correlate` (the older two-row answer) and `forensics --help` (start-up alone)
@@ -26,11 +28,30 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def build(requests: int) -> Path:
+def noise_lines(path: Path, n: int, templates: int, start_us: int, span_us: int, seed: int) -> Path:
+    """`n` lines of `templates` shapes on decode-0..3, spread over the span."""
+    import datetime as dt
+    import random
+
+    rng = random.Random(seed)
+    with path.open("w") as f:
+        for i in range(n):
+            ts = start_us + i * span_us // max(n, 1)
+            t = dt.datetime.fromtimestamp(ts / 1e6, dt.UTC)
+            k = rng.randrange(templates)
+            f.write(f"{t:%Y-%m-%dT%H:%M:%S.%f}+0000 decode-{rng.randrange(4)} python3[3001]: "
+                    f"worker{'ABCDEFGHIJ'[k % 10]}{'KLMNOPQRST'[k // 10 % 10]}"
+                    f"{'UVWXYZabcd'[k // 100 % 10]} step {rng.randrange(10**6)} took "
+                    f"{rng.random():.3f} ms\n")  # fmt: skip
+    return path
+
+
+def build(requests: int, noise: int = 0, templates: int = 500) -> Path:
     import forensics
+    from forensics.synthetic.incident import T0_US
     from forensics.synthetic.planted import generate_planted, write_planted
 
-    out = HERE / "out" / f"suspects-{requests}"
+    out = HERE / "out" / f"suspects-{requests}-{noise}-{templates}"
     db = out / "db.duckdb"
     if db.exists():
         return db
@@ -40,6 +61,10 @@ def build(requests: int) -> Path:
         inc = generate_planted("abort", seed=i, requests=requests // len(runs), sessions=100,
                                decode_hosts=4, dp_ranks=8)  # fmt: skip
         files = write_planted(inc, out / run)
+        if noise:
+            span = max(r["end"] for r in inc.results) * 1e6 - T0_US
+            files.append(noise_lines(out / run / "noise.log", noise // len(runs), templates,
+                                     T0_US, int(span), i))  # fmt: skip
         tags = {"overlap": "off" if "off" in run else "on", "build": f"b{i % 2}", "driver": f"d{i}"}
         forensics.ingest([str(f) for f in files], db, run=run, tags=tags)
     return db
@@ -69,8 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--noise", type=int, default=0)
+    ap.add_argument("--templates", type=int, default=500)
     args = ap.parse_args(argv)
-    db = build(args.requests)
+    db = build(args.requests, args.noise, args.templates)
     fx = [sys.executable, "-m", "forensics"]
     wall, doc = timed([*fx, "suspects", "--db", str(db), "--json"], args.repeat)
     got = json.loads(doc)

@@ -562,6 +562,8 @@ EVENT_KINDS = {
     "index_mismatch": "KV index lengths differ between prefill and decode",
     "slice_failed": "Mooncake: an RDMA slice failed (peer: NICs)",
     "traceback": "a Python traceback",
+    "sigquit": "a child process failed and the server is going down (SIGQUIT)",
+    "crash_dump": "SGLang dumped its requests before crashing (count: unfinished; detail: the file)",
     "cuda_error": "a CUDA error (illegal memory access, …)",
     "nccl_error": "an NCCL error",
     "graph_capture": "CUDA graphs captured at start-up (detail: the batch sizes)",

@@ -156,10 +156,12 @@ def lines(
     names: pl.Series,
     components_of: dict[str, str],
     priority: pl.Series | None = None,
+    valued: frozenset[str] = frozenset(),
 ) -> pl.DataFrame:
     """One row per message: `template`, `text`, `pattern`, `level`, `component`, `named`.
     `names`: the pattern that reads each line (null: none does; such a line is masked);
-    `components_of`: a pattern's component."""
+    `components_of`: a pattern's component; `valued`: the patterns whose lines keep their
+    named values too (events: a slice failure's NICs and length)."""
     messages = messages.fill_null("")  # an entry without a message is a template too
     named_rows = names.is_not_null()
     rest = messages.filter(~named_rows)
@@ -184,6 +186,11 @@ def lines(
         )
     )
     by_name = by_name.with_columns(template=template_ids(by_name["text"], salt="p"))
+    keep = by_name["pattern"].is_in(list(valued))
+    if keep.any():
+        rows = by_name["_i"].filter(keep)
+        found = pl.DataFrame({"_i": rows, "named": named(messages.gather(rows))})
+        by_name = by_name.drop("named").join(found, on="_i", how="left", maintain_order="left")
     by_text = frame.with_columns(_i=idx).filter(pl.col("pattern").is_null())
     by_text = pl.concat([by_text, rest_rows], how="horizontal")
     cols = ["_i", "template", "text", "pattern", "level", "component", "named"]

@@ -32,6 +32,8 @@ _PATTERN_KINDS = {table: kind for kind, table in TABLES.items()}
 COUNTED = [kind for kind in TABLES if kind != "line"]
 PATTERNS = builtin()
 _COLUMNS = ["entry_no", "line_first", "host", "ts_us", "priority", "message", "fields"]
+# patterns whose lines keep their named values (few, and what a slice failure's NICs are)
+VALUED = frozenset(p.name for p in PATTERNS if p.table in ("events", "transfers"))
 # A source stores at most this many template texts (ids always): a million distinct lines
 # no mask groups cost ids, not a million texts
 MAX_TEXTS = 20_000
@@ -99,7 +101,8 @@ def _lines(entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern]
         names = pl.Series("pattern", [None] * len(entries), dtype=pl.String)
     components = {p.name: p.component for p in (*PATTERNS, *user)}
     priority = entries["priority"] if "priority" in entries.columns else None
-    found = templates.lines(entries["message"].cast(pl.String), names, components, priority)
+    found = templates.lines(entries["message"].cast(pl.String), names, components, priority,
+                            VALUED)  # fmt: skip
     return pl.concat([entries.select("host", "ts_us", "entry_no"), found], how="horizontal")
 
 
