@@ -563,7 +563,7 @@ EVENT_KINDS = {
     "slice_failed": "Mooncake: an RDMA slice failed (peer: NICs)",
     "traceback": "a Python traceback",
     "sigquit": "a child process failed and the server is going down (SIGQUIT)",
-    "crash_dump": "SGLang dumped its requests before crashing (count: unfinished; detail: the file)",
+    "crash_dump": "SGLang dumped its requests before a crash (count: unfinished; detail: file)",
     "cuda_error": "a CUDA error (illegal memory access, …)",
     "nccl_error": "an NCCL error",
     "graph_capture": "CUDA graphs captured at start-up (detail: the batch sizes)",

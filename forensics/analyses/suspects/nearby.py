@@ -28,6 +28,9 @@ SIDES = ("decode", "prefill")
 # pattern tables whose lines are a request's own bookkeeping or load samples
 NOT_FACTORS = ("rid_rooms", "http", "req_stats", "request_meta", "scheduler_status", "batches")
 MAX_TEXT = 80  # characters of a template quoted in a predicate
+# templates weighed per side (the ones near most requests): bounds memory (one row of
+# distances per request each) on an incident of many thousand templates
+MAX_TEMPLATES = 1_000
 
 
 @dataclass
@@ -35,7 +38,7 @@ class Anchors:
     at_us: np.ndarray  # int64, the anchor per request (0: unknown)
     widen_us: np.ndarray  # int64
     hosts: dict[str, np.ndarray]  # side -> host per request (None: unknown)
-    rid: np.ndarray  # object
+    rid: np.ndarray  # uint64: DuckDB's hash of the rid (0: none), as the lines' are
     room: np.ndarray  # float (NaN: unknown): compared as float64 of the 63-bit room
 
 
@@ -50,47 +53,84 @@ def anchors(con: duckdb.DuckDBPyConnection, table: Table) -> Anchors | None:
     con.register("fx_request_keys", keys)
     try:
         got = con.execute(
-            """SELECT k.i, e.window_start_us,
+            """SELECT k.i, coalesce(e.window_start_us, 0) AS at,
                       greatest(coalesce(e.resolution_us, 1),
-                               CASE e.clock WHEN 'client' THEN 1000000 ELSE 0 END),
-                      e.decode_host, e.prefill_host, e.rid, e.room::DOUBLE
+                               CASE e.clock WHEN 'client' THEN 1000000 ELSE 0 END) AS widen,
+                      e.decode_host, e.prefill_host, coalesce(hash(e.rid), 0) AS rid,
+                      coalesce(e.room::DOUBLE, 'NaN'::DOUBLE) AS room
                FROM fx_request_keys k JOIN request_evidence e USING (run, source_id, line)"""
-        ).fetchall()
+        ).fetchnumpy()
     finally:
         con.unregister("fx_request_keys")
     n = len(table)
+    i = np.asarray(got["i"], dtype=np.int64)
     at, widen = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    at[i], widen[i] = got["at"], got["widen"]
     hosts = {s: np.full(n, None, dtype=object) for s in SIDES}
-    rid, room = np.full(n, None, dtype=object), np.full(n, np.nan)
-    for i, start, w, dec, pre, r, rm in got:
-        if start is None:
-            continue
-        at[i], widen[i] = start, w or 0
-        hosts["decode"][i], hosts["prefill"][i] = dec, pre
-        rid[i], room[i] = r, np.nan if rm is None else rm
+    for side in SIDES:
+        hosts[side][i] = np.ma.filled(np.ma.asarray(got[f"{side}_host"]).astype(object), None)
+    rid, room = np.zeros(n, np.uint64), np.full(n, np.nan)
+    rid[i], room[i] = got["rid"], got["room"]
     return Anchors(at, widen, hosts, rid, room)
 
 
-def _lines(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> dict[str, np.ndarray]:
+@dataclass
+class Lines:
+    """The lines that may be factors, sorted by host and time, as codes."""
+
+    host: np.ndarray  # int64 code into `hosts`
+    ts: np.ndarray  # int64 µs
+    tid: np.ndarray  # int64 code into `templates`
+    rid: np.ndarray  # uint64 hash of the rid an event line names (0: none)
+    room: np.ndarray  # float, NaN: none
+    hosts: list[str]
+    templates: np.ndarray  # uint64 ids
+    texts: list[str]
+
+
+def _lines(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> Lines:
     from ...store.records import PATTERNS
 
     skip = sorted({p.name for p in PATTERNS if p.table in NOT_FACTORS})
     where = "true" if runs is None else f"l.run IN ({', '.join('?' * len(runs))})"
     marks = ", ".join("?" * len(skip))
-    rel = con.execute(
-        f"""SELECT l.host, l.ts_us, l.template, coalesce(l.text, l.pattern) AS text,
-                   e.rid, e.room::DOUBLE AS room
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE fx_near AS
+            SELECT l.host, l.ts_us, l.template, coalesce(l.text, l.pattern) AS text,
+                   coalesce(hash(e.rid), 0) AS rid, coalesce(e.room::DOUBLE, 'NaN') AS room
             FROM lines l
             LEFT JOIN (SELECT source_id, entry_no, any_value(rid) AS rid,
                               any_value(room) AS room FROM events GROUP BY ALL) e
                    USING (source_id, entry_no)
             WHERE {where} AND l.host IS NOT NULL AND l.ts_us IS NOT NULL
               AND (l.pattern IS NULL OR (l.pattern NOT IN ({marks})
-                                         AND l.pattern NOT LIKE 'forensics:%'))
-            ORDER BY l.host, l.ts_us""",
+                                         AND l.pattern NOT LIKE 'forensics:%'))""",
         [*(runs or []), *skip],
     )
-    return rel.fetchnumpy()
+    try:
+        hosts = [
+            h for (h,) in con.execute("SELECT DISTINCT host FROM fx_near ORDER BY 1").fetchall()
+        ]
+        kinds = con.execute(
+            "SELECT template, any_value(text) FROM fx_near GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        got = con.execute(  # codes by joins to the small lists: no window over every line
+            """WITH h AS (SELECT host, row_number() OVER (ORDER BY host) - 1 AS hc
+                          FROM (SELECT DISTINCT host FROM fx_near)),
+                    t AS (SELECT template, row_number() OVER (ORDER BY template) - 1 AS tc
+                          FROM (SELECT DISTINCT template FROM fx_near))
+               SELECT hc AS host, ts_us, tc AS tid, rid, room
+               FROM fx_near JOIN h USING (host) JOIN t USING (template)
+               ORDER BY hc, ts_us"""
+        ).fetchnumpy()
+    finally:
+        con.execute("DROP TABLE IF EXISTS fx_near")
+    return Lines(
+        np.asarray(got["host"], np.int64), np.asarray(got["ts_us"], np.int64),
+        np.asarray(got["tid"], np.int64), np.asarray(got["rid"], np.uint64),
+        np.asarray(got["room"], float), hosts,
+        np.array([t for t, _ in kinds], dtype=np.uint64), [str(x) for _, x in kinds],
+    )  # fmt: skip
 
 
 def near(
@@ -102,91 +142,85 @@ def near(
     if anc is None:
         return [], []
     got = _lines(con, runs)
-    if not len(got["ts_us"]):
+    if not len(got.ts):
         return [], [Skipped("lines", "no line near any transfer (ingest with templates)")]
-    out: list[Predicate] = []
-    skipped = []
-    widest = int(np.median(anc.widen_us[anc.at_us != 0])) if (anc.at_us != 0).any() else 0
+    known = anc.at_us != 0
+    widest = int(np.median(anc.widen_us[known])) if known.any() else 0
     grid = [d for d in GRID_S if d * 1e6 >= widest]
-    skipped += [Skipped("lines", f"Δ {d:g} s: below the anchors' time resolution "
-                        f"({widest / 1e6:g} s)") for d in GRID_S if d not in grid]  # fmt: skip
-    codes, tids = np.unique(got["template"], return_inverse=True)[0:2]
-    texts = {}
-    for t, text in zip(tids, got["text"], strict=True):
-        texts.setdefault(int(t), text)
-    for side in SIDES:
-        out += _side(side, anc, got, tids, codes, texts, grid)
+    skipped = [Skipped("lines", f"Δ {d:g} s: below the anchors' time resolution "
+                       f"({widest / 1e6:g} s)") for d in GRID_S if d not in grid]  # fmt: skip
+    out: list[Predicate] = []
+    for side in SIDES if grid else ():
+        out += _side(side, anc, got, grid)
     return out, skipped
 
 
-def _pairs(side: str, anc: Anchors, got: dict, span_s: float) -> tuple[np.ndarray, ...]:
+def _pairs(side: str, anc: Anchors, got: Lines, span_s: float) -> tuple[np.ndarray, ...]:
     """(request, line) pairs: the side's host's lines within `span_s` of each anchor
-    (either way, widened), the request's own lines left out; and their signed lag."""
-    host_of = np.asarray(got["host"], dtype=object)
-    names, hcode = np.unique(host_of.astype(str), return_inverse=True)
-    ts = np.asarray(got["ts_us"], dtype=np.int64)
-    t0 = int(min(ts.min(), anc.at_us[anc.at_us != 0].min(initial=ts.min())))
-    big = int(max(ts.max(), anc.at_us.max()) - t0 + 2 * 10**8)
-    key = hcode.astype(np.int64) * big + (ts - t0)
-    lookup = {str(h): i for i, h in enumerate(names)}
-    req_host = np.array([lookup.get(str(h), -1) if h is not None else -1
-                         for h in anc.hosts[side]], dtype=np.int64)  # fmt: skip
+    (either way, widened), the request's own lines left out; their lag from the anchor,
+    and which requests know their host on this side."""
+    lookup = {h: i for i, h in enumerate(got.hosts)}
+    req_host = np.array([lookup.get(h, -1) if h is not None else -1 for h in anc.hosts[side]],
+                        dtype=np.int64)  # fmt: skip
     ok = (req_host >= 0) & (anc.at_us != 0)
+    t0 = int(min(got.ts.min(), anc.at_us[ok].min(initial=got.ts.min())))
+    big = int(max(got.ts.max(), anc.at_us.max()) - t0 + 10**9)
+    key = got.host * big + (got.ts - t0)
     reach = anc.widen_us + int(span_s * 1e6)
     base = req_host * big + (anc.at_us - t0)
     lo = np.searchsorted(key, base - reach, "left")
-    hi = np.searchsorted(key, base + reach, "right")
-    counts = np.where(ok, hi - lo, 0)
+    counts = np.where(ok, np.searchsorted(key, base + reach, "right") - lo, 0)
     req = np.repeat(np.arange(len(counts)), counts)
     line = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(
         lo, counts)  # fmt: skip
-    rid = np.asarray(got["rid"], dtype=object)
-    room = np.asarray(got["room"], dtype=float)
-    own = (rid[line] == anc.rid[req]) & (rid[line] != None)  # noqa: E711
-    own |= room[line] == anc.room[req]
+    own = (got.rid[line] == anc.rid[req]) & (got.rid[line] != 0)
+    own |= got.room[line] == anc.room[req]
     req, line = req[~own], line[~own]
-    return req, line, ts[line] - anc.at_us[req], ok
+    return req, line, got.ts[line] - anc.at_us[req], ok
 
 
-def _side(side: str, anc: Anchors, got: dict, tids: np.ndarray, codes: np.ndarray,
-          texts: dict, grid: list[float]) -> list[Predicate]:  # fmt: skip
-    if not grid:
-        return []
+def _side(side: str, anc: Anchors, got: Lines, grid: list[float]) -> list[Predicate]:
+    """Each template's nearest line before (and after) each request, then a predicate per
+    window of the grid."""
     req, line, lag, known = _pairs(side, anc, got, max(grid))
-    n = len(anc.at_us)
-    w = anc.widen_us[req]
-    out = []
-    for after in (False, True):
-        for d in grid:
-            reach = int(d * 1e6)
-            sel = (lag >= -reach - w) & (lag <= w) if not after else (lag > w) & (lag <= reach + w)
-            out += _exposures(side, after, d, req[sel], tids[line[sel]], line[sel], n, known,
-                              codes, texts)  # fmt: skip
-    return out
-
-
-def _exposures(side: str, after: bool, d: float, req: np.ndarray, tid: np.ndarray,
-               line: np.ndarray, n: int, known: np.ndarray, codes: np.ndarray,
-               texts: dict) -> list[Predicate]:  # fmt: skip
     if not len(req):
         return []
-    pair = np.unique(tid.astype(np.int64) * n + req)
-    t_of, r_of = pair // n, pair % n
-    occ = np.unique(tid.astype(np.int64) * (line.max() + 1) + line) // (line.max() + 1)
-    occurrences = np.bincount(occ, minlength=int(tid.max()) + 1)
+    seen, tix, pairs = np.unique(got.tid[line], return_inverse=True, return_counts=True)
+    if len(seen) > MAX_TEMPLATES:  # the templates nearest most requests (not the outcome)
+        top = np.zeros(len(seen), dtype=bool)
+        top[np.argsort(-pairs, kind="stable")[:MAX_TEMPLATES]] = True
+        keep = top[tix]
+        req, line, lag, tix = req[keep], line[keep], lag[keep], tix[keep]
+        seen, tix = np.unique(got.tid[line], return_inverse=True)
+    w = anc.widen_us[req]
+    n = len(anc.at_us)
     out = []
-    bounds = np.flatnonzero(np.diff(t_of)) + 1
-    for rows, t in zip(np.split(r_of, bounds), t_of[np.r_[0, bounds]], strict=True):
-        if len(rows) < 2:
-            continue
-        exposed = np.zeros(n, dtype=bool)
-        exposed[rows] = True
-        text = str(texts[int(t)])[:MAX_TEXT]
-        when = "after" if after else "before"
-        out.append(Predicate(
-            f"line {side} {int(codes[t]):016x}",
-            f"“{text}” on its {side} host within {d:g} s {when} its transfer",
-            exposed & known, known.copy(), False, f"{d:g}",
-            occurrences=int(occurrences[t]), after=after,
-        ))  # fmt: skip
+    for after in (False, True):
+        # distance past the window's near edge: before, a line at a − d − w; after, a + w + d
+        dist = np.where(lag > w, lag - w, np.inf) if after else np.where(
+            lag <= w, np.maximum(-lag - w, 0), np.inf)  # fmt: skip
+        for d in grid:
+            sel = dist <= d * 1e6
+            exposed = np.zeros((len(seen), n), dtype=bool)
+            exposed[tix[sel], req[sel]] = True  # every write is True: repeats are harmless
+            behind = np.zeros(len(got.ts), dtype=bool)
+            behind[line[sel]] = True
+            lines_in = np.bincount(got.tid[behind], minlength=len(got.templates))
+            for k in np.flatnonzero(exposed.sum(axis=1) >= 2):
+                t = int(seen[k])
+                out.append(_predicate(side, after, d, got, t, exposed[k] & known, known,
+                                      int(lines_in[t])))  # fmt: skip
     return out
+
+
+def _predicate(side: str, after: bool, d: float, got: Lines, t: int, exposed: np.ndarray,
+               known: np.ndarray, occurrences: int) -> Predicate:  # fmt: skip
+    text = got.texts[t][:MAX_TEXT]
+    when = "after" if after else "before"
+    tid = int(got.templates[t])
+    return Predicate(
+        f"line {side} {tid:016x}",
+        f"“{text}” on its {side} host within {d:g} s {when} its transfer",
+        exposed, known, False, f"{d:g}", occurrences=occurrences, after=after,
+        family=f"line {tid:016x} {when}",
+    )  # fmt: skip

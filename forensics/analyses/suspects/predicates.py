@@ -34,6 +34,7 @@ class Predicate:
     weakest_pair: tuple[str, str] | None = None  # set when tested: see rank._per_run
     occurrences: int | None = None  # lines behind the exposure (nearby.py), else None
     after: bool = False  # a window after the transfer: a consequence, never a cause
+    family: str | None = None  # predicates asking one question over a grid (rank.py folds them)
 
     @property
     def per_run(self) -> bool:

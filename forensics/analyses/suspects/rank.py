@@ -122,16 +122,19 @@ def rank(
     """Every predicate of `features` (and the `extra` ones: lines near the transfer)
     tested, screened or skipped, best first."""
     preds, skipped = predicates(table, features)
-    preds, skipped = preds + extra[0], skipped + extra[1]
     y = table.corrupted
+    folded, screened = _fold(extra[0], y, level, min_support)
+    simes = {id(p): pv for p, pv in folded}
+    preds, skipped = preds + [p for p, _ in folded], skipped + extra[1]
     tested: list[tuple[Predicate, TwoByTwo]] = []
-    screened: list[Screened] = []
     for p in preds:
         table_or_why = _screen(p, y, table, level, min_support)
         if isinstance(table_or_why, str):
             screened.append(Screened(p.feature, p.text, int((p.exposed & p.known).sum()),
                                      table_or_why))  # fmt: skip
         else:
+            if id(p) in simes:  # the family's p (Simes), not its chosen member's own
+                table_or_why.p_value = simes[id(p)]
             tested.append((p, table_or_why))
     qs = fdr([t.p_value if t.p_value is not None else 1.0 for _, t in tested], dependent)
     strata, bounds = _strata(table)
@@ -151,6 +154,49 @@ def rank(
         s.known_causes = [c.id for c in causes]
         s.experiment = causes[0].experiment.as_dict() if causes else None
     return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds)
+
+
+def _fold(
+    preds: list[Predicate], y: np.ndarray, level: float, min_support: int
+) -> tuple[list[tuple[Predicate, float]], list[Screened]]:
+    """A family (one template over its grid of windows and sides) is one test: Simes' p
+    over its members' Fisher p, carried by the member with the smallest (its window
+    marked as chosen); a family none of whose members passes the screen is screened out
+    once. Members' full tables are never computed (only the chosen one's)."""
+    fams: dict[str, list[tuple[float, Predicate]]] = {}
+    first: dict[str, tuple[Predicate, str]] = {}
+    for p in preds:
+        key = p.family or p.feature
+        why = _least(p, y, level, min_support)
+        if isinstance(why, str):
+            first.setdefault(key, (p, why))
+            continue
+        fams.setdefault(key, []).append((why, p))
+    out: list[tuple[Predicate, float]] = []
+    for members in fams.values():
+        members.sort(key=lambda m: m[0])
+        m = len(members)
+        simes = min(1.0, min(m * pv / (i + 1) for i, (pv, _) in enumerate(members)))
+        best = members[0][1]
+        if m > 1:
+            best.text += f" (the nearest of {m} windows and sides: Simes)"
+        out.append((best, simes))
+    screened = [Screened(p.feature, p.text, int((p.exposed & p.known).sum()), why)
+                for key, (p, why) in first.items() if key not in fams]  # fmt: skip
+    return out, screened
+
+
+def _least(p: Predicate, y: np.ndarray, level: float, min_support: int) -> float | str:
+    """A member's Fisher p, or why it is not tested (as _screen)."""
+    a, n1, c, n0 = _counts(p.exposed, p.known, y)
+    if n1 < min_support:
+        return f"fewer than {min_support} requests with it"
+    if n0 == 0:
+        return "every request has it"
+    margins = Hypergeom(n1, n0, a + c)
+    if margins.least_p() >= level:
+        return f"its margins allow no p below {margins.least_p():.2g} (Tarone)"
+    return margins.fisher(a)
 
 
 def _screen(
