@@ -648,7 +648,12 @@ def _template_id(text: str) -> int:
 
 @app.command()
 def follow(
-    key: Annotated[str, typer.Argument(help="A request id (rid) or a bootstrap_room.")],
+    key: Annotated[
+        str | None, typer.Argument(help="A request id (rid) or a bootstrap_room.")
+    ] = None,
+    template: Annotated[
+        str | None, typer.Option(help="A template id (`forensics templates`): its lines instead.")
+    ] = None,
     db: DbOpt = None,
     run: RunOpt = None,
     all_: Annotated[bool, typer.Option("--all", help="Every step record, not folded.")] = False,
@@ -664,9 +669,16 @@ def follow(
     Example: forensics follow 7301934425522180813 --around 2
     """
     from .analyses.follow import follow as run_follow
+    from .analyses.follow import follow_template
 
+    if (key is None) == (template is None):
+        raise ForensicsError("follow takes a rid or a room, or --template ID: one of them")
     with _scope(db, run) as s:
-        _emit(run_follow(s, key, None, all_, around), json, terminal.follow)
+        if template is not None:
+            found = follow_template(s, _template_id(template), None, around)
+        else:
+            found = run_follow(s, key or "", None, all_, around)
+        _emit(found, json, terminal.follow)
 
 
 @app.command()

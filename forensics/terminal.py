@@ -163,8 +163,10 @@ def comparison(con: Console, c: Comparison) -> None:
 
 def follow(con: Console, f: Follow) -> None:
     rooms = ", ".join(map(str, f.rooms)) or "none"
-    _sentences(con, [f.headline(), f"{f.key}: rids {', '.join(f.rids) or 'none'}; rooms {rooms}",
-                     f.clock])  # fmt: skip
+    ids = (
+        [f"{f.key}: rids {', '.join(f.rids) or 'none'}; rooms {rooms}"] if f.summary is None else []
+    )
+    _sentences(con, [f.headline(), *ids, f.clock])
     for h in f.harness:
         con.print(f"  harness: run {h['run']} session {h['session']} round {h['round']}, "
                   f"sent {iso_us(h['start_us'])}")  # fmt: skip

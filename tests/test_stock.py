@@ -106,7 +106,8 @@ def test_report_tells_stock_evidence_and_claims_no_match(stock) -> None:
     rep = report(stock.ingest.db)
     text = "\n".join(rep.sentences())
     assert "KV transfer failures: decode-0 4 (4 in KVPoll.WaitingForInput)" in text
-    assert "retraction lines" in text and "aborts logged" in text
+    assert "5 retractions (the KV pool ran full); 5 requests retracted, per meta_info" in text
+    assert "aborts logged" in text
     assert "CUDA error: an illegal memory access" in text
     assert "no checksum records" in text
     assert "matched" not in text

@@ -238,3 +238,21 @@ def test_texts_past_a_sources_cap_keep_their_ids(tmp_path: Path, monkeypatch) ->
         ).fetchone() == (10, 3)
     finally:
         con.close()
+
+
+def test_follow_a_template_lists_its_lines(tmp_path: Path) -> None:
+    db = _stock(tmp_path)
+    con = connect_read_only(db)
+    try:
+        (tid,) = con.execute("SELECT template FROM templates WHERE text = 'retract'").fetchone()
+    finally:
+        con.close()
+    from forensics.analyses.follow import follow_template
+
+    f = follow_template(db, tid)
+    assert len(f.lines) == 5 and all("Retract requests" in ln.message for ln in f.lines)
+    assert f.headline() == f"template {tid:016x}: retract — 5 lines"
+    res = cli("follow", "--template", f"{tid:016x}", "--db", str(db), "--json")
+    assert res.returncode == 0 and len(json.loads(res.stdout)["lines"]) == 5
+    both = cli("follow", "abc123456", "--template", f"{tid:016x}", "--db", str(db))
+    assert both.returncode != 0 and b"one of them" in both.stderr

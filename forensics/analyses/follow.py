@@ -51,9 +51,12 @@ class Follow:
     verdicts: list[dict] = field(default_factory=list)  # the rooms' rows of `rooms`
     folded: int = 0  # step records folded into ranges
     around_s: float | None = None
+    summary: str | None = None  # a template's lines: what they say, in place of verdicts
 
     def headline(self) -> str:
         """What went wrong, before any line: each room's verdict, each request's status."""
+        if self.summary:
+            return self.summary
         said = [f"room {v['room']}: {v['verdict']}" + (f" (run {v['run']})" if v["run"] else "")
                 for v in self.verdicts]  # fmt: skip
         for h in self.harness:
@@ -87,6 +90,32 @@ def follow(
             f.lines = _merge(lines, _around(s, lines, shifts, around))
         if not all_lines:
             f.lines, f.folded = _fold(f.lines)
+        return f
+
+
+def follow_template(db: Db, template: int, run: Runs = None, around: float | None = None) -> Follow:
+    """Every line of one template (`forensics templates` lists them) on every host in time
+    order (skew applied), with the other events around them within `around` seconds."""
+    with scoped(db, run) as s:
+        where, params = s.where("l.run")
+        rows = s.con.execute(
+            f"""SELECT e.ts_us, e.host, l.run, e.source_id, e.entry_no, e.message, l.text
+                FROM lines l JOIN entries e USING (source_id, entry_no)
+                WHERE l.template = ? AND {where}
+                ORDER BY e.ts_us NULLS LAST, e.host, e.source_id, e.entry_no
+                LIMIT {MAX_LINES + 1}""",
+            [template, *params],
+        ).fetchall()
+        if not rows:
+            raise ForensicsError(f"no template {template:016x} in these runs")
+        shifts, clock = _shifts(s)
+        lines = [_line(*r[:6], shifts) for r in rows[:MAX_LINES]]
+        text = next((r[6] for r in rows if r[6]), "(text not kept)")
+        f = Follow(f"template {template:016x}", [], [], shifts, clock, lines,
+                   truncated=len(rows) > MAX_LINES, around_s=around,
+                   summary=f"template {template:016x}: {text} — {len(lines):,} lines")  # fmt: skip
+        if around is not None:
+            f.lines = _merge(lines, _around(s, lines, shifts, around))
         return f
 
 

@@ -38,7 +38,7 @@ class HostEvents:
 @dataclass
 class StockEvidence:
     hosts: list[HostEvents]
-    retracted: int  # requests retracted, summed over retraction lines
+    retracted: int | None  # requests whose meta_info says they were retracted (None: unknown)
     errors: list[tuple[int | None, str | None, str, str]]  # ts_us, host, kind, detail (first few)
     error_count: int
     # minute start (µs), decode host, KVPoll state (None: not named), failures
@@ -83,10 +83,11 @@ class StockEvidence:
         if aborts:
             out.append(f"{aborts:,} aborts logged by SGLang")
         if kinds.get("retract"):
-            out.append(
-                f"{kinds['retract']:,} retraction lines ({self.retracted:,} requests retracted:"
-                " the KV pool ran full)"
-            )
+            # a line per TP rank and retraction: its #retracted_reqs summed would count
+            # each request once a rank; meta_info's num_retractions counts requests
+            who = ("" if self.retracted is None
+                   else f"; {self.retracted:,} requests retracted, per meta_info")  # fmt: skip
+            out.append(f"{kinds['retract']:,} retractions (the KV pool ran full){who}")
         if kinds.get("lost_connection"):
             out.append(f"decode lost a prefill instance {kinds['lost_connection']:,} times")
         layer = sum(kinds.get(k, 0) for k in ("session_failed", "aux_mismatch",
@@ -119,9 +120,11 @@ def stock(db: Db = None, run: Runs = None) -> StockEvidence:
         fails, kvpoll = _failures(con, where, params)
         hosts = sorted(set(counts) | set(fails), key=lambda h: h or "")
         errors, n_errors = _errors(con, where, params)
-        retracted = con.execute(
-            f"SELECT coalesce(sum(count), 0) FROM events WHERE {where} AND kind = 'retract'", params
-        ).fetchall()[0][0]
+        retracted, known = con.execute(
+            f"""SELECT count(DISTINCT rid) FILTER (WHERE num_retractions > 0),
+                       count(num_retractions) FROM request_meta WHERE {where}""",
+            params,
+        ).fetchall()[0]
         by_minute = con.execute(
             f"""SELECT ts_us // 60000000 * 60000000 AS m, host,
                        nullif(regexp_extract(reason, 'KVPoll\\.(\\w+)', 1), ''), count(*)
@@ -135,7 +138,8 @@ def stock(db: Db = None, run: Runs = None) -> StockEvidence:
             params).fetchall())  # fmt: skip
         return StockEvidence(
             [HostEvents(h, counts.get(h, {}), fails.get(h, 0), kvpoll.get(h, {})) for h in hosts],
-            int(retracted), errors, n_errors, by_minute, peak, _missing(con, where, params),
+            int(retracted) if known else None, errors, n_errors, by_minute, peak,
+            _missing(con, where, params),
         )  # fmt: skip
 
 
