@@ -24,6 +24,7 @@ from ..analyses.compare import Comparison, compare
 from ..analyses.stats import fmt_ci, fmt_num, fmt_p
 from ..analyses.suspects import Suspects
 from ..analyses.suspects.rank import Suspect
+from ..analyses.templates import Templates
 from ..scope import Db, scoped
 from .data import Panels, panels
 
@@ -474,6 +475,37 @@ def suspects_figure(r: Suspects) -> go.Figure:
         width=1200, margin=dict(l=460, r=40, t=60, b=50),
         xaxis=dict(type="log", title="relative risk (log scale; 1 = no association)"),
         yaxis=dict(categoryorder="array", categoryarray=order[::-1], automargin=True),
+    )  # fmt: skip
+    return fig
+
+
+TEMPLATE_ROWS = 30  # templates drawn in the per-host panel
+
+
+def templates_figure(t: Templates) -> go.Figure:
+    """Lines per host of the incident's templates (most severe, then most frequent, first):
+    a heatmap of log counts, the exact count and the template in the hover."""
+    fig = go.Figure()
+    shown = t.templates[:TEMPLATE_ROWS]
+    hosts = sorted({h for x in shown for h in x.hosts})
+    if not shown or not hosts:
+        return fig
+    labels = [f"{x.level or '-'} · {x.component or '-'} · {esc(_short(x.text or '?', 70))}"
+              for x in shown]  # fmt: skip
+    counts = np.array([[x.hosts.get(h, 0) for h in hosts] for x in shown], dtype=float)
+    hover = [[f"{esc(x.text or '(text not kept)')}<br>{esc(h or '-')}: {int(n):,} lines"
+              for h, n in zip(hosts, row, strict=True)]
+             for x, row in zip(shown, counts, strict=True)]  # fmt: skip
+    fig.add_trace(go.Heatmap(
+        z=np.log10(counts + 1), x=[esc(h or "-") for h in hosts], y=labels,
+        hovertext=hover, hoverinfo="text", colorscale="Blues",
+        colorbar=dict(title="lines (log10)"),
+    ))  # fmt: skip
+    fig.update_layout(
+        title=f"Templates: lines per host ({len(shown)} of {t.total}, most severe first)",
+        template="plotly_white", height=max(260, 120 + 22 * len(shown)), width=1200,
+        margin=dict(l=520, r=40, t=60, b=60),
+        yaxis=dict(autorange="reversed", automargin=True),
     )  # fmt: skip
     return fig
 

@@ -202,7 +202,8 @@ def steps_table(c: CanaryReport) -> str:
 
 
 def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],
-           empty: list[str], suspects: go.Figure | None = None) -> str:  # fmt: skip
+           empty: list[str], suspects: go.Figure | None = None,
+           templates: go.Figure | None = None) -> str:  # fmt: skip
     """The page. `empty`: one line per panel that had nothing to draw."""
     has_timeline = bool(timeline.data)
     body = [
@@ -222,6 +223,9 @@ def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],
         "<h2>Suspects</h2>",
         _plot("suspects", suspects) if suspects is not None and suspects.data else
         f'<p class="empty">Suspects: {esc(rep.suspects.sentences()[0])}</p>',
+        "<h2>Templates</h2>",
+        _plot("templates", templates) if templates is not None and templates.data else
+        '<p class="empty">Templates: no lines (ingested before templates: ingest again).</p>',
         "<h2>Worst rooms</h2>",
         rooms_table(rep),
         "<h2>Worst steps (unexpected page writes)</h2>",

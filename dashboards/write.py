@@ -45,8 +45,15 @@ def dashboard(
     ./forensics-dashboard.html). `scrub`: secrets out of every value shown (on a
     connection given, its tables stay scrubbed after)."""
     # Plotly takes 0.2 s to import: only this command pays for it.
+    from ..analyses.templates import templates
     from .data import panels
-    from .figures import runs_figure, suspects_figure, timeline_figure
+    from .figures import (
+        TEMPLATE_ROWS,
+        runs_figure,
+        suspects_figure,
+        templates_figure,
+        timeline_figure,
+    )
     from .page import render
 
     t0 = time.perf_counter()
@@ -62,9 +69,10 @@ def dashboard(
         # the report the command (or the bundle) already has; the tables list more rows
         rep = replace(report(s), rooms=rooms(s, limit=200), canary=canary(s, top=200))
         empty = p.missing()
+        lines = templates(s, limit=TEMPLATE_ROWS)
     timeline = timeline_figure(p)
     page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty,
-                  suspects_figure(rep.suspects))  # fmt: skip
+                  suspects_figure(rep.suspects), templates_figure(lines))  # fmt: skip
     path = Path(out) if out is not None else Path(DEFAULT_NAME)
     write_text(path, page, make_parents=True)
     res = DashboardResult(

@@ -21,6 +21,7 @@ import forensics
 from forensics.artifacts.bundle import bundle
 from forensics.scope import open_scope
 from forensics.scrubbing import scrub, sql_scrub
+from forensics.store import connect_read_only
 from tests.helpers import cli
 
 PROMPTS = [
@@ -346,3 +347,16 @@ def test_a_windowed_bundle_says_its_window_and_prints_each_line_once(tmp_path: P
     assert all(f"  {line}" in m["README.txt"].decode() for line in doc["headline"])
     said = doc["conclusions"]
     assert len(said) == len(set(said)), [ln for ln in said if said.count(ln) > 1]
+
+
+def test_named_values_hold_secrets_the_bundle_scrubs(incident: Path) -> None:
+    """The secrets are in the lines' named values before the scrub (the no-secret test
+    above reads every member after it, the `lines` table's shards among them)."""
+    con = connect_read_only(incident / "forensics.duckdb")
+    try:
+        held = con.execute(
+            "SELECT list(DISTINCT v) FROM lines, unnest(map_values(named)) AS t(v)"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    assert {"Kf-555", "hf_abcdefghijklmnopqrstuvwxyz0123"} <= set(held)

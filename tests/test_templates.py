@@ -256,3 +256,9 @@ def test_follow_a_template_lists_its_lines(tmp_path: Path) -> None:
     assert res.returncode == 0 and len(json.loads(res.stdout)["lines"]) == 5
     both = cli("follow", "abc123456", "--template", f"{tid:016x}", "--db", str(db))
     assert both.returncode != 0 and b"one of them" in both.stderr
+
+
+def test_the_dashboard_draws_lines_per_host(tmp_path: Path) -> None:
+    db = _stock(tmp_path)
+    page = forensics.dashboard(db, out=tmp_path / "d.html").path.read_text()
+    assert "Templates: lines per host" in page and "retract" in page
