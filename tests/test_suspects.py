@@ -14,7 +14,8 @@ import forensics
 from forensics.analyses.compare import compare
 from forensics.analyses.suspects import suspects
 from forensics.analyses.suspects.features import Feature, Table, declared
-from forensics.analyses.suspects.rank import AFTER, LOAD, NOISE, SUSPECT, rank
+from forensics.analyses.suspects.predicates import Predicate
+from forensics.analyses.suspects.rank import AFTER, IN_TIME, LOAD, NOISE, SUSPECT, rank
 from forensics.synthetic.planted import generate_planted, write_planted
 from tests.helpers import cli
 
@@ -306,3 +307,31 @@ def test_small_and_degenerate_tables_rank_without_error(n: int, rate: float) -> 
     for s in ranking.tested:
         d = s.as_dict()
         assert all(v is None or math.isfinite(v) for v in (d["p"], d["q"], d["rr"]))
+
+
+def test_a_line_that_only_shares_the_bad_minutes_co_occurs_in_time() -> None:
+    """Time-stratified (one-minute strata): a line logged in the minutes corruption is
+    frequent, but no more near the corrupted transfers than near the others, is said to
+    co-occur in time; a line that goes with the corrupted transfers within their minutes
+    stays a suspect."""
+    rng = np.random.default_rng(33)
+    minute = np.repeat(np.arange(12), 60)
+    bad = np.isin(minute, [1, 4, 5, 9, 10, 11])
+    secs = minute * 60.0 + rng.uniform(0, 59, len(minute))
+    causal = rng.random(len(minute)) < np.where(bad, 0.5, 0.1)
+    corrupted = rng.random(len(minute)) < np.where(causal, 0.6, 0.03)
+    in_time = rng.random(len(minute)) < np.where(bad, 0.8, 0.1)  # independent within minutes
+    table = Table({"seconds_into_run": secs}, corrupted, np.full(len(minute), "r", dtype=object),
+                  {"r": {}})  # fmt: skip
+    known = np.ones(len(minute), dtype=bool)
+    lines = [
+        Predicate("line decode a", "“a” near its transfer", causal, known, family="a"),
+        Predicate("line decode b", "“b” near its transfer", in_time, known, family="b"),
+    ]
+    ranked = rank(table, (Feature("seconds_into_run", "numeric", "seconds", "-"),),
+                  extra=(lines, []))  # fmt: skip
+    verdicts = {s.feature: s.verdict for s in ranked.tested}
+    assert verdicts["line decode a"] == SUSPECT
+    assert verdicts["line decode b"] == IN_TIME
+    b = next(s for s in ranked.tested if s.feature == "line decode b")
+    assert b.q < 0.05 and b.time_p is not None and b.time_p >= 0.05

@@ -35,8 +35,12 @@ SUSPECT, LOAD, LESS, BORDERLINE, NOISE = (
 # a line logged after the transfer goes with corruption as its consequence, and a few
 # lines are an anecdote: both are said, neither heads the list
 AFTER, ANECDOTAL = "after its transfer (a consequence)", "anecdotal (fewer than 3 lines)"
+# a line near the transfer whose association does not hold within one-minute strata (a
+# time-stratified case-crossover): it goes with the bad minutes, not with the transfers
+IN_TIME = "co-occurs in time"
 MIN_OCCURRENCES = 3
-TIERS = {SUSPECT: 0, AFTER: 1, ANECDOTAL: 1, LOAD: 2, LESS: 3, BORDERLINE: 4, NOISE: 5}
+TIERS = {SUSPECT: 0, AFTER: 1, ANECDOTAL: 1, IN_TIME: 1, LOAD: 2, LESS: 3, BORDERLINE: 4,
+         NOISE: 5}  # fmt: skip
 
 
 @dataclass
@@ -70,6 +74,7 @@ class Suspect:
     known_causes: list[str] = field(default_factory=list)
     experiment: dict | None = None
     occurrences: int | None = None  # distinct lines behind it (a line's template near it)
+    time_p: float | None = None  # Mantel–Haenszel p within one-minute strata (lines near it)
 
     def as_dict(self) -> dict:
         t = self.table
@@ -85,7 +90,7 @@ class Suspect:
             "units": self.units, "runs_with": self.runs_with, "runs_without": self.runs_without,
             "weakest_pair": list(self.weakest_pair) if self.weakest_pair else None,
             "known_causes": self.known_causes, "experiment": self.experiment,
-            "occurrences": self.occurrences,
+            "occurrences": self.occurrences, "time_p": finite(self.time_p),
         }  # fmt: skip
 
 
@@ -138,13 +143,18 @@ def rank(
             tested.append((p, table_or_why))
     qs = fdr([t.p_value if t.p_value is not None else 1.0 for _, t in tested], dependent)
     strata, bounds = _strata(table)
+    minutes = _minutes(table)
     pairs = []
     for (p, t), q in zip(tested, qs, strict=True):
         strat = None if p.per_run else _stratified(p, y, strata, q, level)
+        verdict = _verdict(t, q, strat, level, p)
+        time_p = _in_time(p, y, minutes) if p.family else None
+        if verdict == SUSPECT and time_p is not None and time_p >= level:
+            verdict = IN_TIME
         pairs.append((Suspect(
-            p.feature, p.text, t, q, t.exposed_cases, _verdict(t, q, strat, level, p), strat,
+            p.feature, p.text, t, q, t.exposed_cases, verdict, strat,
             p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
-            p.weakest_pair, occurrences=p.occurrences,
+            p.weakest_pair, occurrences=p.occurrences, time_p=time_p,
         ), p))  # fmt: skip
     pairs.sort(key=lambda sp: _order(sp[0]))
     _group(pairs, y)
@@ -299,6 +309,29 @@ def _strata(table: Table) -> tuple[np.ndarray | None, list[tuple[float, float, i
         stratum[rows[g]] = i
         bounds.append((float(values[g].min()), float(values[g].max()), len(g)))
     return stratum, bounds
+
+
+def _minutes(table: Table) -> np.ndarray | None:
+    """Each request's minute of its run (-1: not known), or None without send times."""
+    secs = table.columns.get("seconds_into_run")
+    if secs is None or np.isnan(secs).all():
+        return None
+    _, run = np.unique(table.run.astype(str), return_inverse=True)
+    minute = np.where(np.isnan(secs), -1, secs // 60).astype(np.int64)
+    return np.where(minute >= 0, run * (int(minute.max()) + 1) + minute, -1)
+
+
+def _in_time(p: Predicate, y: np.ndarray, minutes: np.ndarray | None) -> float | None:
+    """Mantel–Haenszel p of the predicate within one-minute strata (None: no strata)."""
+    if minutes is None:
+        return None
+    inside = p.known & (minutes >= 0)
+    _, s = np.unique(minutes[inside], return_inverse=True)
+    e, o = p.exposed[inside], y[inside]
+    k = int(s.max()) + 1 if len(s) else 0
+    rows = [np.bincount(s, weights=w, minlength=k)
+            for w in (e & o, e & ~o, ~e & o, ~e & ~o)]  # fmt: skip
+    return mantel_haenszel([tuple(int(v) for v in r) for r in zip(*rows, strict=True)])[1]
 
 
 def _order(s: Suspect) -> tuple:
