@@ -66,3 +66,12 @@ def test_causes_match_on_feature_and_level() -> None:
     assert "overlap-scheduler" in {
         c.id for c in causes_for("tag server.disable_overlap_schedule", "True")
     }
+
+
+def test_the_experiment_runs_against_the_runs_own_server() -> None:
+    from forensics.analyses.suspects.causes import for_run, known_causes
+
+    exp = known_causes()[0].experiment.as_dict()
+    got = for_run(exp, {"url": "http://router-7:8000", "sessions": "40", "rounds": "5"})
+    assert "forensics repro http://router-7:8000 --sessions 40 --rounds 5 " in got["repro"]
+    assert for_run(exp, {}) == exp  # no header: the documented defaults

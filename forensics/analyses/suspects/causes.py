@@ -3,6 +3,8 @@ references, and the experiment that tells it apart."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import tomllib
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -44,6 +46,23 @@ def known_causes() -> tuple[Cause, ...]:
               tuple(c["references"]), Experiment(**c["experiment"]))
         for c in tomllib.loads(text)["cause"]
     )  # fmt: skip
+
+
+_DEFAULTS = {"url": "http://127.0.0.1:30000", "sessions": "64", "rounds": "8"}
+
+
+def for_run(experiment: dict, tags: dict[str, str]) -> dict:
+    """The experiment's `forensics repro` line against the run's own server, at its
+    sessions and rounds (from the run header's tags; causes.toml's defaults otherwise)."""
+    repro = experiment["repro"]
+    url = tags.get("url")
+    if url:
+        repro = repro.replace(_DEFAULTS["url"], shlex.quote(url), 1)
+    for key in ("sessions", "rounds"):
+        value = str(tags.get(key) or "")
+        if value.isdigit():
+            repro = re.sub(rf"--{key} \d+", f"--{key} {value}", repro, count=1)
+    return {**experiment, "repro": repro}
 
 
 def causes_for(feature: str, level: str | None) -> list[Cause]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..stats import ALPHA, Hypergeom, TwoByTwo, fdr, finite, mantel_haenszel, two_by_two
-from .causes import causes_for
+from .causes import causes_for, for_run
 from .features import Feature, Table
 from .predicates import Predicate, Skipped, predicates
 
@@ -159,10 +159,11 @@ def rank(
     pairs.sort(key=lambda sp: _order(sp[0]))
     _group(pairs, y)
     out = [s for s, _ in pairs]
+    tags = _busiest_tags(table)
     for s in out:
         causes = causes_for(s.feature, s.level)
         s.known_causes = [c.id for c in causes]
-        s.experiment = causes[0].experiment.as_dict() if causes else None
+        s.experiment = for_run(causes[0].experiment.as_dict(), tags) if causes else None
     return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds)
 
 
@@ -309,6 +310,15 @@ def _strata(table: Table) -> tuple[np.ndarray | None, list[tuple[float, float, i
         stratum[rows[g]] = i
         bounds.append((float(values[g].min()), float(values[g].max()), len(g)))
     return stratum, bounds
+
+
+def _busiest_tags(table: Table) -> dict[str, str]:
+    """The tags of the run with the most judged requests: its header's url, sessions and
+    rounds are what the experiment runs against."""
+    if not len(table) or not table.run_tags:
+        return {}
+    names, counts = np.unique(table.run.astype(str), return_counts=True)
+    return table.run_tags.get(str(names[int(np.argmax(counts))]), {})
 
 
 def _minutes(table: Table) -> np.ndarray | None:
