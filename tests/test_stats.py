@@ -151,3 +151,33 @@ def test_nothing_to_compare_gives_no_statistics() -> None:
     t = two_by_two(0, 0, 3, 10)
     assert t.p_value is None and not t.significant
     assert two_by_two(5, 10, 0, 30).as_dict()["relative_risk"] is None  # ∞: JSON null
+
+
+def test_fisher_many_is_fisher_table_by_table() -> None:
+    from forensics.analyses.stats import Hypergeom, fisher_many
+
+    rng = np.random.default_rng(7)
+    rows = []
+    for _ in range(200):
+        n1, n0 = int(rng.integers(0, 300)), int(rng.integers(0, 3000))
+        k = int(rng.integers(0, max(1, min(400, n1 + n0))))
+        a = int(rng.integers(max(0, k - n0), min(n1, k) + 1))
+        rows.append((a, n1, k - a, n0))
+    a, n1, c, n0 = (np.array(col) for col in zip(*rows, strict=True))
+    p, least = fisher_many(a, n1, c, n0, cells=4096)  # chunks of a few tables
+    for i, (ai, n1i, ci, n0i) in enumerate(rows):
+        if n1i and n0i:
+            h = Hypergeom(n1i, n0i, ai + ci)
+            assert abs(p[i] - h.fisher(ai)) < 1e-9 and abs(least[i] - h.least_p()) < 1e-9
+        else:
+            assert p[i] == 1.0
+
+
+def test_mantel_haenszel_arrays_is_the_list_form() -> None:
+    from forensics.analyses.stats import mantel_haenszel, mantel_haenszel_arrays
+
+    t = np.random.default_rng(3).integers(0, 15, (40, 4))
+    t[0] = [1, 0, 0, 0]  # a stratum of one: dropped by both
+    got = mantel_haenszel_arrays(*t.T)
+    want = mantel_haenszel([tuple(int(v) for v in r) for r in t])
+    assert all(abs(x - y) < 1e-12 for x, y in zip(got, want, strict=True))

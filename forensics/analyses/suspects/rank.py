@@ -20,7 +20,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stats import ALPHA, Hypergeom, TwoByTwo, fdr, finite, mantel_haenszel, two_by_two
+from ..stats import (
+    ALPHA,
+    Hypergeom,
+    TwoByTwo,
+    fdr,
+    finite,
+    fisher_many,
+    mantel_haenszel,
+    mantel_haenszel_arrays,
+    relative_risk,
+    two_by_two,
+)  # fmt: skip
 from .causes import causes_for, for_run
 from .features import Feature, Table
 from .predicates import Predicate, Skipped, predicates
@@ -133,15 +144,21 @@ def rank(
     preds, skipped = preds + [p for p, _ in folded], skipped + extra[1]
     tested: list[tuple[Predicate, TwoByTwo]] = []
     for p in preds:
+        if id(p) in simes:  # screened with its family already
+            tested.append((p, _light(p, y, simes[id(p)])))
+            continue
         table_or_why = _screen(p, y, table, level, min_support)
         if isinstance(table_or_why, str):
             screened.append(Screened(p.feature, p.text, int((p.exposed & p.known).sum()),
                                      table_or_why))  # fmt: skip
         else:
-            if id(p) in simes:  # the family's p (Simes), not its chosen member's own
-                table_or_why.p_value = simes[id(p)]
             tested.append((p, table_or_why))
     qs = fdr([t.p_value if t.p_value is not None else 1.0 for _, t in tested], dependent)
+    for i, ((p, _), q) in enumerate(zip(tested, qs, strict=True)):
+        if id(p) in simes and q < level:  # a family that passes: its exact interval too
+            full = two_by_two(*_counts(p.exposed, p.known, y))
+            full.p_value = simes[id(p)]
+            tested[i] = (p, full)
     strata, bounds = _strata(table)
     minutes = _minutes(table)
     pairs = []
@@ -173,21 +190,31 @@ def _fold(
     """A family (one template over its grid of windows and sides) is one test: Simes' p
     over its members' Fisher p, carried by the member with the smallest (its window
     marked as chosen); a family none of whose members passes the screen is screened out
-    once. Members' full tables are never computed (only the chosen one's)."""
+    once. Every member's p and screen at once (fisher_many); no member's full table."""
+    if not preds:
+        return [], []
+    e = np.stack([p.exposed & p.known for p in preds])
+    o = np.stack([p.known & ~p.exposed for p in preds])
+    a, n1 = (e & y).sum(axis=1), e.sum(axis=1)
+    c, n0 = (o & y).sum(axis=1), o.sum(axis=1)
+    pv, least = fisher_many(a, n1, c, n0)
     fams: dict[str, list[tuple[float, Predicate]]] = {}
     first: dict[str, tuple[Predicate, str]] = {}
-    for p in preds:
+    for i, p in enumerate(preds):
         key = p.family or p.feature
-        why = _least(p, y, level, min_support)
-        if isinstance(why, str):
+        why = (f"fewer than {min_support} requests with it" if n1[i] < min_support
+               else "every request has it" if n0[i] == 0
+               else f"its margins allow no p below {least[i]:.2g} (Tarone)"
+               if least[i] >= level else None)  # fmt: skip
+        if why is None:
+            fams.setdefault(key, []).append((float(pv[i]), p))
+        else:
             first.setdefault(key, (p, why))
-            continue
-        fams.setdefault(key, []).append((why, p))
     out: list[tuple[Predicate, float]] = []
     for members in fams.values():
         members.sort(key=lambda m: m[0])
         m = len(members)
-        simes = min(1.0, min(m * pv / (i + 1) for i, (pv, _) in enumerate(members)))
+        simes = min(1.0, min(m * p / (i + 1) for i, (p, _) in enumerate(members)))
         best = members[0][1]
         if m > 1:
             best.text += f" (the nearest of {m} windows and sides: Simes)"
@@ -197,17 +224,12 @@ def _fold(
     return out, screened
 
 
-def _least(p: Predicate, y: np.ndarray, level: float, min_support: int) -> float | str:
-    """A member's Fisher p, or why it is not tested (as _screen)."""
+def _light(p: Predicate, y: np.ndarray, p_value: float) -> TwoByTwo:
+    """A folded family's table without the exact odds-ratio interval (computed only for
+    those that pass, see rank): counts, the family's p, the relative risk."""
     a, n1, c, n0 = _counts(p.exposed, p.known, y)
-    if n1 < min_support:
-        return f"fewer than {min_support} requests with it"
-    if n0 == 0:
-        return "every request has it"
-    margins = Hypergeom(n1, n0, a + c)
-    if margins.least_p() >= level:
-        return f"its margins allow no p below {margins.least_p():.2g} (Tarone)"
-    return margins.fisher(a)
+    rr, lo, hi = relative_risk(a, n1, c, n0)
+    return TwoByTwo(a, n1, c, n0, p_value, rr, lo, hi, None)
 
 
 def _screen(
@@ -322,13 +344,16 @@ def _busiest_tags(table: Table) -> dict[str, str]:
 
 
 def _minutes(table: Table) -> np.ndarray | None:
-    """Each request's minute of its run (-1: not known), or None without send times."""
+    """Each request's stratum: its run's minute, as a dense code (-1: not known), or
+    None without send times."""
     secs = table.columns.get("seconds_into_run")
     if secs is None or np.isnan(secs).all():
         return None
     _, run = np.unique(table.run.astype(str), return_inverse=True)
     minute = np.where(np.isnan(secs), -1, secs // 60).astype(np.int64)
-    return np.where(minute >= 0, run * (int(minute.max()) + 1) + minute, -1)
+    key = np.where(minute >= 0, run * (int(minute.max()) + 1) + minute, -1)
+    _, dense = np.unique(key, return_inverse=True)
+    return np.where(key >= 0, dense - int((key < 0).any()), -1)
 
 
 def _in_time(p: Predicate, y: np.ndarray, minutes: np.ndarray | None) -> float | None:
@@ -336,12 +361,11 @@ def _in_time(p: Predicate, y: np.ndarray, minutes: np.ndarray | None) -> float |
     if minutes is None:
         return None
     inside = p.known & (minutes >= 0)
-    _, s = np.unique(minutes[inside], return_inverse=True)
-    e, o = p.exposed[inside], y[inside]
-    k = int(s.max()) + 1 if len(s) else 0
-    rows = [np.bincount(s, weights=w, minlength=k)
-            for w in (e & o, e & ~o, ~e & o, ~e & ~o)]  # fmt: skip
-    return mantel_haenszel([tuple(int(v) for v in r) for r in zip(*rows, strict=True)])[1]
+    s, e, o = minutes[inside], p.exposed[inside], y[inside]
+    k = int(minutes.max()) + 1
+    cells = [np.bincount(s, weights=w, minlength=k)
+             for w in (e & o, e & ~o, ~e & o, ~e & ~o)]  # fmt: skip
+    return mantel_haenszel_arrays(*cells)[1]
 
 
 def _order(s: Suspect) -> tuple:
