@@ -11,8 +11,10 @@ group is exactly their label's lines. `orders agree`: the share of lines whose g
 holds the same lines in both orders (a template id must not depend on arrival order).
 drain3 needs `pip install drain3` (not a dependency: a bench comparison only).
 
-Cost: one mixed journal (bench/generate.py) ingested `repeats` times by each version,
-interleaved; medians of wall time and the shard folder's size, ratio this / baseline.
+Cost: one mixed journal (bench/generate.py; nearly every line a pattern's) and one of
+lines no pattern names (bench/suspects.py's noise: every line masked), each ingested
+`repeats` times by each version, interleaved; medians of wall time and the shard
+folder's size, ratio this / baseline.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ sys.path.insert(0, str(HERE))
 
 from generate import build  # noqa: E402
 from scope import baseline_tree, run  # noqa: E402
+from suspects import noise_lines  # noqa: E402
 
 SHAPES = [
     "connection to {ip}:{port} timed out after {ms}ms",
@@ -127,31 +130,39 @@ def _grouping() -> None:
 def _cost(a: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-templates-") as t:
         tmp = Path(t)
-        journal = build(tmp / "gen", a.lines, "mixed", json=False)["short-iso-precise"]
+        journals = {
+            "mixed": build(tmp / "gen", a.lines, "mixed", json=False)["short-iso-precise"],
+            "unnamed": noise_lines(tmp / "unnamed.log", a.lines, 500, 1_795_935_600_000_000,
+                                   3_600_000_000, 0),
+        }  # fmt: skip
         tree = baseline_tree(a.baseline, tmp / "base")
         envs = {"baseline": {**os.environ, "PYTHONPATH": str(tree)}, "this": dict(os.environ)}
-        times: dict[str, list[float]] = {n: [] for n in envs}
-        sizes: dict[str, int] = {}
         try:
-            for _ in range(a.repeats):
-                for name, env in envs.items():
-                    db = tmp / f"{name}.duckdb"
-                    db.unlink(missing_ok=True)
-                    shutil.rmtree(db.with_suffix(".shards"), ignore_errors=True)
-                    times[name].append(run(env, ["ingest", str(journal), "--db", str(db)]))
-                    sizes[name] = sum(
-                        f.stat().st_size for f in db.with_suffix(".shards").rglob("*")
-                        if f.is_file())  # fmt: skip
-            base, this = (statistics.median(times[n]) for n in ("baseline", "this"))
-            mine, theirs = sizes["this"], sizes["baseline"]
-            print(f"ingest {a.lines:,} lines: this {this:.2f} s, baseline {base:.2f} s = "
-                  f"{this / base:.2f}×; shards {mine / 2**20:.1f} MB vs "
-                  f"{theirs / 2**20:.1f} MB = {mine / theirs:.2f}×")  # fmt: skip
+            for shape, journal in journals.items():
+                _ingests(a, tmp, envs, shape, journal)
         finally:
             import subprocess
 
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                             str(tmp / "base" / "src")], capture_output=True)  # fmt: skip
+
+
+def _ingests(a: argparse.Namespace, tmp: Path, envs: dict, shape: str, journal: Path) -> None:
+    times: dict[str, list[float]] = {n: [] for n in envs}
+    sizes: dict[str, int] = {}
+    for _ in range(a.repeats):
+        for name, env in envs.items():
+            db = tmp / f"{name}.duckdb"
+            db.unlink(missing_ok=True)
+            shutil.rmtree(db.with_suffix(".shards"), ignore_errors=True)
+            times[name].append(run(env, ["ingest", str(journal), "--db", str(db)]))
+            sizes[name] = sum(f.stat().st_size for f in db.with_suffix(".shards").rglob("*")
+                              if f.is_file())  # fmt: skip
+    base, this = (statistics.median(times[n]) for n in ("baseline", "this"))
+    mine, theirs = sizes["this"], sizes["baseline"]
+    print(f"ingest {a.lines:,} {shape} lines: this {this:.2f} s, baseline {base:.2f} s = "
+          f"{this / base:.2f}×; shards {mine / 2**20:.1f} MB vs {theirs / 2**20:.1f} MB = "
+          f"{mine / theirs:.2f}×")  # fmt: skip
 
 
 def main() -> None:

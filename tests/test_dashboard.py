@@ -318,10 +318,14 @@ def test_markup_in_logs_shows_as_text_and_runs_nothing(browser: Browser, tmp_pat
     cells = o.page.eval_on_selector_all("#rooms-table td", "ts => ts.map(t => t.textContent)")
     assert SCRIPT in cells
     assert any(IMG in c and SCRIPT in c for c in cells)
-    # plotly.js, the three figures (timeline, runs, suspects) and the page's own script:
-    # no sixth, no image
+    # plotly.js, the four figures (timeline, runs, suspects, templates) and the page's own
+    # script: no seventh, no image
     assert o.page.evaluate("document.getElementById('suspects') !== null")
-    assert o.page.evaluate("document.scripts.length") == 5
+    assert o.page.evaluate("document.getElementById('templates') !== null")
+    assert o.page.evaluate("document.scripts.length") == 6
+    # the hostile line's template is drawn as text: its markup escaped in the labels
+    labels = o.page.evaluate("document.getElementById('templates').data[0].y.join(' ')")
+    assert "&lt;" in labels and "<script" not in labels and "<img" not in labels
     assert o.page.evaluate("document.querySelectorAll('img').length") == 0
     o.page.click("#rooms-table th:nth-child(3)")  # sorting re-inserts rows: still inert
     assert o.page.evaluate("document.querySelectorAll('img').length") == 0

@@ -142,6 +142,37 @@ def rank(
     folded, screened = _fold(extra[0], y, level, min_support)
     simes = {id(p): pv for p, pv in folded}
     preds, skipped = preds + [p for p, _ in folded], skipped + extra[1]
+    tested = _tables(preds, simes, table, level, min_support, screened)
+    qs = fdr([t.p_value if t.p_value is not None else 1.0 for _, t in tested], dependent)
+    for i, ((p, _), q) in enumerate(zip(tested, qs, strict=True)):
+        if id(p) in simes and q < level:  # a family that passes: its exact interval too
+            full = two_by_two(*_counts(p.exposed, p.known, y))
+            full.p_value = simes[id(p)]
+            tested[i] = (p, full)
+    strata, bounds = _strata(table)
+    pairs = _judged(tested, qs, table, strata, level)
+    pairs.sort(key=lambda sp: _order(sp[0]))
+    _group(pairs, y)
+    out = [s for s, _ in pairs]
+    tags = _busiest_tags(table)
+    for s in out:
+        causes = causes_for(s.feature, s.level)
+        s.known_causes = [c.id for c in causes]
+        s.experiment = for_run(causes[0].experiment.as_dict(), tags) if causes else None
+    return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds)
+
+
+def _tables(
+    preds: list[Predicate],
+    simes: dict[int, float],
+    table: Table,
+    level: float,
+    min_support: int,
+    screened: list[Screened],
+) -> list[tuple[Predicate, TwoByTwo]]:
+    """Each predicate's 2x2 table, or its reason to be screened out (appended to
+    `screened`); a family's chosen member carries its Simes p without a full table."""
+    y = table.corrupted
     tested: list[tuple[Predicate, TwoByTwo]] = []
     for p in preds:
         if id(p) in simes:  # screened with its family already
@@ -153,13 +184,19 @@ def rank(
                                      table_or_why))  # fmt: skip
         else:
             tested.append((p, table_or_why))
-    qs = fdr([t.p_value if t.p_value is not None else 1.0 for _, t in tested], dependent)
-    for i, ((p, _), q) in enumerate(zip(tested, qs, strict=True)):
-        if id(p) in simes and q < level:  # a family that passes: its exact interval too
-            full = two_by_two(*_counts(p.exposed, p.known, y))
-            full.p_value = simes[id(p)]
-            tested[i] = (p, full)
-    strata, bounds = _strata(table)
+    return tested
+
+
+def _judged(
+    tested: list[tuple[Predicate, TwoByTwo]],
+    qs: list[float],
+    table: Table,
+    strata: np.ndarray | None,
+    level: float,
+) -> list[tuple[Suspect, Predicate]]:
+    """Each tested predicate's verdict: within load strata, and for a line near the
+    transfer within one-minute strata too (else it only co-occurs in time)."""
+    y = table.corrupted
     minutes = _minutes(table)
     pairs = []
     for (p, t), q in zip(tested, qs, strict=True):
@@ -173,15 +210,7 @@ def rank(
             p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
             p.weakest_pair, occurrences=p.occurrences, time_p=time_p,
         ), p))  # fmt: skip
-    pairs.sort(key=lambda sp: _order(sp[0]))
-    _group(pairs, y)
-    out = [s for s, _ in pairs]
-    tags = _busiest_tags(table)
-    for s in out:
-        causes = causes_for(s.feature, s.level)
-        s.known_causes = [c.id for c in causes]
-        s.experiment = for_run(causes[0].experiment.as_dict(), tags) if causes else None
-    return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds)
+    return pairs
 
 
 def _fold(
