@@ -46,6 +46,15 @@ BATCH_ROWS = 50_000
 _RFC3339 = re.compile(rb"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})) ")
 _DATED = re.compile(r"^\[?(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)")
 _TIME_ONLY = re.compile(r"^\[(\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)[ \]]")
+# The PD stack's other stamps: glog with its year (Mooncake, NIXL: I20250516 09:00:52.19),
+# glog and vLLM without one (E0917 16:23:13.20 / (Worker pid=1) ERROR 09-17 16:23:13),
+# UCX's epoch seconds ([1784621081.896649] [host:pid:thread])
+_GLOG_DATED = re.compile(r"^[IWEF](\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2}\.\d{1,9}) ")
+_MONTH_DAY = re.compile(
+    r"^(?:[IWEF](\d{2})(\d{2}) |(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(\d{2})-(\d{2}) )(\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?) "
+)
+_EPOCH_STAMP = re.compile(r"^\[(\d{10})\.(\d{1,9})\] \[")
 _DAY_S = 86_400
 _ROLLOVER_S = 6 * 3600  # a time of day that moves back by more than this is the next day
 _TRACEBACK = "Traceback (most recent call last):"
@@ -95,9 +104,13 @@ def sniff_program(head: bytes) -> str | None:
     """ "sglang" when most lines start with SGLang's (or Python logging's) time prefix:
     checked only once no journalctl rendering fits (they would all be "cat")."""
     texts = [ln.decode("utf-8", "replace") for ln in _head_lines(head)]
-    prefixed = sum(1 for t in texts if _DATED.match(t) or _TIME_ONLY.match(t))
+    prefixed = sum(1 for t in texts if _DATED.match(t) or _TIME_ONLY.match(t) or _other_stamp(t))
     # A quarter: tracebacks and unprefixed uvicorn lines may outnumber the prefixed ones.
     return "sglang" if texts and prefixed * 4 >= len(texts) else None
+
+
+def _other_stamp(text: str) -> bool:
+    return bool(_GLOG_DATED.match(text) or _MONTH_DAY.match(text) or _EPOCH_STAMP.match(text))
 
 
 def host_from_name(name: str) -> str | None:
@@ -172,6 +185,7 @@ class PlainReader:
         self.last_ts: int | None = None
         self.held: list[_Entry] = []  # entries from the first time-only one to the first date
         self.untimed = 0
+        self.stamp_year: int | None = None  # for stamps without a year, before any date
 
     # -- lines --------------------------------------------------------------------
     def _physical(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
@@ -275,7 +289,9 @@ class PlainReader:
             return
         dated = _DATED.match(text)
         timed = None if dated else _TIME_ONLY.match(text)
-        if dated is None and timed is None and self.cur is not None and self._continues(text):
+        other = None if dated or timed else self._other_us(text)
+        if (dated is None and timed is None and other is None and self.cur is not None
+                and self._continues(text)):  # fmt: skip
             self.cur.parts.append(raw)
             self.cur.line_last = line
             return
@@ -295,7 +311,42 @@ class PlainReader:
                 entry.ts_us = _at(day, clock)
         elif timed is not None and entry.ts_us is None:
             entry.clock = timed.group(1)
+        elif other is not None and entry.ts_us is None:
+            entry.ts_us = other
         self.cur = entry
+
+    def _other_us(self, text: str) -> int | None:
+        """µs of a glog, vLLM or UCX stamp; a month and day without a year take the year
+        of the dated line before (past New Year when the month went back), else the
+        file time's (a note says so)."""
+        if m := _EPOCH_STAMP.match(text):
+            return int(m.group(1)) * 1_000_000 + int(m.group(2).ljust(6, "0")[:6])
+        if m := _GLOG_DATED.match(text):
+            day = _date(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
+            return _at(day, m.group(4)) if day else None
+        m = _MONTH_DAY.match(text)
+        if m is None:
+            return None
+        month, mday = (int(m.group(1) or m.group(3)), int(m.group(2) or m.group(4)))
+        if self.day is not None:
+            year = self.day.year + (1 if month + 6 < self.day.month else 0)
+        else:
+            year = self._stamp_year()
+        try:
+            return _at(dt.date(year, month, mday), m.group(5))
+        except ValueError:
+            return None
+
+    def _stamp_year(self) -> int:
+        if self.stamp_year is None:
+            when = dt.datetime.fromtimestamp(self.ctx.mtime, dt.UTC) if self.ctx.mtime else None
+            self.stamp_year = (when or dt.datetime.now(dt.UTC)).year
+            self.ctx.note(
+                f"glog/vLLM stamps have no year: {self.stamp_year} taken from the "
+                + ("file time" if when else "current date")
+                + " (no dated line before them)"
+            )
+        return self.stamp_year
 
     def _continues(self, text: str) -> bool:
         """An unprefixed line joins the entry before: indented, or inside a traceback —

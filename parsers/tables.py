@@ -573,6 +573,14 @@ EVENT_KINDS = {
     "router_request": "the router finished a request (status, value: latency s)",
     "router_error": "the router got an error from a server",
     "router_retry": "the router retried a request on another pair",
+    "transfer_throughput": "Mooncake's transfer engine throughput (value: MB/s; count: over s)",
+    "ucx_error": "a UCX error (NIXL's transport; peer: the device where named)",
+    "transfer_timeout": "SGLang: requests timed out bootstrapping or awaiting the KV done signal",
+    "release_timeout": "KV held for a transfer released on a timeout (value: s; count: readers)",
+    "bootstrap_error": "SGLang: decode could not get a prefill's info from its bootstrap server",
+    "connector_failure": "vLLM's KV connector reported a transfer failure (detail: its type)",
+    "crash": "a process crashed (Fatal Python error: a segfault, an abort)",
+    "device_assert": "a CUDA kernel's device-side assertion failed (detail: the assertion)",
 }
 
 

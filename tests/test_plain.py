@@ -170,3 +170,46 @@ def test_a_traceback_from_the_field_keeps_cudas_advice(tmp_path: Path, db: Path)
         1
     ]
     assert "cuda_error" in kinds or "traceback" in kinds
+
+
+def test_the_pd_stacks_own_stamps_give_times(tmp_path: Path, db: Path) -> None:
+    """glog with and without its year (Mooncake, NIXL), vLLM's month-day, UCX's epoch
+    seconds: each line its own time; a stamp without a year takes the dated line's."""
+    path = tmp_path / "decode-0.log"
+    path.write_text(
+        "[2026-12-31 23:59:58] Decode batch. #running-req: 1, #token: 9, token usage: 0.00, gen throughput (token/s): 1.00, #queue-req: 0\n"
+        "E1231 23:59:59.250000 4058290 worker_pool.cpp:294] Worker: Process failed for slice (opcode: 1, length: 3584): local protection error\n"
+        "W0101 00:00:01.500000 77969 transfer_metadata.cpp:153] Failed to retrieve segment descriptor, name 10.6.131.6_x\n"
+        "(Worker_TP0_EP0 pid=865) ERROR 01-01 00:00:02 [nixl_connector.py:1263] NIXL transfer failure: handshake_setup_failed\n"
+        "I20270101 00:00:03.000001 366 transfer_engine.cpp:387] [Metrics] Transfer Engine Throughput: 113.07 MB/s (over last 5s)\n"
+        "[1798761604.896649] [gpu-3:537  :1]       srd_iface.c:221  UCX  ERROR send completion[0] with error on rdmap132s0/0x55: Work Request Flushed Error\n"
+    )  # fmt: skip
+    res = forensics.ingest([str(path)], db)
+    assert res.sources[0].format == "sglang" and res.sources[0].quarantined == 0
+    new_year = 1_798_761_600_000_000  # 2027-01-01 00:00 UTC
+    assert [r[0] for r in _entries(db)] == [
+        new_year - 2_000_000,
+        new_year - 750_000,
+        new_year + 1_500_000,  # January after December: the next year
+        new_year + 2_000_000,
+        new_year + 3_000_001,
+        new_year + 4_896_649,
+    ]
+
+
+def test_stamps_without_a_year_and_no_dated_line_say_where_the_year_came_from(
+    tmp_path: Path, db: Path
+) -> None:
+    path = tmp_path / "prefill-0.log"
+    path.write_text(
+        "E0917 16:23:13.204995 4058290 worker_pool.cpp:294] Worker: Process failed for slice (opcode: 1, length: 3584): local protection error\n"
+        "[1726590194.000000] [gpu-3:4058:0]     ucp_worker.c:1866 UCX  ERROR failed to connect\n"
+    )  # fmt: skip
+    import os
+
+    os.utime(path, (1_726_600_000, 1_726_600_000))  # 2024-09-17
+    res = forensics.ingest([str(path)], db)
+    src = res.sources[0]
+    assert src.format == "sglang"  # not journalctl's short-monotonic: 10 digits are epoch s
+    assert any("no year" in n and "2024" in n for n in src.notes)
+    assert [r[0] for r in _entries(db)] == [1_726_590_193_204_995, 1_726_590_194_000_000]

@@ -98,9 +98,12 @@ def test_every_real_line_lands_in_its_table(how: str, tmp_path: Path, db: Path) 
     assert dict(kinds) == {
         "abort": 1, "aux_mismatch": 1, "cuda_error": 1, "graph_capture": 2,
         "lost_connection": 1, "oom_abort": 1, "retract": 3, "room_failed": 1,
-        "router_error": 1, "router_retry": 1, "slice_failed": 2, "traceback": 1,
+        "router_error": 2, "router_retry": 1, "slice_failed": 2, "traceback": 1,
         # issue 33: the transport's and the server's own failure lines
         "metadata_missing": 1, "nccl_error": 1, "rnic_inactive": 1, "sigquit": 2,
+        "session_failed": 2, "transfer_throughput": 2, "ucx_error": 2, "transfer_timeout": 2,
+        "release_timeout": 2, "bootstrap_error": 2, "connector_failure": 1, "crash": 1,
+        "device_assert": 1,
     }  # fmt: skip
 
 

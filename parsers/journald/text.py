@@ -92,7 +92,7 @@ TEXT_FORMATS = {
             "%Y %b %d %H:%M:%S",
         ),
         TextFormat("short-unix", r"(?P<ts>\d+\.\d{1,9})", "unix"),
-        TextFormat("short-monotonic", r"\[\s*(?P<ts>\d+\.\d{1,9})\]", "monotonic"),
+        TextFormat("short-monotonic", r"\[\s*(?P<ts>\d{1,9}\.\d{1,9})\]", "monotonic"),
         TextFormat("cat", "", "none"),
     ]
 }
