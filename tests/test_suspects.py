@@ -335,3 +335,43 @@ def test_a_line_that_only_shares_the_bad_minutes_co_occurs_in_time() -> None:
     assert verdicts["line decode b"] == IN_TIME
     b = next(s for s in ranked.tested if s.feature == "line decode b")
     assert b.q < 0.05 and b.time_p is not None and b.time_p >= 0.05
+
+
+def test_the_headline_says_what_changed_first_and_the_impact(planted) -> None:
+    """Watchdog's shape: the top suspect, the first request with it, the first corrupted
+    request after it, and the impact in requests and sessions."""
+    res = suspects(planted["abort"])
+    h, first = res.headline, res.found()[0]
+    assert h is not None and h.changed == first.predicate
+    _, rows = forensics.query_rows(
+        "SELECT count(*), count(*) FILTER (corrupted), count(DISTINCT session),"
+        " count(DISTINCT session) FILTER (corrupted) FROM results"
+        " WHERE status IN ('ok', 'corrupted')", planted["abort"])  # fmt: skip
+    assert (h.requests, h.corrupted, h.sessions, h.sessions_corrupted) == rows[0]
+    c = h.first_corrupted
+    assert c is not None and h.first_us is not None and c["sent_us"] >= h.first_us
+    _, bad = forensics.query_rows(
+        f"SELECT corrupted FROM results WHERE rid = '{c['rid']}'", planted["abort"]
+    )
+    assert bad == [(True,)]
+    line = res.sentences()[1]
+    assert line.startswith("headline: what changed first — ") and c["rid"] in line
+    assert res.as_dict()["headline"]["first_corrupted"]["rid"] == c["rid"]
+
+
+def test_an_experiment_already_run_is_evidence_not_a_next_step(tmp_path: Path) -> None:
+    """The abort cause's experiment tags its run kv_release=deferred: with such a run
+    ingested, suspects points at it instead of printing the experiment again."""
+    files = write_planted(generate_planted("abort", seed=0), tmp_path / "a")
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db, run="incident")
+    res = suspects(db, runs=["incident"])
+    assert any(s.startswith("next experiment (abort-page-reuse)") for s in res.sentences())
+    again = write_planted(generate_planted(None, seed=7), tmp_path / "b")
+    forensics.ingest([str(f) for f in again], db, run="deferred", tags={"kv_release": "deferred"})
+    res = suspects(db, runs=["incident"])
+    top = res.found()[0]
+    assert top.experiment["already_run"] == ["deferred"]
+    text = " ".join(res.sentences())
+    assert "next experiment" not in text
+    assert "is already here: run deferred" in text and "forensics compare incident deferred" in text

@@ -9,6 +9,7 @@ known causes (causes.toml) with the experiment that tells each apart.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import duckdb
@@ -18,6 +19,7 @@ from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes
 from .features import Feature, declared, load_table
+from .headline import Headline, headline
 from .nearby import near
 from .rank import LOAD, SUSPECT, Ranking, Suspect, rank
 
@@ -32,6 +34,7 @@ class Suspects:
     left_out: dict[str, int]  # requests with no outcome: why -> count
     missing_evidence: list[dict[str, str]]  # factors no request has: feature, needs
     peers: dict[str, int] = field(default_factory=dict)  # corrupted requests' peers' outcomes
+    headline: Headline | None = None
 
     @property
     def suspects(self) -> list[Suspect]:
@@ -63,6 +66,7 @@ class Suspects:
             "load_strata": [{"concurrency_from": lo, "concurrency_to": hi, "requests": n}
                             for lo, hi, n in r.strata],
             "peers": self.peers, "requests_needed": self.requests_needed(),
+            "headline": self.headline.as_dict() if self.headline else None,
             "conclusions": self.sentences(),
         }  # fmt: skip
 
@@ -94,7 +98,12 @@ class Suspects:
                f"({r.corrupted:,} corrupted); {how}"]  # fmt: skip
         out += [describe(s, r.corrupted) for s in found[:3]]
         top = next((s for s in found if s.experiment), None)
-        if top:
+        if top and (done := top.experiment.get("already_run")):
+            e, here = top.experiment, ", ".join(done)
+            out.append(f"the experiment for {top.known_causes[0]} is already here: run {here} "
+                       f"({e['toggle']}); `forensics compare {self.runs[0]} {done[0]}` "
+                       f"settles it — if it is the cause, {e['if_cause']}")  # fmt: skip
+        elif top:
             e = top.experiment
             out.append(f"next experiment ({top.known_causes[0]}): {e['toggle']}; run "
                        f"`{e['repro']}` and `forensics compare` it with this run — "
@@ -111,6 +120,8 @@ class Suspects:
             return [f"suspects: none of {r.requests:,} judged requests is corrupted: "
                     "nothing to explain"]  # fmt: skip
         out = self._findings(how) if self.found() else [self._none_found(how)]
+        if self.headline is not None:
+            out.insert(1, self.headline.sentence())
         explained = [s for s in self.lines() if s.verdict == LOAD]
         if explained:
             names = "; ".join(s.predicate for s in explained[:3])
@@ -195,8 +206,28 @@ def _suspects(
         if k.why.startswith("no request") and k.feature in needs
     ]
     method = "Benjamini–Yekutieli" if dependent else "Benjamini–Hochberg"
-    return Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
-                    _peers(con, chosen))  # fmt: skip
+    _mark_already_run(ranking, tags)
+    out = Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
+                   _peers(con, chosen))  # fmt: skip
+    found = out.found()
+    out.headline = headline(con, table, found[0] if found else None)
+    return out
+
+
+_TAG = re.compile(r"--tag (\S+?)=(\S+)")
+
+
+def _mark_already_run(ranking: Ranking, tags: dict[str, dict]) -> None:
+    """An experiment whose run is already in the incident (a run tagged as its `repro`
+    line tags it) is evidence present, not a next step: its runs go in `already_run`."""
+    for s in ranking.tested:
+        if s.experiment is None:
+            continue
+        wanted = dict(_TAG.findall(s.experiment["repro"]))
+        s.experiment["already_run"] = [
+            run for run, t in tags.items()
+            if wanted and all(str((t or {}).get(k)) == v for k, v in wanted.items())
+        ]  # fmt: skip
 
 
 def _peers(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, int]:

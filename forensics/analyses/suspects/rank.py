@@ -86,6 +86,8 @@ class Suspect:
     experiment: dict | None = None
     occurrences: int | None = None  # distinct lines behind it (a line's template near it)
     time_p: float | None = None  # Mantel–Haenszel p within one-minute strata (lines near it)
+    # the rows it holds for (a suspect's only: the headline reads it), never serialised
+    exposed: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict:
         t = self.table
@@ -209,6 +211,7 @@ def _judged(
             p.feature, p.text, t, q, t.exposed_cases, verdict, strat,
             p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
             p.weakest_pair, occurrences=p.occurrences, time_p=time_p,
+            exposed=p.exposed & p.known if verdict == SUSPECT else None,
         ), p))  # fmt: skip
     return pairs
 
