@@ -85,6 +85,11 @@ def test_a_line_no_pattern_names_ranks_first_and_the_decoy_below(
     first = res.lines()[0]
     assert first.feature.startswith(f"line {side} ") and first.verdict == SUSPECT
     assert "RDMA completion error" in first.predicate and (first.occurrences or 0) >= 3
+    # the windows that hold within the family (Benjamini–Bogomolov): its side, before
+    assert first.selected and all(m.startswith(f"{side} ") and m.endswith(" s before")
+                                  for m in first.selected)  # fmt: skip
+    if lag > 1:
+        assert first.selected == [f"{side} 4 s before"]
     assert first.stratified is not None and first.stratified.verdict == "holds within load strata"
     decoy = [s for s in res.suspects if "garbage collection" in s.predicate]
     assert all((s.q, s.verdict) != (first.q, SUSPECT) and s.q >= first.q for s in decoy)
@@ -325,8 +330,22 @@ def test_a_line_that_only_shares_the_bad_minutes_co_occurs_in_time() -> None:
                   {"r": {}})  # fmt: skip
     known = np.ones(len(minute), dtype=bool)
     lines = [
-        Predicate("line decode a", "“a” near its transfer", causal, known, family="a"),
-        Predicate("line decode b", "“b” near its transfer", in_time, known, family="b"),
+        Predicate(
+            "line decode a",
+            "“a” near its transfer",
+            causal,
+            known,
+            family="a",
+            occurrences=int(causal.sum()),
+        ),
+        Predicate(
+            "line decode b",
+            "“b” near its transfer",
+            in_time,
+            known,
+            family="b",
+            occurrences=int(in_time.sum()),
+        ),
     ]
     ranked = rank(table, (Feature("seconds_into_run", "numeric", "seconds", "-"),),
                   extra=(lines, []))  # fmt: skip
@@ -375,3 +394,18 @@ def test_an_experiment_already_run_is_evidence_not_a_next_step(tmp_path: Path) -
     text = " ".join(res.sentences())
     assert "next experiment" not in text
     assert "is already here: run deferred" in text and "forensics compare incident deferred" in text
+
+
+def test_hosts_past_the_categorical_limit_are_peers_one_against_the_rest(tmp_path: Path) -> None:
+    """24 decode hosts (past the 20-value limit): each is tested against the rest, the
+    24 one family (Simes over every host tested), and the bad one still comes first."""
+    files = write_planted(generate_planted("host", seed=0, requests=2400, decode_hosts=24),
+                          tmp_path)  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db)
+    res = suspects(db)
+    first = res.lines()[0]
+    assert first.feature == "decode_host" and first.level == "decode-1"
+    assert first.verdict == SUSPECT and "against the rest; one of 24 tested" in first.predicate
+    assert not [s for s in res.ranking.skipped if s.feature == "decode_host"]
+    assert len([s for s in res.suspects if s.feature == "decode_host"]) == 1  # one family

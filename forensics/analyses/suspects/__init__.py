@@ -164,6 +164,8 @@ def describe(s: Suspect, corrupted: int) -> str:
         strat = (f"; within load strata OR {fmt_num(s.stratified.odds_ratio)}, "
                  f"{fmt_p(s.stratified.p)}")  # fmt: skip
     also = f"; alike: {'; '.join(s.members)}" if s.members else ""
+    if s.selected:
+        also += f"; holds at: {', '.join(s.selected)} (Benjamini–Bogomolov)"
     causes = f"; known causes: {', '.join(s.known_causes)}" if s.known_causes else ""
     return (f"{s.predicate}: {_counts(s)} — RR {fmt_num(t.relative_risk)} "
             f"({fmt_ci(t.rr_low, t.rr_high)}), OR {fmt_num(t.odds_ratio)} (exact "

@@ -31,6 +31,8 @@ class Feature:
     load: bool = False  # a measure of load
     window: str | None = None  # events: request | run
     levels: dict[str, str] = field(default_factory=dict)  # level -> how it reads
+    # a host or rank: past MAX_LEVELS each is tested against the rest, as one family
+    peers: bool = False
 
 
 @lru_cache(maxsize=1)

@@ -35,6 +35,8 @@ class Predicate:
     occurrences: int | None = None  # lines behind the exposure (nearby.py), else None
     after: bool = False  # a window after the transfer: a consequence, never a cause
     family: str | None = None  # predicates asking one question over a grid (rank.py folds them)
+    # a family that passes: its members that pass within it (Benjamini–Bogomolov), in words
+    selected: list[str] = field(default_factory=list)
 
     @property
     def per_run(self) -> bool:
@@ -99,13 +101,17 @@ def _event(f: Feature, col: np.ndarray, _t: Table) -> list[Predicate] | Skipped:
 def _level(f: Feature, col: np.ndarray, _t: Table) -> list[Predicate] | Skipped:
     known = np.array([v is not None for v in col], dtype=bool)
     levels = sorted({v for v in col[known]})
-    if len(levels) > MAX_LEVELS:
+    if len(levels) > MAX_LEVELS and not f.peers:
         return Skipped(f.name, f"{len(levels)} values (more than {MAX_LEVELS}: an identifier)")
     if len(levels) < 2:
         return Skipped(f.name, "one value only" if levels else "no request has it")
 
     def text(v: str) -> str:
         return f.levels.get(v) or f"{f.label} {v}"
+
+    if len(levels) > MAX_LEVELS:  # peers (Minder's shape): each against the rest, one family
+        return [Predicate(f.name, text(v), known & (col == v), known, f.load, v,
+                          family=f"peers {f.name}") for v in levels]  # fmt: skip
 
     made = [Predicate(f.name, text(v), known & (col == v), known, f.load, v) for v in levels]
     if len(made) == 2:  # the second asks the first's question backwards

@@ -86,6 +86,7 @@ class Suspect:
     experiment: dict | None = None
     occurrences: int | None = None  # distinct lines behind it (a line's template near it)
     time_p: float | None = None  # Mantel–Haenszel p within one-minute strata (lines near it)
+    selected: list[str] = field(default_factory=list)  # a family's members that pass (BB)
     # the rows it holds for (a suspect's only: the headline reads it), never serialised
     exposed: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -104,6 +105,7 @@ class Suspect:
             "weakest_pair": list(self.weakest_pair) if self.weakest_pair else None,
             "known_causes": self.known_causes, "experiment": self.experiment,
             "occurrences": self.occurrences, "time_p": finite(self.time_p),
+            "selected": self.selected,
         }  # fmt: skip
 
 
@@ -141,11 +143,14 @@ def rank(
     tested, screened or skipped, best first."""
     preds, skipped = predicates(table, features)
     y = table.corrupted
-    folded, screened = _fold(extra[0], y, level, min_support)
+    peers = [p for p in preds if p.family]  # hosts or ranks past the limit: one family each
+    preds = [p for p in preds if not p.family]
+    folded, screened, members = _fold(extra[0] + peers, y, level, min_support)
     simes = {id(p): pv for p, pv in folded}
     preds, skipped = preds + [p for p, _ in folded], skipped + extra[1]
     tested = _tables(preds, simes, table, level, min_support, screened)
     qs = fdr([t.p_value if t.p_value is not None else 1.0 for _, t in tested], dependent)
+    _within(tested, qs, members, level, dependent)
     for i, ((p, _), q) in enumerate(zip(tested, qs, strict=True)):
         if id(p) in simes and q < level:  # a family that passes: its exact interval too
             full = two_by_two(*_counts(p.exposed, p.known, y))
@@ -204,27 +209,56 @@ def _judged(
     for (p, t), q in zip(tested, qs, strict=True):
         strat = None if p.per_run else _stratified(p, y, strata, q, level)
         verdict = _verdict(t, q, strat, level, p)
-        time_p = _in_time(p, y, minutes) if p.family else None
+        time_p = _in_time(p, y, minutes) if p.occurrences is not None else None
         if verdict == SUSPECT and time_p is not None and time_p >= level:
             verdict = IN_TIME
         pairs.append((Suspect(
             p.feature, p.text, t, q, t.exposed_cases, verdict, strat,
             p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
-            p.weakest_pair, occurrences=p.occurrences, time_p=time_p,
+            p.weakest_pair, occurrences=p.occurrences, time_p=time_p, selected=p.selected,
             exposed=p.exposed & p.known if verdict == SUSPECT else None,
         ), p))  # fmt: skip
     return pairs
 
 
+def _within(
+    tested: list[tuple[Predicate, TwoByTwo]],
+    qs: list[float],
+    members: dict[int, list[tuple[float, Predicate]]],
+    level: float,
+    dependent: bool,
+) -> None:
+    """Benjamini–Bogomolov: within each of the R families that pass (of m tested), its
+    members are tested by BH at level R/m, and those that pass are the family's
+    `selected` (its windows and sides, or its hosts)."""
+    fams = [i for i, (p, _) in enumerate(tested) if id(p) in members]
+    passed = [i for i in fams if qs[i] < level]
+    if not passed:
+        return
+    bar = level * len(passed) / len(fams)
+    for i in passed:
+        p = tested[i][0]
+        inside = members[id(p)]
+        q_in = fdr([pv for pv, _ in inside], dependent)
+        p.selected = [_member(m) for (_, m), q in zip(inside, q_in, strict=True) if q < bar]
+
+
+def _member(p: Predicate) -> str:
+    """A family member in words: a line's side, window and direction; a peer's level."""
+    if p.feature.startswith("line "):
+        return f"{p.feature.split()[1]} {p.level} s {'after' if p.after else 'before'}"
+    return str(p.level)
+
+
 def _fold(
     preds: list[Predicate], y: np.ndarray, level: float, min_support: int
-) -> tuple[list[tuple[Predicate, float]], list[Screened]]:
+) -> tuple[list[tuple[Predicate, float]], list[Screened], dict[int, list[tuple[float, Predicate]]]]:
     """A family (one template over its grid of windows and sides) is one test: Simes' p
     over its members' Fisher p, carried by the member with the smallest (its window
     marked as chosen); a family none of whose members passes the screen is screened out
     once. Every member's p and screen at once (fisher_many); no member's full table."""
     if not preds:
-        return [], []
+        return [], [], {}
     e = np.stack([p.exposed & p.known for p in preds])
     o = np.stack([p.known & ~p.exposed for p in preds])
     a, n1 = (e & y).sum(axis=1), e.sum(axis=1)
@@ -243,17 +277,21 @@ def _fold(
         else:
             first.setdefault(key, (p, why))
     out: list[tuple[Predicate, float]] = []
+    by_best: dict[int, list[tuple[float, Predicate]]] = {}
     for members in fams.values():
         members.sort(key=lambda m: m[0])
         m = len(members)
         simes = min(1.0, min(m * p / (i + 1) for i, (p, _) in enumerate(members)))
         best = members[0][1]
-        if m > 1:
+        if m > 1 and best.family and best.family.startswith("peers "):
+            best.text += f" (against the rest; one of {m} tested: Simes)"
+        elif m > 1:
             best.text += f" (the nearest of {m} windows and sides: Simes)"
         out.append((best, simes))
+        by_best[id(best)] = members
     screened = [Screened(p.feature, p.text, int((p.exposed & p.known).sum()), why)
                 for key, (p, why) in first.items() if key not in fams]  # fmt: skip
-    return out, screened
+    return out, screened, by_best
 
 
 def _light(p: Predicate, y: np.ndarray, p_value: float) -> TwoByTwo:
