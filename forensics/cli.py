@@ -569,6 +569,76 @@ def suspects(
         _emit(res, json, lambda con, r: terminal.suspects(con, r, top))
 
 
+experiment_app = typer.Typer(rich_markup_mode=None)  # its help: the callback's docstring
+app.add_typer(experiment_app, name="experiment")
+PlanArg = Annotated[Path, typer.Argument(help="The plan (TOML; docs/investigations.md).")]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", help="Folder for the blocks' results and server output "
+                 "[default: experiments/<plan>-<UTC start>]."),
+]  # fmt: skip
+DryOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print the schedule and its worst case; run nothing.")
+]
+
+
+@experiment_app.callback()
+def experiment() -> None:
+    """Run the experiment that ends an investigation, stopped by a sequential test.
+
+    Exit codes: ab 0 equivalent, 1 differs, 125 undecided; check 0 good, 1 bad, 125
+    undecided or untestable (git bisect run's); minimize 0 found, 125 not; a plan,
+    database or reproducer error 128; Ctrl-C 130.
+    """
+
+
+def _experiment(verb: str, plan: Path, db: Path | None, out_dir: Path | None, dry_run: bool,
+                json: bool) -> None:  # fmt: skip
+    import forensics.experiment as ex
+
+    try:
+        res = getattr(ex, verb)(plan, db, out_dir, dry_run)
+    except ForensicsError as exc:
+        res = ex.ExperimentResult(verb, decision="error", error=str(exc))
+    if json:
+        _write_json(res.as_dict())
+    else:
+        terminal.experiment(out, res)
+    if res.error and not json:
+        sys.stderr.write("error: " + visible(" ".join(res.error.split())) + "\n")
+    raise typer.Exit(res.exit_code)
+
+
+@experiment_app.command("ab")
+def experiment_ab(plan: PlanArg, db: DbOpt = None, out_dir: OutOpt = None,
+                  dry_run: DryOpt = False, json: JsonOpt = False) -> None:  # fmt: skip
+    """Two arms in interleaved ABBA blocks until the rates differ or are equivalent.
+
+    Example: forensics experiment ab overlap.toml --db incident.duckdb
+    """
+    _experiment("ab", plan, db, out_dir, dry_run, json)
+
+
+@experiment_app.command("check")
+def experiment_check(plan: PlanArg, db: DbOpt = None, out_dir: OutOpt = None,
+                     dry_run: DryOpt = False, json: JsonOpt = False) -> None:  # fmt: skip
+    """Is this configuration bad? Wald's SPRT between good_rate and bad_rate.
+
+    Example: git bisect run forensics experiment check bisect.toml
+    """
+    _experiment("check", plan, db, out_dir, dry_run, json)
+
+
+@experiment_app.command("minimize")
+def experiment_minimize(plan: PlanArg, db: DbOpt = None, out_dir: OutOpt = None,
+                        dry_run: DryOpt = False, json: JsonOpt = False) -> None:  # fmt: skip
+    """The smallest subset of a failing configuration's flags that still fails (ddmin).
+
+    Example: forensics experiment minimize flags.toml
+    """
+    _experiment("minimize", plan, db, out_dir, dry_run, json)
+
+
 @app.command()
 def compare(
     runs: Annotated[

@@ -22,6 +22,7 @@ from .timefmt import iso_us
 if TYPE_CHECKING:
     from .analyses.suspects import Suspects
     from .analyses.templates import Templates
+    from .experiment import ExperimentResult
     from .repro import ReproResult, RunStats
 
 
@@ -327,3 +328,44 @@ def _cell(v, is_time: bool) -> str:
     if is_time and isinstance(v, int) and v >= EPOCH_US_MIN:
         return iso_us(v)
     return str(v)
+
+
+def experiment(con: Console, r: ExperimentResult) -> None:
+    """The decision first, then the arms' counts, the blocks and (minimize) its tests."""
+
+    def say(text: str) -> None:
+        con.print(text, markup=False, highlight=False)
+
+    if r.schedule is not None:
+        t = Table(title=f"experiment {r.verb}: the schedule (--dry-run)", title_justify="left")
+        for col in ("block", "arm", "flags", "requests", "worst case"):
+            t.add_column(col)
+        for b in r.schedule:
+            t.add_row(str(b["block"]), b["arm"], b["flags"] or "-", str(b["requests"]),
+                      f"{b['worst_case_s']:,.0f} s")  # fmt: skip
+        con.print(t)
+        total = sum(b["worst_case_s"] for b in r.schedule)
+        say(f"{len(r.schedule)} blocks at most; worst case {total / 3600:,.1f} h")
+        return
+    ci = ""
+    if r.ci is not None:
+        hi = "∞" if r.ci[1] is None else fmt_num(r.ci[1])
+        ci = f"; RR {fmt_num(r.rr)}, always-valid {fmt_num(r.ci[0])}–{hi}, p {fmt_num(r.p)}"
+    say(f"experiment {r.verb}: {r.decision}{ci} ({r.why or r.error or ''})")
+    if r.arms:
+        t = Table(title=f"{r.name}: {len(r.blocks)} blocks in {r.out}", title_justify="left")
+        for col in ("arm", "flags", "judged", "corrupted", "rate", "no reply"):
+            t.add_column(col)
+        for a in r.arms:
+            rate = "-" if a["rate"] is None else f"{a['rate']:.2%}"
+            t.add_row(a["name"], a["flags"] or "-", f"{a['requests']:,}", f"{a['corrupted']:,}",
+                      rate, f"{a['no_reply']:,}")  # fmt: skip
+        con.print(t)
+    for test in r.tests:
+        say(f"  test {' '.join(test['flags']) or '(no flags)'}: {test['decision']} "
+                  f"({test['requests']:,} judged requests)")  # fmt: skip
+    if r.subset is not None:
+        say(f"minimal failing flags: {' '.join(r.subset) or '(none)'}"
+                  f"{'' if r.one_minimal else ' (not confirmed 1-minimal)'}")  # fmt: skip
+    if r.needed:
+        say(f"a decision would need about {r.needed:,} judged requests an arm")

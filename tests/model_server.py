@@ -96,8 +96,14 @@ class ModelServer:
                  latency: float = 0.002, keep_bodies: bool = False,
                  refuse: frozenset[str] = frozenset(), fail_first: int = 0,
                  server_args: dict | None = None, pd: bool = False,
-                 echo_shared: bool = False) -> None:  # fmt: skip
+                 echo_shared: bool = False, flags: frozenset[str] = frozenset(),
+                 rule: tuple[frozenset[str], float] | None = None, base_rate: float = 0.0,
+                 fault_seed: int = 0) -> None:  # fmt: skip
         self.threshold = threshold
+        # experiments: a reply is corrupted with `rule`'s rate when every flag it names is
+        # on (else `base_rate`), decided by a hash of (seed, flags, session, round) alone
+        self.flags, self.rule, self.base_rate = flags, rule, base_rate
+        self.fault_seed = fault_seed
         self.latency = latency  # seconds a reply takes, so that requests overlap like in a batch
         self.faults = DEFAULT_FAULTS if faults is None else faults
         assert sum(self.faults.values()) <= 100
@@ -142,6 +148,22 @@ class ModelServer:
                     "function": {"name": fn["name"], "arguments": orjson.dumps(args).decode()}}  # fmt: skip
             return "", [call]
         return _prose(seed, 20 + seed[2] % 40), []
+
+    def _ruled(self, messages: list[dict]) -> str | None:
+        """`markup` for a reply the flag rule corrupts: a pure function of the seed, the
+        flags, the session (its marker) and the round (its user turns)."""
+        if self.rule is None and not self.base_rate:
+            return None
+        system = str(messages[0].get("content")) if messages else ""
+        at = system.find("[session marker")
+        session = system[at : at + 34] if at >= 0 else system[:64]
+        rnd = sum(1 for m in messages if m.get("role") == "user")
+        rate = self.base_rate
+        if self.rule is not None and self.rule[0] <= self.flags:
+            rate = self.rule[1]
+        key = f"{self.fault_seed}|{','.join(sorted(self.flags))}|{session}|{rnd}".encode()
+        u = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
+        return "markup" if u < rate else None
 
     def _fault(self) -> str | None:
         """The fault of the n-th request to arrive at or above the threshold: a fixed
@@ -231,6 +253,9 @@ class ModelServer:
         )
 
     # HTTP
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response(
             {"object": "list", "data": [{"id": self.model, "object": "model"}]}
@@ -274,7 +299,7 @@ class ModelServer:
         if messages[0].get("role") == "system":
             self._systems[rid] = str(messages[0].get("content"))
         try:
-            kind = None if probe else self._fault()
+            kind = None if probe else (self._ruled(messages) or self._fault())
             if kind is not None:
                 self.planted[rid] = kind
             self._log(rid, kind in CORRUPTIONS)
@@ -359,6 +384,7 @@ class ModelServer:
 
     def app(self) -> web.Application:
         app = web.Application()
+        app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/server_info", self.server_info)
         app.router.add_post("/v1/chat/completions", self.chat)
@@ -413,7 +439,7 @@ def running(server: ModelServer) -> Iterator[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument(
         "--threshold", type=int, default=None, help="in-flight requests at which faults start"
@@ -421,8 +447,22 @@ def main() -> None:
     ap.add_argument("--log-dir", type=Path, default=None)
     ap.add_argument("--reuse-port", action="store_true",
                     help="share the port with other server processes (the kernel spreads connections)")  # fmt: skip
-    a = ap.parse_args()
-    server = ModelServer(threshold=a.threshold, log_dir=a.log_dir)
+    ap.add_argument("--rule", default=None,
+                    help="FLAG+FLAG=RATE: corrupt that share of replies when every named flag "
+                         "is on")  # fmt: skip
+    ap.add_argument("--base-rate", type=float, default=0.0,
+                    help="the share corrupted otherwise")  # fmt: skip
+    ap.add_argument("--seed", type=int, default=0)
+    a, rest = ap.parse_known_args()
+    # every other `--name` is a server flag the rule may name (as an experiment's arm sets)
+    flags = frozenset(t.lstrip("-") for t in rest if t.startswith("--"))
+    rule = None
+    if a.rule:
+        names, rate = a.rule.rsplit("=", 1)
+        rule = (frozenset(n.strip().lstrip("-") for n in names.split("+") if n.strip()),
+                float(rate))  # fmt: skip
+    server = ModelServer(threshold=a.threshold, log_dir=a.log_dir, flags=flags, rule=rule,
+                         base_rate=a.base_rate, fault_seed=a.seed)  # fmt: skip
 
     async def forever() -> None:
         port, stop = await server.serve(a.port, a.reuse_port)

@@ -1,0 +1,302 @@
+"""`forensics experiment`: run the experiment that ends an investigation, and stop it when
+the answer is known.
+
+- `ab PLAN`: two arms in interleaved ABBA blocks; after every pair of blocks an
+  anytime-valid test of the two corruption rates (sequential.py) decides `differs`,
+  `equivalent` or, at the budget, `undecided` (with the requests a decision would need).
+- `check PLAN`: is this configuration bad? Wald's SPRT between `good_rate` and `bad_rate`:
+  exit 0 good, 1 bad, 125 undecided or untestable — git bisect run's codes.
+- `minimize PLAN`: ddmin over `flags`, each test a `check` (ddmin.py).
+
+Every block is a reproducer run ingested into the incident (blocks.py); with `[start]` the
+server is started per configuration and stopped afterwards (server.py). A plan, database
+or reproducer error exits 128 (so `git bisect run` aborts rather than marking a commit
+bad); Ctrl-C 130.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ForensicsError
+from .blocks import Block, experiment_name, run_block
+from .ddmin import BAD, GOOD, UNDECIDED, ddmin
+from .plan import Arm, Plan, load_plan
+from .sequential import BAD as BAD_CODE
+from .sequential import CONTINUE, DIFFERS, AbTest, CheckTest, requests_needed
+from .server import Server, Untestable, run_build
+
+SCHEMA = "forensics.experiment/1"
+ABBA = (0, 1, 1, 0)
+EXIT = {"equivalent": 0, "good": 0, "found": 0, "differs": 1, "bad": 1, "undecided": 125,
+        "error": 128}  # fmt: skip
+
+
+@dataclass
+class ExperimentResult:
+    verb: str
+    name: str = ""
+    out: str | None = None
+    decision: str = "undecided"
+    arms: list[dict] = field(default_factory=list)
+    rr: float | None = None
+    ci: list[float | None] | None = None
+    p: float | None = None
+    blocks: list[Block] = field(default_factory=list)
+    subset: list[str] | None = None
+    tests: list[dict] = field(default_factory=list)
+    one_minimal: bool | None = None
+    error: str | None = None
+    needed: int | None = None  # judged requests an arm a decision would need
+    why: str = ""
+    schedule: list[dict] | None = None  # --dry-run
+    interrupted: bool = False
+
+    @property
+    def runs(self) -> list[str]:
+        return [b.run for b in self.blocks]
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        if self.verb == "minimize" and self.decision == "bad":
+            return 0  # found
+        if self.verb == "minimize" and self.decision != "error":
+            return 125
+        return EXIT[self.decision]
+
+    def as_dict(self) -> dict:
+        return {"schema": SCHEMA, "verb": self.verb, "experiment": self.name, "out": self.out,
+                "decision": self.decision, "arms": self.arms, "rr": _num(self.rr),
+                "ci": self.ci, "p": _num(self.p), "blocks": [b.as_dict() for b in self.blocks],
+                "runs": self.runs, "subset": self.subset, "tests": self.tests,
+                "one_minimal": self.one_minimal, "error": self.error,
+                "requests_needed": self.needed, "why": self.why,
+                "schedule": self.schedule}  # fmt: skip
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _arms(arms: list[Arm], blocks: list[Block]) -> list[dict]:
+    out = []
+    for a in arms:
+        mine = [b for b in blocks if b.arm == a.name]
+        n, x = sum(b.requests for b in mine), sum(b.corrupted for b in mine)
+        out.append({"name": a.name, "flags": a.flags, "requests": n, "corrupted": x,
+                    "no_reply": sum(b.no_reply for b in mine),
+                    "rate": x / n if n else None})  # fmt: skip
+    return out
+
+
+@contextlib.contextmanager
+def _session(plan: Plan, res: ExperimentResult, out: str | Path | None) -> Iterator[Path]:
+    """The experiment's folder; errors, Ctrl-C and a dead server end it with the blocks
+    done kept and the decision `error`."""
+    res.name = experiment_name(plan)
+    folder = Path(out) if out is not None else Path("experiments") / res.name
+    folder.mkdir(parents=True, exist_ok=True)
+    res.out = str(folder)
+    try:
+        if plan.build is not None:
+            run_build(str(plan.build["command"]), folder / "build.log")
+        yield folder
+    except KeyboardInterrupt:
+        res.decision, res.interrupted = "error", True
+        res.error = f"interrupted: {len(res.blocks)} blocks kept in {folder}"
+    except ForensicsError as exc:
+        res.decision, res.error = "error", f"{exc} ({len(res.blocks)} blocks kept in {folder})"
+        if isinstance(exc, Untestable) and res.verb == "check":
+            res.decision = "undecided"
+
+
+class _Runner:
+    """Blocks against their servers: a server is (re)started when the configuration
+    changes, and a server that died during a block is an error."""
+
+    def __init__(self, plan: Plan, folder: Path, db: Path | None) -> None:
+        self.plan, self.folder, self.db = plan, folder, db
+        self.server = Server(plan.start, plan.url) if plan.start is not None else None
+        self.started = time.monotonic()
+
+    def block(self, arm: Arm, k: int, name: str, res: ExperimentResult) -> Block:
+        if self.server is not None:
+            self.server.up(arm, self.folder / f"{arm.name}-b{k}.server.log")
+        try:
+            b = run_block(self.plan, arm, k, name, self.folder, self.db)
+        except ForensicsError as exc:
+            raise ForensicsError(f"block {name}/{arm.name}/b{k}: {self._why(exc)}") from None
+        if self.server is not None and not self.server.alive():
+            res.blocks.append(b)
+            raise ForensicsError(f"the server exited (code {self.server.exit_code()}) during "
+                                 f"block {b.run}")  # fmt: skip
+        res.blocks.append(b)
+        return b
+
+    def _why(self, exc: ForensicsError) -> str:
+        if self.server is not None and not self.server.alive():
+            return f"the server exited (code {self.server.exit_code()}) during the block"
+        return str(exc)
+
+    def out_of_time(self) -> bool:
+        limit = self.plan.max_minutes
+        return limit is not None and time.monotonic() - self.started > float(limit) * 60
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.down()
+
+
+def ab(plan_path: str | Path, db: str | Path | None = None, out: str | Path | None = None,
+       dry_run: bool = False) -> ExperimentResult:  # fmt: skip
+    """Two arms in ABBA blocks until the sequential test decides (see the module)."""
+    plan = load_plan(plan_path, "ab")
+    res = ExperimentResult("ab")
+    res.arms = _arms(plan.arms, [])
+    if dry_run:
+        res.schedule = _schedule(plan, [plan.arms[i] for i in ABBA])
+        return res
+    with _session(plan, res, out) as folder:
+        runner = _Runner(plan, folder, Path(db) if db is not None else None)
+        try:
+            _ab_loop(plan, res, runner)
+        finally:
+            runner.close()
+    res.arms = _arms(plan.arms, res.blocks)
+    return res
+
+
+def _ab_loop(plan: Plan, res: ExperimentResult, runner: _Runner) -> None:
+    test = AbTest((), float(plan.alpha), float(plan.min_effect),
+                  None if plan.max_diff is None else float(plan.max_diff))  # fmt: skip
+    per_block = int(plan.sessions) * int(plan.rounds)
+    k = 0
+    while True:
+        sent = sum(b.sent for b in res.blocks)
+        if sent + 2 * per_block > int(plan.max_requests) or runner.out_of_time():
+            res.why = "the budget ran out before the test decided"
+            break
+        pair = [
+            runner.block(plan.arms[ABBA[k % 4]], k, res.name, res),
+            runner.block(plan.arms[ABBA[(k + 1) % 4]], k + 1, res.name, res),
+        ]
+        k += 2
+        a, b = sorted(pair, key=lambda blk: blk.arm != plan.arms[0].name)
+        code = int(test.add_pair(a.sessions_corrupted, a.sessions, b.sessions_corrupted,
+                                 b.sessions))  # fmt: skip
+        _read(test, res, plan)
+        if code != CONTINUE:
+            res.decision = "differs" if code == DIFFERS else "equivalent"
+            res.why = "decided after block pair " + str(k // 2)
+            return
+    judged = min(sum(x.requests for x in res.blocks if x.arm == a.name) for a in plan.arms)
+    lo, hi = res.ci or (0.0, None)
+    res.needed = requests_needed(lo or 0.0, hi if hi is not None else np.inf, judged,
+                                 float(plan.min_effect))  # fmt: skip
+
+
+def _read(test: AbTest, res: ExperimentResult, plan: Plan) -> None:
+    st = test.state
+    assert st is not None
+    res.rr = float(st.rr) if np.isfinite(st.rr) else None
+    res.ci = [float(test.lo), None if not np.isfinite(test.hi) else float(test.hi)]
+    res.p = float(test.p)
+
+
+def check(plan_path: str | Path, db: str | Path | None = None, out: str | Path | None = None,
+          dry_run: bool = False) -> ExperimentResult:  # fmt: skip
+    """Is this configuration bad? (See the module: exit 0 good, 1 bad, 125 undecided.)"""
+    plan = load_plan(plan_path, "check")
+    arm = plan.arms[0] if plan.arms else Arm("check")
+    res = ExperimentResult("check")
+    if dry_run:
+        res.schedule = _schedule(plan, [arm])
+        return res
+    with _session(plan, res, out) as folder:
+        runner = _Runner(plan, folder, Path(db) if db is not None else None)
+        try:
+            res.decision = _check_loop(plan, arm, res, runner, float(plan.alpha),
+                                       int(plan.max_requests))  # fmt: skip
+        finally:
+            runner.close()
+    res.arms = _arms([arm], res.blocks)
+    return res
+
+
+def _check_loop(plan: Plan, arm: Arm, res: ExperimentResult, runner: _Runner, alpha: float,
+                budget: int, first: int = 0) -> str:  # fmt: skip
+    test = CheckTest((), alpha, float(plan.good_rate), float(plan.bad_rate))
+    per_block, k, sent = int(plan.sessions) * int(plan.rounds), first, 0
+    while sent + per_block <= budget and not runner.out_of_time():
+        b = runner.block(arm, k, res.name, res)
+        sent, k = sent + b.sent, k + 1
+        code = int(test.add_block(b.corrupted, b.requests))
+        if code != CONTINUE:
+            res.why = f"decided after {k - first} blocks"
+            return "bad" if code == BAD_CODE else "good"
+    res.why = "the budget ran out before the test decided"
+    return "undecided"
+
+
+def minimize(plan_path: str | Path, db: str | Path | None = None,
+             out: str | Path | None = None, dry_run: bool = False) -> ExperimentResult:  # fmt: skip
+    """The 1-minimal failing subset of the plan's flags (ddmin; each test a check at
+    alpha / max_tests)."""
+    plan = load_plan(plan_path, "minimize")
+    res = ExperimentResult("minimize")
+    flags = [str(f) for f in plan.flags]
+    if dry_run:
+        res.schedule = _schedule(plan, [Arm("all", " ".join(flags)), Arm("none")])
+        return res
+    with _session(plan, res, out) as folder:
+        runner = _Runner(plan, folder, Path(db) if db is not None else None)
+        try:
+            _minimize(plan, flags, res, runner)
+        finally:
+            runner.close()
+    return res
+
+
+def _minimize(plan: Plan, flags: list[str], res: ExperimentResult, runner: _Runner) -> None:
+    alpha = float(plan.alpha) / int(plan.max_tests)
+
+    def test(subset: list[str]) -> str:
+        arm = Arm(f"t{len(res.tests)}", " ".join(subset))
+        first = len(res.blocks)
+        try:
+            got = _check_loop(plan, arm, res, runner, alpha, int(plan.test_requests), first)
+        except Untestable:
+            got = UNDECIDED
+        mine = res.blocks[first:]
+        res.tests.append({"flags": subset, "decision": got, "runs": [b.run for b in mine],
+                          "requests": sum(b.requests for b in mine)})  # fmt: skip
+        return got
+
+    found = ddmin(flags, test, int(plan.max_tests))
+    res.subset, res.one_minimal, res.why = found.subset, found.one_minimal, found.why
+    res.decision = "bad" if found.subset is not None and found.one_minimal else "undecided"
+
+
+def _schedule(plan: Plan, cycle: list[Arm]) -> list[dict]:
+    """--dry-run: the blocks the budget allows, in order, and each one's worst case."""
+    per_block = int(plan.sessions) * int(plan.rounds)
+    budget = int(plan.max_requests if plan.verb != "minimize" else plan.test_requests)
+    worst_s = int(plan.rounds) * float(plan.timeout_s)
+    start_s = float(plan.start.get("timeout_s", 900)) if plan.start is not None else 0.0
+    out = []
+    for k in range(max(budget // per_block, 1)):
+        arm = cycle[k % len(cycle)]
+        out.append({"block": k, "arm": arm.name, "flags": arm.flags, "requests": per_block,
+                    "worst_case_s": worst_s + start_s})  # fmt: skip
+    return out
+
+
+__all__ = ["BAD", "GOOD", "ExperimentResult", "ab", "check", "minimize"]
