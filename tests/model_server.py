@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import gc
 import hashlib
+import os
 import threading
 import time
 from collections import Counter
@@ -98,12 +99,13 @@ class ModelServer:
                  server_args: dict | None = None, pd: bool = False,
                  echo_shared: bool = False, flags: frozenset[str] = frozenset(),
                  rule: tuple[frozenset[str], float] | None = None, base_rate: float = 0.0,
-                 fault_seed: int = 0) -> None:  # fmt: skip
+                 fault_seed: int = 0, die_after: int | None = None) -> None:  # fmt: skip
         self.threshold = threshold
         # experiments: a reply is corrupted with `rule`'s rate when every flag it names is
         # on (else `base_rate`), decided by a hash of (seed, flags, session, round) alone
         self.flags, self.rule, self.base_rate = flags, rule, base_rate
         self.fault_seed = fault_seed
+        self.die_after = die_after  # the process exits at this request (a server that dies)
         self.latency = latency  # seconds a reply takes, so that requests overlap like in a batch
         self.faults = DEFAULT_FAULTS if faults is None else faults
         assert sum(self.faults.values()) <= 100
@@ -290,6 +292,8 @@ class ModelServer:
         probe = rid.startswith("probe-")
         self.probes += probe
         self.requests += not probe
+        if self.die_after is not None and self.requests > self.die_after:
+            os._exit(3)
         self.request_ids[rid] = request.headers.get("X-Request-Id")
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
@@ -453,6 +457,7 @@ def main() -> None:
     ap.add_argument("--base-rate", type=float, default=0.0,
                     help="the share corrupted otherwise")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--die-after", type=int, default=None, help="exit at this request")
     a, rest = ap.parse_known_args()
     # every other `--name` is a server flag the rule may name (as an experiment's arm sets)
     flags = frozenset(t.lstrip("-") for t in rest if t.startswith("--"))
@@ -462,7 +467,8 @@ def main() -> None:
         rule = (frozenset(n.strip().lstrip("-") for n in names.split("+") if n.strip()),
                 float(rate))  # fmt: skip
     server = ModelServer(threshold=a.threshold, log_dir=a.log_dir, flags=flags, rule=rule,
-                         base_rate=a.base_rate, fault_seed=a.seed)  # fmt: skip
+                         base_rate=a.base_rate, fault_seed=a.seed,
+                         die_after=a.die_after)  # fmt: skip
 
     async def forever() -> None:
         port, stop = await server.serve(a.port, a.reuse_port)

@@ -105,8 +105,30 @@ def _args(name: str, h: dict, tmp: Path) -> tuple[list[str], set[int]]:
         "templates": ([*db, "--new-since", "incident"], {0}),
         "runs rename": ([RUN, f"{RUN}-again", "--db", str(tmp / "m [bold]x.duckdb")], {0}),
         "runs merge": ([RUN, "incident", "--db", str(tmp / "m [bold]x.duckdb")], {0}),
+        "experiment ab": ([_plan(tmp, "ab"), "--dry-run"], {0}),
+        "experiment check": (
+            [_plan(tmp, "check"), *db, "--out", str(tmp / "e [bold]o")],
+            {128},
+        ),
+        "experiment minimize": ([_plan(tmp, "minimize")], {128}),
     }
     return table[name]
+
+
+def _plan(tmp: Path, verb: str) -> str:
+    """A plan whose arm names, flags and keys are hostile: a dry run shows them, a server
+    that is not there and an unknown key are errors."""
+    arms = "".join(f'[[arms]]\nname = {orjson.dumps(n).decode()}\nflags = "--x {RUN}"\n'
+                   for n in ((RUN, HOST) if verb == "ab" else (HOST,)))  # fmt: skip
+    body = {
+        "ab": arms,
+        "check": f"url = \"http://127.0.0.1:9\"\ngood_rate = 0.01\nbad_rate = 0.2\n"
+                 f"sessions = 1\nrounds = 1\ntimeout_s = 2.0\n{arms}",
+        "minimize": f"{orjson.dumps(RID).decode()} = 1\n",
+    }[verb]  # fmt: skip
+    path = tmp / f"[bold]{verb}.toml"
+    path.write_text(body, encoding="utf-8")
+    return str(path)
 
 
 COMMANDS = _commands()
@@ -138,6 +160,9 @@ def test_hostile_values_are_shown_escaped(name: str, hostile: dict, tmp_path: Pa
             "suspects",
             "runs",
             "templates",
+            "experiment ab",
+            "experiment check",
+            "experiment minimize",
         ):
             continue
         if json and name == "ingest":

@@ -64,6 +64,8 @@ class ExperimentResult:
 
     @property
     def exit_code(self) -> int:
+        if self.schedule is not None:  # a dry run: nothing ran, nothing decided
+            return 0
         if self.interrupted:
             return 130
         if self.verb == "minimize" and self.decision == "bad":

@@ -81,7 +81,7 @@ def run_block(plan: Plan, arm: Arm, k: int, name: str, out: Path, db: Path | Non
     if db is not None:
         from ..store.ingest import ingest
 
-        got = ingest([str(path)], db)
+        got = ingest([str(path)], db, run=run, tags=tags)
         if any(s.status == "failed" for s in got.sources):
             raise ForensicsError(f"block {run}: its results were not ingested")
     return counts(path, arm.name, run)

@@ -1,0 +1,288 @@
+"""`forensics experiment`: its sequential tests by simulation (the command's own decision
+objects, vectorised over experiments, seeded), ddmin on known answers, the plan's keys,
+and end to end against the stand-in server started by `[start]` with a flag rule."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+import forensics.experiment as ex
+from forensics.errors import ForensicsError
+from forensics.experiment.ddmin import BAD, GOOD, UNDECIDED, ddmin
+from forensics.experiment.plan import keys_markdown, load_plan
+from forensics.experiment.sequential import (
+    CONTINUE,
+    DIFFERS,
+    EQUIVALENT,
+    AbTest,
+    CheckTest,
+)
+from forensics.store.runs import list_runs
+
+from .helpers import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+ALPHA = 0.05
+E = 2000  # simulated experiments
+
+
+def _mcse_bound(alpha: float = ALPHA, n: int = E) -> float:
+    return alpha + 3 * math.sqrt(alpha * (1 - alpha) / n)
+
+
+def _block(rng, p: float, sessions: int, rounds: int, icc: float, n: int = E):
+    """Corrupted sessions and requests of one block per experiment: a per-block Beta
+    rate (intra-class correlation `icc`), and a session stays corrupted once hit."""
+    if icc > 0:
+        pb = rng.beta(p * (1 - icc) / icc, (1 - p) * (1 - icc) / icc, size=n)
+    else:
+        pb = np.full(n, p)
+    hit = rng.random((n, sessions, rounds)) < pb[:, None, None]
+    first = np.where(hit.any(-1), hit.argmax(-1), rounds)
+    return (first < rounds).sum(-1), (rounds - first).sum(-1)
+
+
+def _ab(pa: float, pb: float, *, sessions: int = 32, rounds: int = 4, budget: int = 6000,
+        icc: float = 0.0, seed: int = 0, min_effect: float = 2.0):  # fmt: skip
+    """Each experiment's decision and the judged requests an arm it took."""
+    rng = np.random.default_rng(seed)
+    test = AbTest((E,), ALPHA, min_effect)
+    decision, used = np.full(E, CONTINUE), np.zeros(E)
+    per = sessions * rounds
+    k = 0
+    while (decision == CONTINUE).any() and 2 * per * (k + 1) <= budget:
+        xa, _ = _block(rng, pa, sessions, rounds, icc)
+        xb, _ = _block(rng, pb, sessions, rounds, icc)
+        code = test.add_pair(xa, np.full(E, sessions), xb, np.full(E, sessions))
+        new = (decision == CONTINUE) & (code != CONTINUE)
+        decision[new], used[new] = code[new], per * (k + 1)
+        k += 1
+    used[decision == CONTINUE] = per * k
+    return decision, used
+
+
+@pytest.mark.parametrize(("rate", "icc"), [(0.01, 0.02), (0.05, 0.1)])
+def test_under_no_difference_ab_says_differs_within_alpha(rate: float, icc: float) -> None:
+    """Block-correlated nulls (a per-block Beta rate, sessions that stay corrupted),
+    watched pair by pair up to the budget."""
+    decision, _ = _ab(rate, rate, icc=icc, seed=1)
+    assert np.mean(decision == DIFFERS) <= _mcse_bound()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("rate", "icc"), [(0.005, 0.1), (0.01, 0.1), (0.2, 0.1), (0.05, 0.02)])
+def test_under_no_difference_every_base_rate(rate: float, icc: float) -> None:
+    decision, _ = _ab(rate, rate, icc=icc, seed=2)
+    assert np.mean(decision == DIFFERS) <= _mcse_bound()
+
+
+@pytest.mark.parametrize("rr", [2.0, 0.5])
+def test_at_the_margin_equivalent_is_rare(rr: float) -> None:
+    """True RR at min_effect (or its inverse): `equivalent` within alpha."""
+    decision, _ = _ab(0.05, 0.05 * rr, seed=3)
+    assert np.mean(decision == EQUIVALENT) <= _mcse_bound()
+
+
+def test_a_large_difference_is_decided_in_a_few_hundred_requests() -> None:
+    """1 % vs 25 %: blocks of 8 sessions × 2 rounds — median ≤ 200 and 95th percentile
+    ≤ 500 judged requests an arm; blocks of 32 × 4 decide after two pairs at most mostly."""
+    decision, used = _ab(0.01, 0.25, sessions=8, rounds=2, budget=1500, seed=4)
+    assert np.mean(decision == DIFFERS) >= 0.99
+    assert np.median(used) <= 200 and np.percentile(used, 95) <= 500
+    decision, used = _ab(0.01, 0.25, seed=5)
+    assert np.mean(decision == DIFFERS) >= 0.99 and np.percentile(used, 95) <= 500
+
+
+def test_equal_rates_end_equivalent_at_five_percent_and_undecided_at_one() -> None:
+    decision, used = _ab(0.05, 0.05, seed=6)
+    assert np.mean(decision == EQUIVALENT) >= 0.9 and np.max(used) <= 3000
+    decision, _ = _ab(0.01, 0.01, seed=7)
+    assert np.mean(decision == CONTINUE) >= 0.9  # the honest answer: undecided
+
+
+def _check(rate: float, good: float = 0.02, bad: float = 0.15, alpha: float = ALPHA,
+           rng=None, n: int = E, budget: int = 1500):  # fmt: skip
+    rng = rng or np.random.default_rng(8)
+    test = CheckTest((n,), alpha, good, bad)
+    decision = np.full(n, CONTINUE)
+    for _ in range(budget // 16):
+        _, x = _block(rng, rate, 8, 2, 0.0, n)
+        code = test.add_block(x, np.full(n, 16))
+        decision = np.where(decision == CONTINUE, code, decision)
+        if (decision != CONTINUE).all():
+            break
+    return decision
+
+
+def test_check_is_wrong_at_most_alpha_at_either_rate() -> None:
+    """Wald's SPRT at α = β: at the good rate "bad" within alpha, at the bad rate "good"
+    within alpha (sessions that stay corrupted make requests correlated)."""
+    assert np.mean(_check(0.02) == 1) <= _mcse_bound()
+    assert np.mean(_check(0.15) == 2) <= _mcse_bound()
+    assert np.mean(_check(0.01) == 2) >= 0.95 and np.mean(_check(0.25) == 1) >= 0.95
+
+
+def test_ddmin_finds_a_planted_pair_and_confirms_it() -> None:
+    flags = ["--a", "--x", "--b", "--y", "--c"]
+    found = ddmin(flags, lambda s: BAD if {"--x", "--y"} <= set(s) else GOOD, 40)
+    assert found.subset == ["--x", "--y"] and found.one_minimal
+    assert found.tests[0] == (flags, BAD) and found.tests[1] == ([], GOOD)
+    one = ddmin(flags, lambda s: BAD if "--b" in s else GOOD, 40)
+    assert one.subset == ["--b"] and one.one_minimal
+
+
+def test_ddmin_says_why_it_cannot_answer() -> None:
+    flags = ["--a", "--b"]
+    assert ddmin(flags, lambda s: GOOD, 10).why.startswith("the full set of flags is good")
+    assert "without any of the flags is bad" in ddmin(flags, lambda s: BAD, 10).why
+    assert ddmin(flags * 3, lambda s: UNDECIDED, 10).subset is None
+    budget = ddmin([f"--f{i}" for i in range(8)], lambda s: BAD if "--f7" in s else GOOD, 3)
+    assert budget.subset is None and "out of tests" in budget.why
+
+
+def test_minimize_by_simulation_returns_the_planted_pair() -> None:
+    """200 runs of ddmin over five flags, each test the command's own SPRT on simulated
+    blocks (25 % with both planted flags on, else 1 %), at alpha / max_tests."""
+    rng = np.random.default_rng(9)
+    flags = ["--a", "--x", "--b", "--y", "--c"]
+    hits = 0
+    for _ in range(200):
+
+        def test(subset: list[str]) -> str:
+            rate = 0.25 if {"--x", "--y"} <= set(subset) else 0.01
+            code = _check(rate, alpha=ALPHA / 24, rng=rng, n=1)[0]
+            return {1: BAD, 2: GOOD}.get(int(code), UNDECIDED)
+
+        hits += ddmin(flags, test, 24).subset == ["--x", "--y"]
+    assert hits >= 190
+
+
+# --- the plan ----------------------------------------------------------------------
+
+
+def _write(tmp: Path, text: str, name: str = "plan.toml") -> Path:
+    p = tmp / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize(
+    ("text", "verb", "says"),
+    [
+        ('sesions = 3\n[[arms]]\nname="a"\n[[arms]]\nname="b"\n', "ab", "unknown key 'sesions'"),
+        ('sessions = "3"\n', "check", "sessions must be int"),
+        ('[[arms]]\nname="a"\n', "ab", "needs two [[arms]]"),
+        ("good_rate = 0.2\nbad_rate = 0.1\n", "check", "0 < good_rate < bad_rate < 1"),
+        ('good_rate = 0.01\nbad_rate = 0.2\nflags = ["--x"]\n', "minimize", "needs [start]"),
+        ('[start]\nhealth = "/health"\n', "ab", "[start] needs `command`"),
+        ("min_effect = 2.0\ngood_rate = 0.01\nbad_rate = 0.2\n", "check", "not read by"),
+        ("url = [", "ab", "not TOML"),
+    ],
+)
+def test_a_bad_plan_is_one_line(tmp_path: Path, text: str, verb: str, says: str) -> None:
+    with pytest.raises(ForensicsError, match=None) as err:
+        load_plan(_write(tmp_path, text), verb)
+    assert says in str(err.value)
+
+
+def test_the_plan_keys_are_documented() -> None:
+    docs = (ROOT / "docs" / "investigations.md").read_text(encoding="utf-8")
+    assert keys_markdown() in docs
+
+
+# --- end to end, against the stand-in server --------------------------------------
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _plan(tmp: Path, body: str, extra: str = "--rule x+y=0.25 --base-rate 0.01") -> Path:
+    port = _port()
+    head = (f'url = "http://127.0.0.1:{port}"\nsessions = 8\nrounds = 2\n'
+            f'[start]\ncommand = "{sys.executable} -m tests.model_server --port {port} '
+            f'{extra} {{flags}}"\ntimeout_s = 60\n')  # fmt: skip
+    # top-level keys must come before [start]: put the body's first
+    top, _, tables = body.partition("[[")
+    return _write(tmp, top + head + (("[[" + tables) if tables else ""))
+
+
+AB = 'max_requests = 1500\n[[arms]]\nname = "off"\nflags = "{a}"\n[[arms]]\nname = "on"\nflags = "{b}"\n'
+
+
+def test_ab_decides_the_planted_difference_and_stops_early(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, AB.format(a="", b="--x --y"))
+    db = tmp_path / "db.duckdb"
+    res = ex.ab(plan, db, tmp_path / "out")
+    assert res.decision == "differs" and res.exit_code == 1, res.error
+    assert sum(b.requests for b in res.blocks) < 1500  # stopped before the budget
+    assert res.arms[1]["rate"] > res.arms[0]["rate"] and res.ci[0] > 1
+    # every block is a run of the incident, tagged with its arm, flags and the plan
+    runs = {r["run"]: r["tags"] for r in list_runs(db)}
+    assert set(runs) == set(res.runs)
+    first = runs[res.runs[0]]
+    assert first["arm"] == "off" and first["plan_sha256"] == load_plan(plan, "ab").sha256
+    assert [b.arm for b in res.blocks[:4]] == ["off", "on", "on", "off"]  # ABBA
+    assert (tmp_path / "out" / "off-b0.server.log").exists()
+
+
+def test_two_harmless_flags_never_differ(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, AB.format(a="--p", b="--q"), extra="--base-rate 0.2")
+    res = ex.ab(plan, None, tmp_path / "out")
+    assert res.decision in ("equivalent", "undecided"), res.as_dict()
+
+
+def test_check_exits_one_for_a_bad_and_zero_for_a_good_configuration(tmp_path: Path) -> None:
+    rates = "good_rate = 0.02\nbad_rate = 0.15\nmax_requests = 1500\n"
+    bad = _plan(tmp_path, rates + '[[arms]]\nname = "both"\nflags = "--x --y --z"\n')
+    proc = cli("experiment", "check", str(bad), "--out", str(tmp_path / "b"), "--json")
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["decision"] == "bad", proc.stderr.decode()
+    good = _plan(tmp_path, rates + '[[arms]]\nname = "one"\nflags = "--x"\n')
+    proc = cli("experiment", "check", str(good), "--out", str(tmp_path / "g"), "--json")
+    assert proc.returncode == 0 and orjson.loads(proc.stdout)["decision"] == "good"
+
+
+def test_minimize_returns_exactly_the_planted_pair(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'good_rate = 0.02\nbad_rate = 0.15\ntest_requests = 1500\n'
+                 'flags = ["--a", "--x", "--b", "--y", "--c"]\n')  # fmt: skip
+    res = ex.minimize(plan, None, tmp_path / "out")
+    assert res.subset == ["--x", "--y"] and res.one_minimal and res.exit_code == 0
+    assert res.tests[0]["flags"] == ["--a", "--x", "--b", "--y", "--c"]
+    assert res.tests[0]["decision"] == "bad" and res.tests[1]["decision"] == "good"
+
+
+def test_a_server_killed_mid_block_keeps_the_blocks_done(tmp_path: Path) -> None:
+    rates = "good_rate = 0.04\nbad_rate = 0.06\nmax_requests = 6000\n"
+    plan = _plan(tmp_path, rates, extra="--base-rate 0.05 --die-after 70")
+    proc = cli("experiment", "check", str(plan), "--out", str(tmp_path / "o"), "--json")
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 128 and doc["decision"] == "error"
+    assert "the server exited" in doc["error"] and doc["blocks"], doc
+    assert "error: " in proc.stderr.decode() or doc["error"]
+
+
+def test_a_plan_error_is_json_and_exit_128(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "nope = 1\n")
+    proc = cli("experiment", "ab", str(bad), "--json")
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 128 and doc["decision"] == "error" and "nope" in doc["error"]
+    assert doc["schema"] == "forensics.experiment/1" and doc["verb"] == "ab"
+
+
+def test_dry_run_prints_the_schedule(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, AB.format(a="", b="--x"))
+    proc = cli("experiment", "ab", str(plan), "--dry-run", "--json")
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 0 and [b["arm"] for b in doc["schedule"][:4]] == [
+        "off", "on", "on", "off"]  # fmt: skip
