@@ -553,6 +553,10 @@ def suspects(
         bool, typer.Option(help="Benjamini–Yekutieli (any dependence) instead of –Hochberg.")
     ] = False,
     top: Annotated[int, typer.Option(help="Lines of the ranking to show.")] = 15,
+    plan: Annotated[
+        Path | None,
+        typer.Option("--plan", help="Write the top experiment as an `experiment ab` plan."),
+    ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     json: JsonOpt = False,
@@ -560,13 +564,24 @@ def suspects(
     """Every recorded factor ranked by its association with corruption: Fisher, exact
     intervals, FDR, load strata, known causes and the next experiment.
 
-    Example: forensics suspects --run incident --fdr 0.05
+    Example: forensics suspects --run incident --plan next.toml
     """
     from .analyses.suspects import suspects as run_suspects
 
     with _scope(db, run, since, until) as s:
         res = run_suspects(s, None, fdr, min_support, dependent)
         _emit(res, json, lambda con, r: terminal.suspects(con, r, top))
+    if plan is not None:
+        text = res.plan()
+        if text is None:
+            _fail("--plan: no suspect with a known experiment to write")
+        try:
+            plan.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _fail(f"--plan {plan}: {exc.strerror}")
+        if not json:
+            sys.stderr.write(f"plan written to {visible(str(plan))}: forensics experiment ab "
+                             f"{visible(str(plan))}\n")  # fmt: skip
 
 
 experiment_app = typer.Typer(rich_markup_mode=None)  # its help: the callback's docstring

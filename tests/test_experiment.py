@@ -286,3 +286,23 @@ def test_dry_run_prints_the_schedule(tmp_path: Path) -> None:
     doc = orjson.loads(proc.stdout)
     assert proc.returncode == 0 and [b["arm"] for b in doc["schedule"][:4]] == [
         "off", "on", "on", "off"]  # fmt: skip
+
+
+def test_suspects_writes_the_plan_of_its_top_experiment(tmp_path: Path) -> None:
+    """The printed experiment and `suspects --plan` are one object: the abort cause's
+    toggle (an environment variable on decode) as the second arm of an `ab` plan that
+    loads, against the run's own server, sessions and rounds."""
+    from forensics.synthetic.planted import generate_planted, write_planted
+
+    files = write_planted(generate_planted("abort", seed=0), tmp_path / "in")
+    db = tmp_path / "db.duckdb"
+    assert cli("ingest", *map(str, files), "--db", str(db), "--run", "incident").returncode == 0
+    path = tmp_path / "next.toml"
+    proc = cli("suspects", "--db", str(db), "--plan", str(path))
+    assert proc.returncode == 0, proc.stderr.decode()
+    plan = load_plan(path, "ab")
+    assert [a.name for a in plan.arms] == ["as-is", "abort-page-reuse"]
+    assert plan.arms[1].env == {"SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE": "1"}
+    text = proc.stdout.decode()
+    assert "next experiment (abort-page-reuse)" in " ".join(text.split())
+    assert plan.start is not None and "{flags}" in plan.start["command"]

@@ -17,7 +17,7 @@ import duckdb
 from ...errors import ForensicsError
 from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
-from .causes import known_causes
+from .causes import known_causes, plan_toml
 from .features import Feature, declared, load_table
 from .headline import Headline, headline
 from .nearby import near
@@ -70,6 +70,17 @@ class Suspects:
             "conclusions": self.sentences(),
         }  # fmt: skip
 
+    def top_experiment(self) -> Suspect | None:
+        """The suspect whose experiment the sentences print (and `--plan` writes)."""
+        return next((s for s in self.found() if s.experiment), None)
+
+    def plan(self) -> str | None:
+        """The `experiment ab` plan of the top suspect's experiment (None: none)."""
+        top = self.top_experiment()
+        if top is None or top.experiment is None:
+            return None
+        return plan_toml(top.known_causes[0], top.experiment, self.ranking.tags)
+
     def requests_needed(self) -> int | None:
         """Nothing passes: requests per group that would tell the strongest predicate's
         two rates apart (as `compare` says for two runs)."""
@@ -97,7 +108,7 @@ class Suspects:
                f"associated with corruption over {r.requests:,} judged requests "
                f"({r.corrupted:,} corrupted); {how}"]  # fmt: skip
         out += [describe(s, r.corrupted) for s in found[:3]]
-        top = next((s for s in found if s.experiment), None)
+        top = self.top_experiment()
         if top and (done := top.experiment.get("already_run")):
             e, here = top.experiment, ", ".join(done)
             out.append(f"the experiment for {top.known_causes[0]} is already here: run {here} "

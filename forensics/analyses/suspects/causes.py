@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import resources
 
@@ -17,6 +17,9 @@ class Experiment:
     repro: str  # the `forensics repro` line that runs it as a tagged run
     if_cause: str  # what the run shows if this is the cause
     if_not: str  # … and if it is not
+    flags: str = ""  # the toggle as server flags ("" where no flag says it)
+    env: dict[str, str] = field(default_factory=dict)  # … and as environment variables
+    side: str = "decode"  # decode | prefill | both: the servers it goes to
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -67,3 +70,35 @@ def for_run(experiment: dict, tags: dict[str, str]) -> dict:
 
 def causes_for(feature: str, level: str | None) -> list[Cause]:
     return [c for c in known_causes() if c.matches(feature, level)]
+
+
+def plan_toml(cause: str, experiment: dict, tags: dict[str, str]) -> str:
+    """The `experiment ab` plan of a cause's experiment (as `for_run` gives it): the run's
+    own server, sessions and rounds; an arm as it is and an arm with the toggle."""
+    url = str(tags.get("url") or _DEFAULTS["url"])
+    port = re.search(r":(\d+)", url.split("//", 1)[-1])
+    sessions = str(tags.get("sessions") or _DEFAULTS["sessions"])
+    rounds = str(tags.get("rounds") or _DEFAULTS["rounds"])
+    env = ", ".join(f"{k} = {_q(v)}" for k, v in experiment.get("env", {}).items())
+    what = " ".join(experiment["toggle"].split())
+    launch = f"python -m sglang.launch_server --port {port.group(1) if port else 30000} {{flags}}"
+    return "\n".join([
+        f"# written by `forensics suspects --plan`: the experiment for {cause}",
+        f"# toggle: {what}",
+        f"url = {_q(url)}",
+        f"sessions = {int(sessions) if sessions.isdigit() else 64}",
+        f"rounds = {int(rounds) if rounds.isdigit() else 8}",
+        "max_requests = 6000", "min_effect = 2.0", "alpha = 0.05", "",
+        f"# brings the {experiment.get('side', 'decode')} server(s) up in each arm's "
+        "configuration: put your launch command here, {flags} where the arm's flags go",
+        "[start]",
+        f"command = {_q(launch)}",
+        'health = "/health"', "timeout_s = 900", "",
+        "[[arms]]", 'name = "as-is"', 'flags = ""', "",
+        "[[arms]]", f"name = {_q(cause)}", f"flags = {_q(experiment.get('flags', ''))}",
+        f"env = {{ {env} }}" if env else "env = {}", "",
+    ])  # fmt: skip
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -129,6 +129,7 @@ class Ranking:
     screened_out: list[Screened]
     skipped: list[Skipped]  # factors that gave no predicate
     strata: list[tuple[float, float, int]]  # load strata: (lowest, highest concurrency, requests)
+    tags: dict[str, str] = field(default_factory=dict)  # the busiest run's: its server, sessions
 
 
 def rank(
@@ -166,7 +167,7 @@ def rank(
         causes = causes_for(s.feature, s.level)
         s.known_causes = [c.id for c in causes]
         s.experiment = for_run(causes[0].experiment.as_dict(), tags) if causes else None
-    return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds)
+    return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds, tags)
 
 
 def _tables(
