@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 import forensics.experiment as ex
+from forensics import compare
 from forensics.errors import ForensicsError
 from forensics.experiment.ddmin import BAD, GOOD, UNDECIDED, ddmin
 from forensics.experiment.plan import keys_markdown, load_plan
@@ -233,6 +234,9 @@ def test_ab_decides_the_planted_difference_and_stops_early(tmp_path: Path) -> No
     first = runs[res.runs[0]]
     assert first["arm"] == "off" and first["plan_sha256"] == load_plan(plan, "ab").sha256
     assert [b.arm for b in res.blocks[:4]] == ["off", "on", "on", "off"]  # ABBA
+    assert {t["decision"] for t in runs.values()} == {"differs"}  # tagged once decided
+    said = " ".join(compare(db).sentences())
+    assert "blocks of the sequential experiment" in said and "does not hold" in said
     assert (tmp_path / "out" / "off-b0.server.log").exists()
 
 

@@ -68,7 +68,14 @@ class Comparison:
         }
 
     def sentences(self) -> list[str]:
-        return [p.conclusion for p in self.pairs]
+        out = [p.conclusion for p in self.pairs]
+        blocks = sorted({r.tags["experiment"] for r in self.rates if r.tags.get("experiment")})
+        if blocks:  # a sequential experiment's blocks: its stopping rule voids a fixed p
+            out.append(f"these runs are blocks of the sequential experiment "
+                       f"{', '.join(blocks)}: it stopped when its own test decided, so the "
+                       "fixed-sample p above does not hold — read the experiment's decision "
+                       "(its `decision` tag, and its --json)")  # fmt: skip
+        return out
 
     def tag_split(self) -> tuple[dict[str, str], list[dict[str, str]]]:
         """(tags every compared run shares, each run's other tags): what differs between

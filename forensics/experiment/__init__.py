@@ -57,6 +57,7 @@ class ExperimentResult:
     why: str = ""
     schedule: list[dict] | None = None  # --dry-run
     interrupted: bool = False
+    no_reply_p: float | None = None  # ab: Fisher's p of the arms' no-reply shares
 
     @property
     def runs(self) -> list[str]:
@@ -81,6 +82,7 @@ class ExperimentResult:
                 "runs": self.runs, "subset": self.subset, "tests": self.tests,
                 "one_minimal": self.one_minimal, "error": self.error,
                 "requests_needed": self.needed, "why": self.why,
+                "no_reply_p": _num(self.no_reply_p),
                 "schedule": self.schedule}  # fmt: skip
 
 
@@ -100,7 +102,8 @@ def _arms(arms: list[Arm], blocks: list[Block]) -> list[dict]:
 
 
 @contextlib.contextmanager
-def _session(plan: Plan, res: ExperimentResult, out: str | Path | None) -> Iterator[Path]:
+def _session(plan: Plan, res: ExperimentResult, out: str | Path | None,
+             db: str | Path | None) -> Iterator[Path]:  # fmt: skip
     """The experiment's folder; errors, Ctrl-C and a dead server end it with the blocks
     done kept and the decision `error`."""
     res.name = experiment_name(plan)
@@ -118,6 +121,10 @@ def _session(plan: Plan, res: ExperimentResult, out: str | Path | None) -> Itera
         res.decision, res.error = "error", f"{exc} ({len(res.blocks)} blocks kept in {folder})"
         if isinstance(exc, Untestable) and res.verb == "check":
             res.decision = "undecided"
+    if db is not None and res.blocks:  # the decision goes into the blocks' runs
+        from ..store.runs import tag_runs
+
+        tag_runs(db, res.runs, {"decision": res.decision})
 
 
 class _Runner:
@@ -166,14 +173,27 @@ def ab(plan_path: str | Path, db: str | Path | None = None, out: str | Path | No
     if dry_run:
         res.schedule = _schedule(plan, [plan.arms[i] for i in ABBA])
         return res
-    with _session(plan, res, out) as folder:
+    with _session(plan, res, out, db) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None)
         try:
             _ab_loop(plan, res, runner)
         finally:
             runner.close()
     res.arms = _arms(plan.arms, res.blocks)
+    res.no_reply_p = _no_reply_p(res.blocks, plan)
     return res
+
+
+def _no_reply_p(blocks: list[Block], plan: Plan) -> float | None:
+    """Fisher's p of the arms' no-reply shares: requests that got no reply are not judged,
+    so arms that lose them unequally may not compare alike (informative censoring)."""
+    from ..analyses.stats import two_by_two
+
+    sides = [[b for b in blocks if b.arm == a.name] for a in plan.arms]
+    got = [(sum(b.no_reply for b in s), sum(b.sent for b in s)) for s in sides]
+    if not all(n for _, n in got) or not any(x for x, _ in got):
+        return None
+    return two_by_two(got[1][0], got[1][1], got[0][0], got[0][1]).p_value
 
 
 def _ab_loop(plan: Plan, res: ExperimentResult, runner: _Runner) -> None:
@@ -222,7 +242,7 @@ def check(plan_path: str | Path, db: str | Path | None = None, out: str | Path |
     if dry_run:
         res.schedule = _schedule(plan, [arm])
         return res
-    with _session(plan, res, out) as folder:
+    with _session(plan, res, out, db) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None)
         try:
             res.decision = _check_loop(plan, arm, res, runner, float(plan.alpha),
@@ -258,7 +278,7 @@ def minimize(plan_path: str | Path, db: str | Path | None = None,
     if dry_run:
         res.schedule = _schedule(plan, [Arm("all", " ".join(flags)), Arm("none")])
         return res
-    with _session(plan, res, out) as folder:
+    with _session(plan, res, out, db) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None)
         try:
             _minimize(plan, flags, res, runner)

@@ -123,3 +123,16 @@ def _move(con, sid: int, old: str, new: str, changed: dict, done: tuple) -> None
         case = ("CASE WHEN run = ? THEN ? ELSE run END", [old, new])
         rewrite(con, sid, table, fs, {"run": case}, done)
         changed[f"{table}.run"] = changed.get(f"{table}.run", 0) + n[0][0]
+
+
+def tag_runs(db: str | os.PathLike, runs: list[str], tags: dict[str, str]) -> None:
+    """Add `tags` to each of `runs` (an experiment's decision, once it is known)."""
+    from .register import ensure_run
+
+    con = connect(db)
+    try:
+        with committing(con):
+            for run in runs:
+                ensure_run(con, run, tags)
+    finally:
+        con.close()
