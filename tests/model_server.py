@@ -53,7 +53,8 @@ FAILURES = ("http_500", "hang", "truncated")
 DEFAULT_FAULTS = {"broken_json": 4, "schema": 3, "markup": 4, "diverged": 3, "cross_talk": 3,
                   "http_500": 2, "hang": 2, "truncated": 2}  # fmt: skip
 VERDICT = {"broken_json": "corrupted", "schema": "corrupted", "markup": "corrupted",
-           "diverged": "corrupted", "cross_talk": "corrupted", "http_500": "http_error",
+           "diverged": "corrupted", "cross_talk": "corrupted", "leak": "corrupted",
+           "http_500": "http_error",
            "hang": "timeout",
            "truncated": "truncated"}  # fmt: skip
 _WORDS = ("the", "transfer", "of", "room", "pages", "decode", "prefill", "scheduler", "runs",
@@ -99,13 +100,17 @@ class ModelServer:
                  server_args: dict | None = None, pd: bool = False,
                  echo_shared: bool = False, flags: frozenset[str] = frozenset(),
                  rule: tuple[frozenset[str], float] | None = None, base_rate: float = 0.0,
-                 fault_seed: int = 0, die_after: int | None = None) -> None:  # fmt: skip
+                 fault_seed: int = 0, die_after: int | None = None,
+                 leaks: bool = False) -> None:  # fmt: skip
         self.threshold = threshold
         # experiments: a reply is corrupted with `rule`'s rate when every flag it names is
         # on (else `base_rate`), decided by a hash of (seed, flags, session, round) alone
         self.flags, self.rule, self.base_rate = flags, rule, base_rate
         self.fault_seed = fault_seed
         self.die_after = die_after  # the process exits at this request (a server that dies)
+        # every reply quotes 80-400 characters of another in-flight session's context
+        # (recorded as `leak`), where another session is in flight
+        self.leaks = leaks
         self.latency = latency  # seconds a reply takes, so that requests overlap like in a batch
         self.faults = DEFAULT_FAULTS if faults is None else faults
         assert sum(self.faults.values()) <= 100
@@ -150,6 +155,24 @@ class ModelServer:
                     "function": {"name": fn["name"], "arguments": orjson.dumps(args).decode()}}  # fmt: skip
             return "", [call]
         return _prose(seed, 20 + seed[2] % 40), []
+
+    def _leak(self, rid: str) -> str | None:
+        """80-400 characters of another in-flight session's repository context (not its
+        marker), where the rid's hash says."""
+        own = self._systems.get(rid, "")
+        mine = own[own.find("[session marker") :][:34]
+        h = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "big")
+        for other, text in sorted(self._systems.items()):
+            at = text.find("Repository:\n")
+            if other == rid or at < 0 or (mine and mine in text):
+                continue
+            context = text[at + 12 :]
+            size = 80 + h % 321
+            if len(context) <= size:
+                continue
+            start = (h >> 16) % (len(context) - size)
+            return context[start : start + size]
+        return None
 
     def _ruled(self, messages: list[dict]) -> str | None:
         """`markup` for a reply the flag rule corrupts: a pure function of the seed, the
@@ -328,6 +351,9 @@ class ModelServer:
             finish = "tool_calls" if calls else "stop"
             if kind is not None:
                 content, calls, finish, self.planted[rid] = self._apply(kind, content, calls, rid)
+            elif self.leaks and not probe and (leak := self._leak(rid)) is not None:
+                content, calls, finish = f"{content or 'Done.'} {leak}", [], "stop"
+                self.planted[rid] = "leak"
             usage = {"prompt_tokens": len(prompt) // 4,
                      "completion_tokens": 1 + (len(content) + sum(len(c["function"]["arguments"])
                                                                    for c in calls)) // 4}  # fmt: skip

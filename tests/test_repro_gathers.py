@@ -212,3 +212,42 @@ def test_a_run_without_a_reply_fails_in_one_line(
     assert proc.returncode != 0
     assert needle in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_every_stretch_of_a_sessions_prompt_text_is_its_own_at_80_sessions() -> None:
+    """Contexts and tool results are each session's own: no 64-character stretch of one
+    (at any offset) appears in another's, at 80 sessions (slices of one shared corpus
+    overlapped: some sessions had no stretch of their own at 32)."""
+    from forensics.repro.scenario import load_scenario
+    from forensics.repro.sessions import Plan, system_message, tool_result
+
+    plan = Plan(load_scenario(None), "m", 4, 0, False, 0.0)
+    owner: dict[int, int] = {}
+    shared = 0
+    for s in range(80):
+        ctx = system_message(plan, s)["content"].split("Repository:\n", 1)[1]
+        texts = [ctx, *(tool_result(plan, s, "read_file", '{"path": "a.py"}') for _ in range(1))]
+        grams = {hash(t[i : i + GRAM]) for t in texts for i in range(len(t) - GRAM + 1)}
+        for h in grams:
+            if owner.setdefault(h, s) != s:
+                shared += 1
+    assert shared == 0
+    a = tool_result(plan, 1, "read_file", '{"path": "a.py"}')
+    assert a == tool_result(plan, 1, "read_file", '{"path": "a.py"}')  # a pure function
+    assert a != tool_result(plan, 2, "read_file", '{"path": "a.py"}')  # … of its session
+
+
+def test_planted_leaks_of_another_sessions_text_are_found(tmp_path: Path) -> None:
+    """At 80 sessions the stand-in quotes 80-400 characters of another in-flight
+    session's context in its replies: at least 99 % are found as cross-talk, and no
+    reply without a leak is."""
+    server = ModelServer(leaks=True, latency=0.01)
+    out = tmp_path / "r.jsonl"
+    with running(server) as url:
+        repro(url, sessions=80, rounds=5, out=out)
+    rows = {r["rid"]: r for r in _rows(out)}
+    leaked = {rid for rid, k in server.planted.items() if k == "leak" and rid in rows}
+    found = {rid for rid, r in rows.items() if "cross_talk" in (r["reason"] or "")}
+    assert len(leaked) >= 300
+    assert len(found & leaked) >= 0.99 * len(leaked)
+    assert not found - leaked

@@ -22,7 +22,6 @@ import hashlib
 import os
 import tomllib
 from dataclasses import dataclass, field
-from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -149,29 +148,22 @@ _WORDS = (
     "tests", "utils", "mooncake", "nixl", "conn", "poll", "metadata", "index", "buffer",
     "tokenizer", "manager", "server", "args", "router", "memory", "pool", "layer", "mla",
 )  # fmt: skip
-_CORPUS_LINES = 8192
-
-
-@cache
-def _corpus() -> str:
-    """About 400 kB of repository-like lines, the same on every machine."""
-    lines = []
-    for n in range(_CORPUS_LINES):
-        d = hashlib.blake2b(n.to_bytes(4, "big"), digest_size=8).digest()
-        w = [_WORDS[b % len(_WORDS)] for b in d[:6]]
-        lines.append(f"{w[0]}/{w[1]}/{w[2]}/{w[3]}_{d[6]}.py: {w[4]} {w[5]} {d[7]}\n")
-    return "".join(lines)
 
 
 def filler(key: str, chars: int) -> str:
-    """`chars` characters of repository-like text, a pure function of `key`: a slice of
-    one fixed corpus where the key's hash says (a copy, not generated text, because tool
-    results are made on the harness's hot path)."""
+    """`chars` characters of repository-like lines, a pure function of `key`, each line
+    drawn from a hash of the key and its number: text keyed by a session is that
+    session's alone (`cross_talk` needs every stretch of a session's prompt to be its
+    own; slices of one shared corpus overlapped at 32 sessions). About 1 µs a line."""
     if chars <= 0:
         return ""
-    corpus = _corpus()
-    while len(corpus) < 2 * chars:
-        corpus += corpus
-    start = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-    start %= len(corpus) - chars
-    return corpus[start : start + chars]
+    seed = hashlib.blake2b(key.encode(), digest_size=16).digest()
+    lines, size, n = [], 0, 0
+    while size < chars:
+        d = hashlib.blake2b(n.to_bytes(4, "big"), digest_size=12, key=seed).digest()
+        w = [_WORDS[b % len(_WORDS)] for b in d[:6]]
+        line = f"{w[0]}/{w[1]}/{w[2]}/{w[3]}_{d[6]}.py:{n + 1} {w[4]} {w[5]} {d[7:12].hex()}\n"
+        lines.append(line)
+        size += len(line)
+        n += 1
+    return "".join(lines)[:chars]

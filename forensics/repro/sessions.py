@@ -18,7 +18,7 @@ from functools import cached_property
 import orjson
 
 from ..statuses import NO_REPLY, UNCOMPARED
-from .crosstalk import CrossTalk, marker
+from .crosstalk import GRAM, CrossTalk, marker
 from .exchange import Outcome, Request
 from .scenario import Scenario, filler
 from .validators import Reply
@@ -80,13 +80,15 @@ def system_message(plan: Plan, session: int) -> dict:
     return {"role": "system", "content": f"{text}\n\nRepository:\n{context}" if context else text}
 
 
-def tool_result(plan: Plan, name: str, arguments: str) -> str:
+def tool_result(plan: Plan, session: int, name: str, arguments: str) -> str:
+    """The call's deterministic result: the session's own text (two sessions making the
+    same call get different results, so a result in another's reply is cross-talk)."""
     try:
         orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return "error: the arguments are not valid JSON; nothing was run"
-    body = filler(f"{plan.seed}/tool/{name}/{arguments}", plan.scenario.tool_result_chars)
-    return f"{name} returned:\n{body}"
+    key = f"{plan.seed}/tool/{session}/{name}/{arguments}"
+    return f"{name} returned:\n{filler(key, plan.scenario.tool_result_chars)}"
 
 
 def _request_seed(plan: Plan, key: Key) -> int:
@@ -162,10 +164,13 @@ async def _rounds(
             if follow is None:
                 break  # nothing to continue the round from: on to the next turn
             conv.add(follow.as_message())
+            if prompts is not None and out.status == "ok" and len(follow.content) >= GRAM:
+                # its own words, quoted later, are its own (a corrupted reply's are not)
+                prompts.add(session, follow.content)
             # Every call is answered, even the last a round allows: APIs refuse a history
             # with an assistant's tool call and no tool message after it.
             for i, call in enumerate(follow.tool_calls):
-                result = tool_result(plan, call.name, call.arguments)
+                result = tool_result(plan, session, call.name, call.arguments)
                 conv.add({"role": "tool", "tool_call_id": call.id or f"call_{i}",
                           "content": result})  # fmt: skip
                 if prompts is not None:
