@@ -607,12 +607,19 @@ def experiment() -> None:
     """
 
 
+ResumeOpt = Annotated[
+    bool, typer.Option("--resume", help="Continue the experiment in --out (ab, check).")
+]
+
+
 def _experiment(verb: str, plan: Path, db: Path | None, out_dir: Path | None, dry_run: bool,
-                json: bool) -> None:  # fmt: skip
+                json: bool, resume: bool = False) -> None:  # fmt: skip
     import forensics.experiment as ex
 
     try:
-        res = getattr(ex, verb)(plan, db, out_dir, dry_run)
+        if resume and out_dir is None:
+            raise ForensicsError("--resume needs --out: the experiment's folder")
+        res = getattr(ex, verb)(plan, db, out_dir, dry_run, resume)
     except ForensicsError as exc:
         res = ex.ExperimentResult(verb, decision="error", error=str(exc))
     if json:
@@ -626,32 +633,35 @@ def _experiment(verb: str, plan: Path, db: Path | None, out_dir: Path | None, dr
 
 @experiment_app.command("ab")
 def experiment_ab(plan: PlanArg, db: DbOpt = None, out_dir: OutOpt = None,
-                  dry_run: DryOpt = False, json: JsonOpt = False) -> None:  # fmt: skip
+                  dry_run: DryOpt = False, json: JsonOpt = False,
+                  resume: ResumeOpt = False) -> None:  # fmt: skip
     """Two arms in interleaved ABBA blocks until the rates differ or are equivalent.
 
     Example: forensics experiment ab overlap.toml --db incident.duckdb
     """
-    _experiment("ab", plan, db, out_dir, dry_run, json)
+    _experiment("ab", plan, db, out_dir, dry_run, json, resume)
 
 
 @experiment_app.command("check")
 def experiment_check(plan: PlanArg, db: DbOpt = None, out_dir: OutOpt = None,
-                     dry_run: DryOpt = False, json: JsonOpt = False) -> None:  # fmt: skip
+                     dry_run: DryOpt = False, json: JsonOpt = False,
+                     resume: ResumeOpt = False) -> None:  # fmt: skip
     """Is this configuration bad? Wald's SPRT between good_rate and bad_rate.
 
     Example: git bisect run forensics experiment check bisect.toml
     """
-    _experiment("check", plan, db, out_dir, dry_run, json)
+    _experiment("check", plan, db, out_dir, dry_run, json, resume)
 
 
 @experiment_app.command("minimize")
 def experiment_minimize(plan: PlanArg, db: DbOpt = None, out_dir: OutOpt = None,
-                        dry_run: DryOpt = False, json: JsonOpt = False) -> None:  # fmt: skip
+                        dry_run: DryOpt = False, json: JsonOpt = False,
+                        resume: ResumeOpt = False) -> None:  # fmt: skip
     """The smallest subset of a failing configuration's flags that still fails (ddmin).
 
     Example: forensics experiment minimize flags.toml
     """
-    _experiment("minimize", plan, db, out_dir, dry_run, json)
+    _experiment("minimize", plan, db, out_dir, dry_run, json, resume)
 
 
 @app.command()

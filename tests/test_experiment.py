@@ -310,3 +310,25 @@ def test_suspects_writes_the_plan_of_its_top_experiment(tmp_path: Path) -> None:
     text = proc.stdout.decode()
     assert "next experiment (abort-page-reuse)" in " ".join(text.split())
     assert plan.start is not None and "{flags}" in plan.start["command"]
+
+
+def test_resume_continues_an_experiment_from_its_finished_blocks(tmp_path: Path) -> None:
+    """A check cut short (its last block's results without an end line) resumes: the
+    finished blocks are read back, not run again, the cut one runs again."""
+    rates = "good_rate = 0.04\nbad_rate = 0.06\nmax_requests = 96\n"
+    plan = _plan(tmp_path, rates, extra="--base-rate 0.05")
+    out = tmp_path / "o"
+    first = ex.check(plan, None, out)
+    assert first.decision == "undecided" and len(first.blocks) >= 2
+    cut = out / "check" / f"b{len(first.blocks) - 1}.jsonl"
+    lines = cut.read_bytes().splitlines(keepends=True)
+    cut.write_bytes(b"".join(x for x in lines if b"forensics_run_end" not in x))
+    kept = [b.as_dict() for b in first.blocks[:-1]]
+    again = ex.check(plan, None, out, resume=True)
+    assert [b.as_dict() for b in again.blocks[: len(kept)]] == kept
+    assert len(again.blocks) == len(first.blocks) and again.name == first.name
+    with pytest.raises(ForensicsError, match="holds an experiment"):
+        ex.check(plan, None, out)
+    other = _write(tmp_path, rates.replace("0.06", "0.07"), "other.toml")
+    with pytest.raises(ForensicsError, match="another plan"):
+        ex.check(other, None, out, resume=True)

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 from ..errors import ForensicsError
-from .blocks import Block, experiment_name, run_block
+from .blocks import Block, counts, experiment_name, run_block
 from .ddmin import BAD, GOOD, UNDECIDED, ddmin
 from .plan import Arm, Plan, load_plan
 from .sequential import BAD as BAD_CODE
@@ -103,13 +104,12 @@ def _arms(arms: list[Arm], blocks: list[Block]) -> list[dict]:
 
 @contextlib.contextmanager
 def _session(plan: Plan, res: ExperimentResult, out: str | Path | None,
-             db: str | Path | None) -> Iterator[Path]:  # fmt: skip
+             db: str | Path | None, resume: bool = False) -> Iterator[Path]:  # fmt: skip
     """The experiment's folder; errors, Ctrl-C and a dead server end it with the blocks
     done kept and the decision `error`."""
     res.name = experiment_name(plan)
     folder = Path(out) if out is not None else Path("experiments") / res.name
-    folder.mkdir(parents=True, exist_ok=True)
-    res.out = str(folder)
+    _begin(folder, plan, res, resume)
     try:
         if plan.build is not None:
             run_build(str(plan.build["command"]), folder / "build.log")
@@ -127,16 +127,60 @@ def _session(plan: Plan, res: ExperimentResult, out: str | Path | None,
         tag_runs(db, res.runs, {"decision": res.decision})
 
 
+STATE = "experiment.json"  # the folder's: name, verb, plan hash (what --resume checks)
+
+
+def _begin(folder: Path, plan: Plan, res: ExperimentResult, resume: bool) -> None:
+    """A new experiment's folder and its state file, or (--resume) the state of the one
+    in `folder`, which must be this plan's."""
+    state = folder / STATE
+    if resume:
+        try:
+            got = orjson.loads(state.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            raise ForensicsError(f"--resume: {folder} holds no experiment ({STATE})") from None
+        if got.get("plan_sha256") != plan.sha256 or got.get("verb") != plan.verb:
+            raise ForensicsError(f"--resume: {folder} is another plan's or verb's experiment")
+        res.name = str(got["name"])
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        if state.exists():
+            raise ForensicsError(f"{folder} holds an experiment: --resume it, or another --out")
+        state.write_bytes(orjson.dumps({"name": res.name, "verb": plan.verb,
+                                        "plan_sha256": plan.sha256}))  # fmt: skip
+    res.out = str(folder)
+
+
+def previous_blocks(folder: Path, name: str) -> list[Block]:
+    """The blocks an interrupted experiment finished, in order (a block whose results
+    file has no end line was cut short: it runs again)."""
+    out = []
+    for k in range(10**6):
+        found = sorted(folder.glob(f"*/b{k}.jsonl"))
+        if len(found) != 1 or b"forensics_run_end" not in found[0].read_bytes():
+            break
+        arm = found[0].parent.name
+        out.append(counts(found[0], arm, f"{name}/{arm}/b{k}"))
+    return out
+
+
 class _Runner:
     """Blocks against their servers: a server is (re)started when the configuration
     changes, and a server that died during a block is an error."""
 
-    def __init__(self, plan: Plan, folder: Path, db: Path | None) -> None:
+    def __init__(self, plan: Plan, folder: Path, db: Path | None, resume: str = "") -> None:
         self.plan, self.folder, self.db = plan, folder, db
+        self.previous = previous_blocks(folder, resume) if resume else []
         self.server = Server(plan.start, plan.url) if plan.start is not None else None
         self.started = time.monotonic()
 
     def block(self, arm: Arm, k: int, name: str, res: ExperimentResult) -> Block:
+        if k < len(self.previous):  # --resume: a block finished before
+            b = self.previous[k]
+            if b.arm != arm.name:
+                raise ForensicsError(f"--resume: block {k} is arm {b.arm}'s, not {arm.name}'s")
+            res.blocks.append(b)
+            return b
         if self.server is not None:
             self.server.up(arm, self.folder / f"{arm.name}-b{k}.server.log")
         try:
@@ -165,7 +209,7 @@ class _Runner:
 
 
 def ab(plan_path: str | Path, db: str | Path | None = None, out: str | Path | None = None,
-       dry_run: bool = False) -> ExperimentResult:  # fmt: skip
+       dry_run: bool = False, resume: bool = False) -> ExperimentResult:  # fmt: skip
     """Two arms in ABBA blocks until the sequential test decides (see the module)."""
     plan = load_plan(plan_path, "ab")
     res = ExperimentResult("ab")
@@ -173,8 +217,9 @@ def ab(plan_path: str | Path, db: str | Path | None = None, out: str | Path | No
     if dry_run:
         res.schedule = _schedule(plan, [plan.arms[i] for i in ABBA])
         return res
-    with _session(plan, res, out, db) as folder:
-        runner = _Runner(plan, folder, Path(db) if db is not None else None)
+    with _session(plan, res, out, db, resume) as folder:
+        runner = _Runner(plan, folder, Path(db) if db is not None else None,
+                         res.name if resume else "")  # fmt: skip
         try:
             _ab_loop(plan, res, runner)
         finally:
@@ -234,7 +279,7 @@ def _read(test: AbTest, res: ExperimentResult, plan: Plan) -> None:
 
 
 def check(plan_path: str | Path, db: str | Path | None = None, out: str | Path | None = None,
-          dry_run: bool = False) -> ExperimentResult:  # fmt: skip
+          dry_run: bool = False, resume: bool = False) -> ExperimentResult:  # fmt: skip
     """Is this configuration bad? (See the module: exit 0 good, 1 bad, 125 undecided.)"""
     plan = load_plan(plan_path, "check")
     arm = plan.arms[0] if plan.arms else Arm("check")
@@ -242,8 +287,9 @@ def check(plan_path: str | Path, db: str | Path | None = None, out: str | Path |
     if dry_run:
         res.schedule = _schedule(plan, [arm])
         return res
-    with _session(plan, res, out, db) as folder:
-        runner = _Runner(plan, folder, Path(db) if db is not None else None)
+    with _session(plan, res, out, db, resume) as folder:
+        runner = _Runner(plan, folder, Path(db) if db is not None else None,
+                         res.name if resume else "")  # fmt: skip
         try:
             res.decision = _check_loop(plan, arm, res, runner, float(plan.alpha),
                                        int(plan.max_requests))  # fmt: skip
@@ -269,10 +315,13 @@ def _check_loop(plan: Plan, arm: Arm, res: ExperimentResult, runner: _Runner, al
 
 
 def minimize(plan_path: str | Path, db: str | Path | None = None,
-             out: str | Path | None = None, dry_run: bool = False) -> ExperimentResult:  # fmt: skip
+             out: str | Path | None = None, dry_run: bool = False,
+             resume: bool = False) -> ExperimentResult:  # fmt: skip
     """The 1-minimal failing subset of the plan's flags (ddmin; each test a check at
     alpha / max_tests)."""
     plan = load_plan(plan_path, "minimize")
+    if resume:
+        raise ForensicsError("--resume: ab and check continue an experiment; minimize starts over")
     res = ExperimentResult("minimize")
     flags = [str(f) for f in plan.flags]
     if dry_run:
