@@ -50,10 +50,10 @@ def _block(rng, p: float, sessions: int, rounds: int, icc: float, n: int = E):
 
 
 def _ab(pa: float, pb: float, *, sessions: int = 32, rounds: int = 4, budget: int = 6000,
-        icc: float = 0.0, seed: int = 0, min_effect: float = 2.0):  # fmt: skip
+        icc: float = 0.0, seed: int = 0, min_effect: float = 2.0, direction: int = 0):  # fmt: skip
     """Each experiment's decision and the judged requests an arm it took."""
     rng = np.random.default_rng(seed)
-    test = AbTest((E,), ALPHA, min_effect)
+    test = AbTest((E,), ALPHA, min_effect, None, direction)
     decision, used = np.full(E, CONTINUE), np.zeros(E)
     per = sessions * rounds
     k = 0
@@ -105,6 +105,18 @@ def test_equal_rates_end_equivalent_at_five_percent_and_undecided_at_one() -> No
     assert np.mean(decision == EQUIVALENT) >= 0.9 and np.max(used) <= 3000
     decision, _ = _ab(0.01, 0.01, seed=7)
     assert np.mean(decision == CONTINUE) >= 0.9  # the honest answer: undecided
+
+
+def test_a_one_sided_test_is_faster_its_way_and_blind_the_other() -> None:
+    """direction = higher: under no difference within alpha; a higher second arm found at
+    least as often as two-sided; a lower one never called `differs`."""
+    null, _ = _ab(0.05, 0.05, icc=0.05, seed=10, direction=1)
+    assert np.mean(null == DIFFERS) <= _mcse_bound()
+    one, _ = _ab(0.02, 0.04, seed=11, direction=1)
+    two, _ = _ab(0.02, 0.04, seed=11)
+    assert np.mean(one == DIFFERS) >= np.mean(two == DIFFERS)
+    wrong, _ = _ab(0.08, 0.02, seed=12, direction=1)
+    assert np.mean(wrong == DIFFERS) <= _mcse_bound()
 
 
 def _check(rate: float, good: float = 0.02, bad: float = 0.15, alpha: float = ALPHA,

@@ -28,7 +28,7 @@ import orjson
 from ..errors import ForensicsError
 from .blocks import Block, counts, experiment_name, run_block
 from .ddmin import BAD, GOOD, UNDECIDED, ddmin
-from .plan import Arm, Plan, load_plan
+from .plan import DIRECTIONS, Arm, Plan, load_plan
 from .sequential import BAD as BAD_CODE
 from .sequential import CONTINUE, DIFFERS, AbTest, CheckTest, requests_needed
 from .server import Server, Untestable, run_build
@@ -243,7 +243,8 @@ def _no_reply_p(blocks: list[Block], plan: Plan) -> float | None:
 
 def _ab_loop(plan: Plan, res: ExperimentResult, runner: _Runner) -> None:
     test = AbTest((), float(plan.alpha), float(plan.min_effect),
-                  None if plan.max_diff is None else float(plan.max_diff))  # fmt: skip
+                  None if plan.max_diff is None else float(plan.max_diff),
+                  DIRECTIONS[str(plan.direction)])  # fmt: skip
     per_block = int(plan.sessions) * int(plan.rounds)
     k = 0
     while True:

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import ForensicsError
 
 VERBS = ("ab", "check", "minimize")
+DIRECTIONS = {"two-sided": 0, "higher": 1, "lower": -1}
 ALL = VERBS
 
 
@@ -44,6 +45,9 @@ KEYS = (
         "an absolute margin for near-zero rates: `equivalent` when both rates are bounded "
         "below it"),
     Key("alpha", "float", 0.05, ALL, "the error the sequential test allows"),
+    Key("direction", "str", "two-sided", ("ab",),
+        "`higher` (`lower`): `differs` only when the second arm's rate is higher (lower) "
+        "— a one-sided test, faster that way"),
     Key("good_rate", "float", None, ("check", "minimize"),
         "a corruption rate that is fine (check: exit 0 when the rate is here)"),
     Key("bad_rate", "float", None, ("check", "minimize"),
@@ -156,6 +160,8 @@ def _needs(plan: Plan) -> None:
             raise ForensicsError(f"plan {p}: `experiment ab` needs two [[arms]] of two names")
         if float(plan.min_effect) <= 1:
             raise ForensicsError(f"plan {p}: min_effect must be above 1")
+        if plan.direction not in DIRECTIONS:
+            raise ForensicsError(f"plan {p}: direction must be one of {', '.join(DIRECTIONS)}")
     if v in ("check", "minimize"):
         good, bad = plan.good_rate, plan.bad_rate
         if good is None or bad is None or not 0 < float(good) < float(bad) < 1:

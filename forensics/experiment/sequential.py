@@ -99,10 +99,12 @@ def pair_loglik(xa: np.ndarray, na: np.ndarray, xb: np.ndarray, nb: np.ndarray) 
 
 def ab_state(
     loglik: np.ndarray, phi: np.ndarray, totals: tuple[np.ndarray, ...], alpha: float,
-    max_diff: float | None = None,
+    max_diff: float | None = None, direction: int = 0,
 ) -> AbState:  # fmt: skip
     """The evidence from the completed pairs: `loglik` their summed `pair_loglik`, `phi`
-    the dispersion, `totals` (corrupted A, requests A, corrupted B, requests B)."""
+    the dispersion, `totals` (corrupted A, requests A, corrupted B, requests B).
+    `direction` +1 (−1): E(1) mixes only RRs above (below) 1 — a one-sided test, more
+    power that way and none the other; the interval stays two-sided."""
     phi = np.asarray(phi, dtype=float)
     ll = loglik / phi[..., None]
     top = ll.max(axis=-1, keepdims=True)
@@ -120,7 +122,13 @@ def ab_state(
         ua = rate_upper(sa / phi, ta / phi, alpha / 2)
         ub = rate_upper(sb / phi, tb / phi, alpha / 2)
         below = (ua <= max_diff) & (ub <= max_diff)
-    return AbState(np.exp(np.minimum(log_e[..., _ONE], 700)), lo, hi, rr, below)
+    log_e_one = log_e[..., _ONE]
+    if direction:
+        side = np.sign(np.log(GRID)) == direction
+        w = np.where(side, _LOG_PRIOR, -np.inf)
+        w = w - np.log(np.exp(w).sum())
+        log_e_one = np.log(np.exp(ll - top) @ np.exp(w)) + top[..., 0] - ll[..., _ONE]
+    return AbState(np.exp(np.minimum(log_e_one, 700)), lo, hi, rr, below)
 
 
 def _log_prior() -> np.ndarray:
@@ -176,8 +184,9 @@ class AbTest:
     running confidence sequence (intersected over time), E and p are kept."""
 
     def __init__(self, shape: tuple[int, ...], alpha: float, min_effect: float,
-                 max_diff: float | None = None) -> None:  # fmt: skip
+                 max_diff: float | None = None, direction: int = 0) -> None:  # fmt: skip
         self.alpha, self.min_effect, self.max_diff = alpha, min_effect, max_diff
+        self.direction = direction
         self.loglik = np.zeros((*shape, len(GRID)))
         self.lo, self.hi = np.zeros(shape), np.full(shape, np.inf)
         self.e_max = np.ones(shape)
@@ -194,7 +203,7 @@ class AbTest:
         self.dispersion.add(0, xa, na)
         self.dispersion.add(1, xb, nb)
         st = ab_state(self.loglik, self.dispersion.phi, tuple(self.totals), self.alpha,
-                      self.max_diff)  # fmt: skip
+                      self.max_diff, self.direction)  # fmt: skip
         self.lo, self.hi = np.maximum(self.lo, st.lo), np.minimum(self.hi, st.hi)
         self.e_max = np.maximum(self.e_max, st.e_one)
         st.lo, st.hi = self.lo, self.hi
