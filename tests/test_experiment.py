@@ -344,3 +344,30 @@ def test_resume_continues_an_experiment_from_its_finished_blocks(tmp_path: Path)
     other = _write(tmp_path, rates.replace("0.06", "0.07"), "other.toml")
     with pytest.raises(ForensicsError, match="another plan"):
         ex.check(other, None, out, resume=True)
+
+
+def test_ctrl_c_keeps_the_blocks_done_and_stops_the_server(tmp_path: Path) -> None:
+    """SIGINT once the second block has begun: exit 130, the decision `error` with the
+    finished blocks, and the server's port closed (its process group stopped)."""
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    rates = "good_rate = 0.04\nbad_rate = 0.06\nmax_requests = 100000\n"
+    plan = _plan(tmp_path, rates, extra="--base-rate 0.05")
+    port = int(load_plan(plan, "check").url.rsplit(":", 1)[1])
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "experiment", "check", str(plan),
+                             "--out", str(out), "--json"], stdout=subprocess.PIPE, cwd=ROOT)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (out / "check" / "b1.jsonl").exists() and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        time.sleep(0.02)  # polling a file the command writes: the event, not a guess
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    doc = orjson.loads(stdout)
+    assert doc["decision"] == "error" and "interrupted" in doc["error"] and doc["blocks"]
+    with socket.socket() as s, pytest.raises(OSError):
+        s.connect(("127.0.0.1", port))
