@@ -120,15 +120,18 @@ def _lines(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> Lines:
                     t AS (SELECT template, row_number() OVER (ORDER BY template) - 1 AS tc
                           FROM (SELECT DISTINCT template FROM fx_near))
                SELECT hc AS host, ts_us, tc AS tid, rid, room
-               FROM fx_near JOIN h USING (host) JOIN t USING (template)
-               ORDER BY hc, ts_us"""
+               FROM fx_near JOIN h USING (host) JOIN t USING (template)"""
         ).fetchnumpy()
     finally:
         con.execute("DROP TABLE IF EXISTS fx_near")
+    host, ts = np.asarray(got["host"], np.int64), np.asarray(got["ts_us"], np.int64)
+    # by host, then time: one int64 key sorted in numpy (DuckDB's ORDER BY of the two
+    # columns cost twice the whole fetch)
+    order = np.argsort(host * (int(ts.max(initial=0)) - int(ts.min(initial=0)) + 1)
+                       + (ts - ts.min(initial=0)), kind="stable")  # fmt: skip
     return Lines(
-        np.asarray(got["host"], np.int64), np.asarray(got["ts_us"], np.int64),
-        np.asarray(got["tid"], np.int64), np.asarray(got["rid"], np.uint64),
-        np.asarray(got["room"], float), hosts,
+        host[order], ts[order], np.asarray(got["tid"], np.int64)[order],
+        np.asarray(got["rid"], np.uint64)[order], np.asarray(got["room"], float)[order], hosts,
         np.array([t for t, _ in kinds], dtype=np.uint64), [str(x) for _, x in kinds],
     )  # fmt: skip
 
@@ -185,13 +188,19 @@ def _side(side: str, anc: Anchors, got: Lines, grid: list[float]) -> list[Predic
     req, line, lag, known = _pairs(side, anc, got, max(grid))
     if not len(req):
         return []
-    seen, tix, pairs = np.unique(got.tid[line], return_inverse=True, return_counts=True)
+    # template codes are dense: counts and renumbering by bincount, not a sort of pairs
+    tid = got.tid[line]
+    pairs = np.bincount(tid, minlength=len(got.templates))
+    seen = np.flatnonzero(pairs)
     if len(seen) > MAX_TEMPLATES:  # the templates nearest most requests (not the outcome)
-        top = np.zeros(len(seen), dtype=bool)
-        top[np.argsort(-pairs, kind="stable")[:MAX_TEMPLATES]] = True
-        keep = top[tix]
-        req, line, lag, tix = req[keep], line[keep], lag[keep], tix[keep]
-        seen, tix = np.unique(got.tid[line], return_inverse=True)
+        seen = np.sort(seen[np.argsort(-pairs[seen], kind="stable")[:MAX_TEMPLATES]])
+        chosen = np.zeros(len(got.templates), dtype=bool)
+        chosen[seen] = True
+        keep = chosen[tid]
+        req, line, lag, tid = req[keep], line[keep], lag[keep], tid[keep]
+    number = np.full(len(got.templates), -1, dtype=np.int64)
+    number[seen] = np.arange(len(seen))
+    tix = number[tid]
     w = anc.widen_us[req]
     n = len(anc.at_us)
     out = []

@@ -203,14 +203,17 @@ def _judged(
     level: float,
 ) -> list[tuple[Suspect, Predicate]]:
     """Each tested predicate's verdict: within load strata, and for a line near the
-    transfer within one-minute strata too (else it only co-occurs in time)."""
+    transfer within one-minute strata too (else it only co-occurs in time). A family's
+    member (a line near the transfer, a peer) that does not pass gets neither stratified
+    test: its verdict needs none, and an incident has a thousand of them."""
     y = table.corrupted
     minutes = _minutes(table)
     pairs = []
     for (p, t), q in zip(tested, qs, strict=True):
-        strat = None if p.per_run else _stratified(p, y, strata, q, level)
+        quiet = p.family is not None and q >= level
+        strat = None if p.per_run or quiet else _stratified(p, y, strata, q, level)
         verdict = _verdict(t, q, strat, level, p)
-        time_p = _in_time(p, y, minutes) if p.occurrences is not None else None
+        time_p = _in_time(p, y, minutes) if p.occurrences is not None and not quiet else None
         if verdict == SUSPECT and time_p is not None and time_p >= level:
             verdict = IN_TIME
         pairs.append((Suspect(
@@ -499,7 +502,12 @@ def _group(ranked: list[tuple[Suspect, Predicate]], y: np.ndarray) -> None:
     """Number each line; a predicate whose corrupted requests nearly coincide (Jaccard ≥
     0.8) with a better-ranked line's, with the same verdict, joins that line."""
     leaders: list[tuple[int, Suspect]] = []
+    lines = 0
     for s, p in ranked:
+        if p.family is not None and s.verdict == NOISE:  # a quiet family member: its own
+            lines += 1  # line, never compared (an incident has a thousand of them)
+            s.group = lines
+            continue
         # the corrupted requests it covers as the bits of one integer: a pair's overlap
         # is two popcounts, not two passes over every request
         mine = int.from_bytes(np.packbits((p.exposed & p.known)[y]).tobytes(), "big")
@@ -514,5 +522,6 @@ def _group(ranked: list[tuple[Suspect, Predicate]], y: np.ndarray) -> None:
                 lead.members.append(s.predicate)
                 break
         else:
-            s.group = len(leaders) + 1
+            lines += 1
+            s.group = lines
             leaders.append((mine, s))
