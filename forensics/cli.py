@@ -604,6 +604,8 @@ def experiment() -> None:
     Exit codes: ab 0 equivalent, 1 differs, 125 undecided; check 0 good, 1 bad, 125
     undecided or untestable (git bisect run's); minimize 0 found, 125 not; a plan,
     database or reproducer error 128; Ctrl-C 130.
+
+    Example: forensics experiment ab overlap.toml --db incident.duckdb
     """
 
 
