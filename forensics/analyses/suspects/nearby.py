@@ -96,7 +96,7 @@ def _lines(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> Lines:
     marks = ", ".join("?" * len(skip))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE fx_near AS
-            SELECT l.host, l.ts_us, l.template, coalesce(l.text, l.pattern) AS text,
+            SELECT l.host, l.ts_us, l.template,
                    coalesce(hash(e.rid), 0) AS rid, coalesce(e.room::DOUBLE, 'NaN') AS room
             FROM lines l
             LEFT JOIN (SELECT source_id, entry_no, any_value(rid) AS rid,
@@ -111,8 +111,11 @@ def _lines(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> Lines:
         hosts = [
             h for (h,) in con.execute("SELECT DISTINCT host FROM fx_near ORDER BY 1").fetchall()
         ]
-        kinds = con.execute(
-            "SELECT template, any_value(text) FROM fx_near GROUP BY 1 ORDER BY 1"
+        kinds = con.execute(  # the texts apart: a string a line copied is most of the cost
+            f"""SELECT template, any_value(coalesce(l.text, l.pattern)) FROM lines l
+                WHERE {where} AND template IN (SELECT DISTINCT template FROM fx_near)
+                GROUP BY 1 ORDER BY 1""",
+            [*(runs or [])],
         ).fetchall()
         got = con.execute(  # codes by joins to the small lists: no window over every line
             """WITH h AS (SELECT host, row_number() OVER (ORDER BY host) - 1 AS hc
