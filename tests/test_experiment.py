@@ -371,3 +371,20 @@ def test_ctrl_c_keeps_the_blocks_done_and_stops_the_server(tmp_path: Path) -> No
     assert doc["decision"] == "error" and "interrupted" in doc["error"] and doc["blocks"]
     with socket.socket() as s, pytest.raises(OSError):
         s.connect(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize("broken", ["start", "build"])
+def test_an_untestable_configuration_is_125_for_bisect(tmp_path: Path, broken: str) -> None:
+    """A [build] that fails or a server that exits before it is healthy: `check` says
+    undecided (125, git bisect's skip), not bad."""
+    fail = f"{sys.executable} -c 'raise SystemExit(3)'"
+    body = "good_rate = 0.01\nbad_rate = 0.2\n"
+    if broken == "build":
+        plan = _plan(tmp_path, body)
+        plan.write_text(plan.read_text() + f'[build]\ncommand = "{fail}"\n')
+    else:
+        plan = _write(tmp_path, body + f'[start]\ncommand = "{fail}"\ntimeout_s = 30\n')
+    proc = cli("experiment", "check", str(plan), "--out", str(tmp_path / "o"), "--json")
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 125 and doc["decision"] == "undecided", doc
+    assert ("[build] failed" if broken == "build" else "exited with code 3") in doc["error"]

@@ -111,15 +111,13 @@ def _session(plan: Plan, res: ExperimentResult, out: str | Path | None,
     folder = Path(out) if out is not None else Path("experiments") / res.name
     _begin(folder, plan, res, resume)
     try:
-        if plan.build is not None:
-            run_build(str(plan.build["command"]), folder / "build.log")
         yield folder
     except KeyboardInterrupt:
         res.decision, res.interrupted = "error", True
         res.error = f"interrupted: {len(res.blocks)} blocks kept in {folder}"
     except ForensicsError as exc:
         res.decision, res.error = "error", f"{exc} ({len(res.blocks)} blocks kept in {folder})"
-        if isinstance(exc, Untestable) and res.verb == "check":
+        if isinstance(exc, Untestable) and res.verb in ("check", "minimize"):
             res.decision = "undecided"
     if db is not None and res.blocks:  # the decision goes into the blocks' runs
         from ..store.runs import tag_runs
@@ -171,6 +169,8 @@ class _Runner:
     def __init__(self, plan: Plan, folder: Path, db: Path | None, resume: str = "") -> None:
         self.plan, self.folder, self.db = plan, folder, db
         self.previous = previous_blocks(folder, resume) if resume else []
+        if plan.build is not None:  # once an invocation, before the first block
+            run_build(str(plan.build["command"]), folder / "build.log")
         self.server = Server(plan.start, plan.url) if plan.start is not None else None
         self.started = time.monotonic()
 
