@@ -388,3 +388,23 @@ def test_an_untestable_configuration_is_125_for_bisect(tmp_path: Path, broken: s
     doc = orjson.loads(proc.stdout)
     assert proc.returncode == 125 and doc["decision"] == "undecided", doc
     assert ("[build] failed" if broken == "build" else "exited with code 3") in doc["error"]
+
+
+def test_a_start_of_several_commands_runs_and_stops_them_all(tmp_path: Path) -> None:
+    """`command` as a list (one a side of a PD deployment): all started, all stopped."""
+    import os
+
+    side = tmp_path / "side.py"
+    pid = tmp_path / "side.pid"
+    side.write_text(f"import os, time, pathlib\npathlib.Path({str(pid)!r}).write_text("
+                    "str(os.getpid()))\ntime.sleep(600)\n")  # fmt: skip
+    port = _port()
+    server = f"{sys.executable} -m tests.model_server --port {port} --base-rate 0.01 {{flags}}"
+    plan = _write(tmp_path, (
+        f'url = "http://127.0.0.1:{port}"\nsessions = 4\nrounds = 1\ngood_rate = 0.02\n'
+        f'bad_rate = 0.5\nmax_requests = 200\n[start]\ncommand = ["{sys.executable} {side}", '
+        f'"{server}"]\ntimeout_s = 60\n'))  # fmt: skip
+    res = ex.check(plan, None, tmp_path / "o")
+    assert res.decision in ("good", "undecided") and res.blocks, res.as_dict()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid.read_text()), 0)

@@ -56,15 +56,16 @@ KEYS = (
         "the failing configuration's flags, one string each, for minimize to shrink"),
     Key("max_minutes", "float", None, ALL, "wall-clock budget (undecided when it runs out)"),
     Key("start", "table", None, ALL,
-        "bring the server up per block: `command` (`{flags}` becomes the arm's flags as "
-        "separate arguments), `health` (polled until 200, default /health), `timeout_s` "
-        "(default 900)"),
+        "bring the server up per configuration: `command` (`{flags}` becomes the arm's "
+        "flags as separate arguments; a list: one command a side of a PD deployment, each "
+        "its own process group), `health` (polled until 200, default /health), "
+        "`timeout_s` (default 900)"),
     Key("build", "table", None, ALL, "`command`, run once before the first block"),
     Key("arms", "tables", None, ("ab", "check"),
         "`name`, `flags`, `env` (a table), `url`: ab takes two, check one (or none: no flags)"),
 )  # fmt: skip
 BY_NAME = {k.name: k for k in KEYS}
-START_KEYS = {"command": str, "health": str, "timeout_s": (int, float)}
+START_KEYS = {"command": (str, list), "health": str, "timeout_s": (int, float)}
 BUILD_KEYS = {"command": str}
 ARM_KEYS = {"name": str, "flags": str, "env": dict, "url": str}
 _TYPES = {"str": str, "int": int, "float": (int, float), "list": list, "table": dict,
@@ -135,6 +136,9 @@ def _table(p: Path, t: dict | None, keys: dict, name: str, need: str) -> dict | 
             raise ForensicsError(f"plan {p}: {name}.{k} has the wrong type: {v!r}")
     if need not in t:
         raise ForensicsError(f"plan {p}: [{name}] needs `{need}`")
+    command = t[need]
+    if isinstance(command, list) and (not command or not all(isinstance(c, str) for c in command)):
+        raise ForensicsError(f"plan {p}: [{name}] {need} must be a string or a list of strings")
     return t
 
 

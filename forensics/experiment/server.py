@@ -51,35 +51,42 @@ def run_build(command: str, log: Path) -> None:
 
 
 class Server:
+    """The deployment of one configuration: `command`, or a list of them (one a side of a
+    PD deployment: prefill, decode, the router), each in a process group of its own, all
+    of them alive while a block runs; healthy when the health URL answers 200."""
+
     def __init__(self, start: dict, url: str) -> None:
-        self.command = str(start["command"])
+        command = start["command"]
+        self.commands = [str(c) for c in command] if isinstance(command, list) else [command]
         self.health = url.rstrip("/") + str(start.get("health", "/health"))
         self.timeout_s = float(start.get("timeout_s", 900))
-        self.proc: subprocess.Popen | None = None
+        self.procs: list[subprocess.Popen] = []
         self.config: tuple[str, tuple] | None = None
 
     def up(self, arm: Arm, log: Path) -> bool:
-        """The server in `arm`'s configuration, healthy; False when the running one
+        """The deployment in `arm`'s configuration, healthy; False when the running one
         already is (the BB of ABBA reuses it)."""
         config = (arm.flags, tuple(sorted(arm.env.items())))
         if self.config == config and self.alive():
             return False
         self.down()
-        with log.open("wb") as fh:
-            self.proc = subprocess.Popen(argv_of(self.command, arm.flags), stdout=fh,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         env={**os.environ, **arm.env})  # fmt: skip
+        for i, command in enumerate(self.commands):
+            out = log if len(self.commands) == 1 else log.with_suffix(f".{i}.log")
+            with out.open("wb") as fh:
+                self.procs.append(subprocess.Popen(
+                    argv_of(command, arm.flags), stdout=fh, stderr=subprocess.STDOUT,
+                    start_new_session=True, env={**os.environ, **arm.env}))  # fmt: skip
         self.config = config
         self._wait_healthy(log)
         return True
 
     def _wait_healthy(self, log: Path) -> None:
-        assert self.proc is not None
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                self.proc = None
+            dead = next((p for p in self.procs if p.poll() is not None), None)
+            if dead is not None:
+                code = dead.returncode
+                self.down()
                 raise Untestable(f"the server exited with code {code} before it was healthy "
                                  f"(its output: {log})")  # fmt: skip
             try:
@@ -93,21 +100,22 @@ class Server:
         raise Untestable(f"the server was not healthy within {self.timeout_s:g} s ({self.health})")
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return bool(self.procs) and all(p.poll() is None for p in self.procs)
 
     def exit_code(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
+        return next((p.poll() for p in self.procs if p.poll() is not None), None)
 
     def down(self) -> None:
-        """Its whole process group: SIGTERM, then SIGKILL."""
-        proc, self.proc, self.config = self.proc, None, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(STOP_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        except ProcessLookupError:
-            pass
+        """Every process group, the last started first: SIGTERM, then SIGKILL."""
+        procs, self.procs, self.config = self.procs, [], None
+        for proc in reversed(procs):
+            if proc.poll() is not None:
+                continue
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(STOP_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            except ProcessLookupError:
+                pass
