@@ -191,6 +191,7 @@ def _write(tmp: Path, text: str, name: str = "plan.toml") -> Path:
         ('sesions = 3\n[[arms]]\nname="a"\n[[arms]]\nname="b"\n', "ab", "unknown key 'sesions'"),
         ('sessions = "3"\n', "check", "sessions must be int"),
         ('[[arms]]\nname="a"\n', "ab", "needs two [[arms]]"),
+        ('[[arms]]\nname="a"\n[[arms]]\nname="b"\n', "ab", "each arm names its own url"),
         ("good_rate = 0.2\nbad_rate = 0.1\n", "check", "0 < good_rate < bad_rate < 1"),
         ('good_rate = 0.01\nbad_rate = 0.2\nflags = ["--x"]\n', "minimize", "needs [start]"),
         ('[start]\nhealth = "/health"\n', "ab", "[start] needs `command`"),

@@ -119,7 +119,8 @@ def _plan(tmp: Path, verb: str) -> str:
     """A plan whose arm names, flags and keys are hostile: a dry run shows them, a server
     that is not there and an unknown key are errors."""
     arms = "".join(f'[[arms]]\nname = {orjson.dumps(n).decode()}\nflags = "--x {RUN}"\n'
-                   for n in ((RUN, HOST) if verb == "ab" else (HOST,)))  # fmt: skip
+                   f'url = "http://127.0.0.1:9/{i}"\n'
+                   for i, n in enumerate((RUN, HOST) if verb == "ab" else (HOST,)))  # fmt: skip
     body = {
         "ab": arms,
         "check": f"url = \"http://127.0.0.1:9\"\ngood_rate = 0.01\nbad_rate = 0.2\n"

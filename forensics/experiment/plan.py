@@ -164,6 +164,9 @@ def _needs(plan: Plan) -> None:
             raise ForensicsError(f"plan {p}: `experiment ab` needs two [[arms]] of two names")
         if float(plan.min_effect) <= 1:
             raise ForensicsError(f"plan {p}: min_effect must be above 1")
+        if plan.start is None and len({plan.url_of(a) for a in plan.arms}) < 2:
+            raise ForensicsError(f"plan {p}: without [start] each arm names its own url "
+                                 "(two servers, one a configuration)")  # fmt: skip
         if plan.direction not in DIRECTIONS:
             raise ForensicsError(f"plan {p}: direction must be one of {', '.join(DIRECTIONS)}")
     if v in ("check", "minimize"):
