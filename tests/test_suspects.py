@@ -90,6 +90,8 @@ def test_a_line_no_pattern_names_ranks_first_and_the_decoy_below(
                                   for m in first.selected)  # fmt: skip
     if lag > 1:
         assert first.selected == [f"{side} 4 s before"]
+    said = next(x for x in res.sentences() if x.startswith("lines near the transfer: "))
+    assert "Δ 0.25/1/4 s × decode/prefill" in said and "tested" in said
     assert first.stratified is not None and first.stratified.verdict == "holds within load strata"
     decoy = [s for s in res.suspects if "garbage collection" in s.predicate]
     assert all((s.q, s.verdict) != (first.q, SUSPECT) and s.q >= first.q for s in decoy)
@@ -409,3 +411,19 @@ def test_hosts_past_the_categorical_limit_are_peers_one_against_the_rest(tmp_pat
     assert first.verdict == SUSPECT and "against the rest; one of 24 tested" in first.predicate
     assert not [s for s in res.ranking.skipped if s.feature == "decode_host"]
     assert len([s for s in res.suspects if s.feature == "decode_host"]) == 1  # one family
+
+
+def test_the_windows_below_the_time_resolution_are_said_to_be_skipped() -> None:
+    from forensics.analyses.stats import two_by_two
+    from forensics.analyses.suspects import Suspects
+    from forensics.analyses.suspects.predicates import Skipped
+    from forensics.analyses.suspects.rank import Ranking, Suspect
+
+    line = Suspect("line decode 00ab", "“x” on its decode host within 1 s before its transfer",
+                   two_by_two(3, 50, 5, 500), 0.5, 3, NOISE, None, False, "1")  # fmt: skip
+    why = "Δ 0.25 s: below the anchors' time resolution (1 s)"
+    ranking = Ranking(550, 8, [line], [], [Skipped("lines", why)], [])
+    said = Suspects(["r"], 0.05, "BH", 5, ranking, {}, []).sentences()
+    assert said[-1] == ("lines near the transfer: 1 families (a template before or after, each "
+                        "over Δ 1/4 s × decode/prefill host: Simes), 1 tested, 0 screened out "
+                        f"(Tarone); skipped: {why}")  # fmt: skip

@@ -20,7 +20,7 @@ from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes, plan_toml
 from .features import Feature, declared, load_table
 from .headline import Headline, headline
-from .nearby import near
+from .nearby import GRID_S, near
 from .rank import LOAD, SUSPECT, Ranking, Suspect, rank
 
 
@@ -149,7 +149,22 @@ class Suspects:
         if self.missing_evidence:
             out.append("missing evidence: " + "; ".join(
                 f"{m['feature']} ({m['needs']})" for m in self.missing_evidence[:4]))  # fmt: skip
+        out += self._lines_said()
         return out
+
+    def _lines_said(self) -> list[str]:
+        """The family of lines near the transfer: its size, its grid, the windows skipped."""
+        r = self.ranking
+        tested = sum(1 for s in r.tested if s.feature.startswith("line "))
+        screened = sum(1 for s in r.screened_out if s.feature.startswith("line "))
+        below = [k.why for k in r.skipped if k.feature == "lines" and "resolution" in k.why]
+        grid = [d for d in GRID_S if not any(why.startswith(f"Δ {d:g} s") for why in below)]
+        if not tested + screened:
+            return []
+        out = (f"lines near the transfer: {tested + screened:,} families (a template before "
+               f"or after, each over Δ {'/'.join(f'{d:g}' for d in grid)} s × decode/prefill "
+               f"host: Simes), {tested:,} tested, {screened:,} screened out (Tarone)")  # fmt: skip
+        return [out + (f"; skipped: {'; '.join(below)}" if below else "")]
 
 
 def _counts(s: Suspect) -> str:
