@@ -55,6 +55,13 @@ _MONTH_DAY = re.compile(
     r"(\d{2})-(\d{2}) )(\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?) "
 )
 _EPOCH_STAMP = re.compile(r"^\[(\d{10})\.(\d{1,9})\] \[")
+# A launcher's own stamp around the service's line: `<stamp> <launcher's words> [<SGLang's
+# dated prefix>] …`. The outer part starts with a time (not with a bracket, not with
+# SGLang's own prefix) and holds no dated bracket of its own.
+_WRAPPED = re.compile(
+    r"^(?P<outer>[^\[\s](?:(?!\[\d{4}-).){0,40}?\d\d:\d\d:\d\d(?:(?!\[\d{4}-).){0,120}?)"
+    r"(?P<inner>\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?: [A-Z]{1,4}\d+)*\] )"
+)
 _DAY_S = 86_400
 _ROLLOVER_S = 6 * 3600  # a time of day that moves back by more than this is the next day
 _TRACEBACK = "Traceback (most recent call last):"
@@ -186,6 +193,8 @@ class PlainReader:
         self.held: list[_Entry] = []  # entries from the first time-only one to the first date
         self.untimed = 0
         self.stamp_year: int | None = None  # for stamps without a year, before any date
+        self.launcher_offsets: list[int] = []  # launcher's stamp − the service's, µs
+        self.launched = 0  # lines whose launcher's stamp was set aside
 
     # -- lines --------------------------------------------------------------------
     def _physical(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
@@ -275,6 +284,7 @@ class PlainReader:
                 yield self.builder.table()
         self._flush()
         self._date_held(None, _DAY_S)  # no dated line at all: the file's day
+        self._note_launcher()
         if self.untimed:
             self.ctx.note(
                 f"{self.untimed:,} entries without a time of their own took the time before"
@@ -287,6 +297,8 @@ class PlainReader:
         if not text.strip():
             self.ctx.markers += 1
             return
+        if when is None and (wrap := _WRAPPED.match(text)) is not None:
+            text, raw, extra = self._unwrap(wrap, text, extra)
         dated = _DATED.match(text)
         timed = None if dated else _TIME_ONLY.match(text)
         other = None if dated or timed else self._other_us(text)
@@ -314,6 +326,42 @@ class PlainReader:
         elif other is not None and entry.ts_us is None:
             entry.ts_us = other
         self.cur = entry
+
+    def _unwrap(self, wrap: re.Match[str], text: str, extra: dict) -> tuple[str, bytes, dict]:
+        """The service's line out of a launcher's: SGLang's own stamp times it, the
+        launcher's words are kept in the entry's fields (LAUNCHER_PREFIX) and its stamp's
+        offset from the service's is noted once for the file."""
+        outer = wrap.group("outer")
+        inner = _DATED.match(wrap.group("inner"))
+        assert inner is not None
+        day = _date(inner.group(1))
+        service = _at(day, inner.group(2)) if day is not None else None
+        launcher = self._stamp_us(outer)
+        if service is not None and launcher is not None:
+            self.launcher_offsets.append(launcher - service)
+        self.launched += 1
+        text = text[wrap.start("inner") :]
+        return text, text.encode(), {**extra, "LAUNCHER_PREFIX": outer.rstrip()}
+
+    def _stamp_us(self, outer: str) -> int | None:
+        """µs of a launcher's stamp: ISO (RFC 3339 with its zone, else read as UTC), glog,
+        vLLM or UCX."""
+        if m := _RFC3339.match(outer.encode() + b" "):
+            return _collector_us(m.group(1).decode())
+        if (m := _DATED.match(outer)) and (day := _date(m.group(1))) is not None:
+            return _at(day, m.group(2))
+        return self._other_us(outer)
+
+    def _note_launcher(self) -> None:
+        if not self.launched:
+            return
+        offs = sorted(self.launcher_offsets)
+        said = f"{self.launched:,} lines carry a launcher's stamp around SGLang's own: SGLang's time taken"
+        if offs:
+            med = offs[len(offs) // 2] / 1e6
+            said += (f" (the launcher's is {med:+.3f} s from it, median; "
+                     f"{offs[0] / 1e6:+.3f} to {offs[-1] / 1e6:+.3f} s)")  # fmt: skip
+        self.ctx.note(said + "; its words are in fields.LAUNCHER_PREFIX")
 
     def _other_us(self, text: str) -> int | None:
         """µs of a glog, vLLM or UCX stamp; a month and day without a year take the year

@@ -213,3 +213,50 @@ def test_stamps_without_a_year_and_no_dated_line_say_where_the_year_came_from(
     assert src.format == "sglang"  # not journalctl's short-monotonic: 10 digits are epoch s
     assert any("no year" in n and "2024" in n for n in src.notes)
     assert [r[0] for r in _entries(db)] == [1_726_590_193_204_995, 1_726_590_194_000_000]
+
+
+def test_a_launchers_stamp_around_sglangs_own(tmp_path: Path, db: Path) -> None:
+    """A launcher that logs the service's stdout with a stamp of its own: SGLang's stamp
+    times the entry, the launcher's words go to fields, the offset is noted once, and the
+    template is the unwrapped line's (hand-written: the launcher's shape is the user's)."""
+    path = tmp_path / "decode-0.log"
+    path.write_text(
+        "2026-09-20 10:00:01,250 INFO launcher: [2026-09-20 10:00:00 TP0] Decode batch. #running-req: 1, #token: 9, token usage: 0.00, gen throughput (token/s): 1.00, #queue-req: 0\n"
+        "2026-09-20 10:00:02,750 INFO launcher: [2026-09-20 10:00:02 TP0] Register kv tensors, len(kv_addr)= 56\n"
+        "[2026-09-20 10:00:03 TP0] Register kv tensors, len(kv_addr)= 61\n"
+    )  # fmt: skip
+    res = forensics.ingest([str(path)], db)
+    src = res.sources[0]
+    assert src.format == "sglang" and src.records["batch"] == 1
+    day = 1_789_862_400_000_000 + 10 * 3_600_000_000  # 2026-09-20 10:00 UTC
+    rows = _entries(db)
+    assert [r[0] for r in rows] == [day, day + 2_000_000, day + 3_000_000]
+    assert all(r[4].startswith("[2026-09-20 10:00:0") for r in rows)
+    assert [orjson.loads(r[5] or "{}").get("LAUNCHER_PREFIX") for r in rows] == [
+        "2026-09-20 10:00:01,250 INFO launcher:", "2026-09-20 10:00:02,750 INFO launcher:", None
+    ]
+    (said,) = [n for n in src.notes if "launcher" in n]
+    assert "2 lines" in said and "+1.250 s" in said and "+0.750" in said
+    texts = forensics.query_rows("SELECT DISTINCT text FROM lines WHERE pattern IS NULL", db)[1]
+    assert texts == [("Register kv tensors, len(kv_addr)= <n>",)]  # wrapped or not: one
+
+
+def test_sglangs_logging_config_formats(tmp_path: Path, db: Path) -> None:
+    """SGLANG_LOGGING_CONFIG_PATH's format from its PR (sgl-project/sglang#4592:
+    `%(asctime)s %(levelname)s %(process)d [%(filename)s:%(lineno)d] %(message)s`) and a
+    bracketed `[time][file:line][LEVEL]` one: times from the line, the level stated, the
+    template equal to the default prefix's."""
+    path = tmp_path / "prefill-0.log"
+    path.write_text(
+        "2026-09-20 10:00:00 INFO 8211 [scheduler.py:1302] Prefill batch. #new-seq: 1, #new-token: 5, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n"
+        "[2026-09-20 10:00:01][scheduler.py:1302][WARNING] Prefill batch. #new-seq: 2, #new-token: 5, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n"
+        "[2026-09-20 10:00:02 TP0] Prefill batch. #new-seq: 3, #new-token: 5, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n"
+    )  # fmt: skip
+    res = forensics.ingest([str(path)], db)
+    assert res.sources[0].format == "sglang" and res.sources[0].records["batch"] == 3
+    day = 1_789_862_400_000_000 + 10 * 3_600_000_000
+    assert [r[0] for r in _entries(db)] == [day, day + 1_000_000, day + 2_000_000]
+    got = forensics.query_rows(
+        "SELECT count(DISTINCT template), list(level ORDER BY entry_no) FROM lines", db
+    )[1]
+    assert got == [(1, ["info", "warning", None])]
