@@ -356,7 +356,8 @@ class PlainReader:
         if not self.launched:
             return
         offs = sorted(self.launcher_offsets)
-        said = f"{self.launched:,} lines carry a launcher's stamp around SGLang's own: SGLang's time taken"
+        said = (f"{self.launched:,} lines carry a launcher's stamp around SGLang's own: "
+                "SGLang's time taken")  # fmt: skip
         if offs:
             med = offs[len(offs) // 2] / 1e6
             said += (f" (the launcher's is {med:+.3f} s from it, median; "
