@@ -233,7 +233,9 @@ def test_a_launchers_stamp_around_sglangs_own(tmp_path: Path, db: Path) -> None:
     assert [r[0] for r in rows] == [day, day + 2_000_000, day + 3_000_000]
     assert all(r[4].startswith("[2026-09-20 10:00:0") for r in rows)
     assert [orjson.loads(r[5] or "{}").get("LAUNCHER_PREFIX") for r in rows] == [
-        "2026-09-20 10:00:01,250 INFO launcher:", "2026-09-20 10:00:02,750 INFO launcher:", None
+        "2026-09-20 10:00:01,250 INFO launcher:",
+        "2026-09-20 10:00:02,750 INFO launcher:",
+        None,
     ]
     (said,) = [n for n in src.notes if "launcher" in n]
     assert "2 lines" in said and "+1.250 s" in said and "+0.750" in said
