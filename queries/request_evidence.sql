@@ -17,7 +17,11 @@
 -- host captured CUDA graphs for (NULL: no capture line or no batch line); a size that
 -- is not captured runs padded to the next one. Peers: the decode host's scheduler.status
 -- snapshots in the window that list the request as running (a sample every
--- SGLANG_LOG_SCHEDULER_STATUS_INTERVAL seconds, not its every step). Rows are not sorted.
+-- SGLANG_LOG_SCHEDULER_STATUS_INTERVAL seconds, not its every step). NIC pair: the NIC
+-- (and peer NIC) that Mooncake's RDMA failures name on its prefill or decode host in the
+-- widened window, the most named one (`host:local → peer-ip@peer-nic`, the port dropped:
+-- a pair, not a process); '(none)' where its decode host is known and none was named.
+-- Rows are not sorted.
 --
 -- @depends result_links
 --
@@ -70,6 +74,7 @@
 -- @column bs_captured         BOOLEAN  running_req is a captured CUDA-graph batch size (see above)
 -- @column status_samples      BIGINT   scheduler.status snapshots on the decode host in the window that list it running
 -- @column status_peers        BIGINT   the most other requests running beside it in one of those snapshots
+-- @column nic_pair            VARCHAR  the RDMA NIC pair Mooncake's failures near it name ('(none)': none named)
 -- @column source_id           INTEGER  the results file (with `line`, the key of a result)
 -- @column line                BIGINT   its line
 WITH stats AS (
@@ -196,6 +201,22 @@ WITH stats AS (
        AND s.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
     WHERE list_contains(s.running, w.rid)
     GROUP BY ALL
+), rdma AS (
+    SELECT run, host, ts_us, host || ':' || regexp_replace(peer,
+               '^local_nic: (\S+?), peer_nic: ([^:@,\s]+)(?::\d+)?@(\S+)$', '\1 → \2@\3') AS pair
+    FROM events WHERE kind IN ('slice_failed', 'rnic_inactive', 'rnic_error')
+      AND peer IS NOT NULL
+), nic AS (
+    -- two equi-joins (decode host, prefill host), not an OR
+    SELECT source_id, line, mode(pair) AS nic_pair FROM (
+        SELECT w.source_id, w.line, r.pair FROM win w JOIN rdma r
+          ON r.run = w.evidence_run AND r.host = w.decode_host
+         AND r.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
+        UNION ALL
+        SELECT w.source_id, w.line, r.pair FROM win w JOIN rdma r
+          ON r.run = w.evidence_run AND r.host = w.prefill_host
+         AND r.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
+    ) GROUP BY ALL
 ), captured AS (
     SELECT run, host,
            list_distinct(flatten(list(
@@ -226,12 +247,15 @@ SELECT w.run, w.session, w.round, w.rid, w.linked_room AS room, w.status, w.corr
        ld.running_req, ld.token_usage, ld.load_lag_ms, pk.max_running_req,
        CASE WHEN cap.sizes IS NULL OR ld.running_req IS NULL THEN NULL
             ELSE list_contains(cap.sizes, ld.running_req) END AS bs_captured,
-       coalesce(ps.status_samples, 0) AS status_samples, ps.status_peers, w.source_id, w.line
+       coalesce(ps.status_samples, 0) AS status_samples, ps.status_peers,
+       coalesce(nc.nic_pair, CASE WHEN w.decode_host IS NOT NULL THEN '(none)' END) AS nic_pair,
+       w.source_id, w.line
 FROM win w
 LEFT JOIN counted c USING (source_id, line)
 LEFT JOIN own o USING (source_id, line)
 LEFT JOIN load ld USING (source_id, line)
 LEFT JOIN peak pk USING (source_id, line)
 LEFT JOIN peers ps USING (source_id, line)
+LEFT JOIN nic nc USING (source_id, line)
 LEFT JOIN meta m ON m.run = w.evidence_run AND m.rid = w.rid
 LEFT JOIN captured cap ON cap.run = w.evidence_run AND cap.host IS NOT DISTINCT FROM w.decode_host

@@ -44,6 +44,7 @@
 -- @column max_running_req         BIGINT   the most #running-req logged on its decode host in its window
 -- @column token_usage             DOUBLE   decode load: KV token usage of that line
 -- @column status_peers            BIGINT   the most requests running beside it in a scheduler.status snapshot
+-- @column nic_pair                VARCHAR  the RDMA NIC pair Mooncake's failures near its transfer name ('(none)': none)
 -- @column bs_captured             BOOLEAN  its decode batch size was a captured CUDA-graph size (false: padded)
 -- @column own_abort               BOOLEAN  an abort line names it
 -- @column own_transfer_failed     BOOLEAN  a transfer failure names it
@@ -80,7 +81,7 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
        e.attempts, e.prefill_retries, e.prefill_queue_ms, e.transfer_speed_gb_s,
        e.decode_prealloc_ms, e.decode_transfer_ms, e.decode_queue_ms,
        e.prefill_host, e.decode_host, coalesce(e.dp_rank, h.m_dp) AS dp_rank, e.clock,
-       e.running_req, e.max_running_req, e.token_usage, e.status_peers, e.bs_captured,
+       e.running_req, e.max_running_req, e.token_usage, e.status_peers, e.nic_pair, e.bs_captured,
        e.own_abort, e.own_transfer_failed,
        CASE WHEN e.decode_host IS NOT NULL THEN e.other_aborts END AS other_aborts,
        CASE WHEN e.decode_host IS NOT NULL THEN e.other_transfer_failures END

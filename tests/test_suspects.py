@@ -427,3 +427,20 @@ def test_the_windows_below_the_time_resolution_are_said_to_be_skipped() -> None:
     assert said[-1] == ("lines near the transfer: 1 families (a template before or after, each "
                         "over Δ 1/4 s × decode/prefill host: Simes), 1 tested, 0 screened out "
                         f"(Tarone); skipped: {why}")  # fmt: skip
+
+
+def test_a_bad_nic_pair_ranks_first_against_its_peers(tmp_path: Path) -> None:
+    """Mooncake slice failures near transfers on 16 NIC pairs; only one pair's corrupt
+    (Minder's shape: each pair against its peers). The pair comes first, named."""
+    files = write_planted(generate_planted("nic", seed=0, requests=1200), tmp_path)
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db)
+    res = suspects(db)
+    first = res.lines()[0]
+    assert first.feature == "nic_pair" and first.verdict == SUSPECT
+    assert first.level == "prefill-0:mlx5_3 → 10.0.5.11@mlx5_3"
+    assert "rdma-nic" in first.known_causes
+    pairs = forensics.query_rows(
+        "SELECT count(DISTINCT nic_pair) FROM request_features WHERE nic_pair <> '(none)'", db
+    )[1]
+    assert pairs[0][0] == 16

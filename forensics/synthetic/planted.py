@@ -13,17 +13,28 @@ corruption when one causes it. The planted cause alone decides the outcome:
 - "line": a line no pattern names, logged on the request's decode host (or its prefill
   host: `side`) `lag_s` before its transfer; a decoy line that is not the cause is logged
   as often, in the same load phases, after requests finish
+- "nic": a Mooncake slice failure (retried) on prefill naming the transfer's NIC pair,
+  just before it; only the failures of one pair (prefill's mlx5_3 to decode-1's mlx5_3)
+  corrupt, the other pairs' are harmless
 - None: no cause; corruption at one rate everywhere (the null)
 """
 
 from __future__ import annotations
 
 import random
+import time
 
 from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
 from .stock import CAPTURED, _time_stats
 
-CAUSES = ("abort", "retract", "host", "line")
+CAUSES = ("abort", "retract", "host", "line", "nic")
+BAD_NIC = 3  # with decode-1: the pair whose failures corrupt
+SLICE_LINE = (  # Mooncake's worker_pool.cpp LOG(ERROR), as sgl-project/sglang#10560 shows it
+    "E{md} {clock} 4058290 worker_pool.cpp:294] Worker: Process failed for slice (opcode: 1, "
+    "source_addr: 0x{src:x}, length: 65536, dest_addr: 0x{dst:x}, local_nic: mlx5_{nic}, "
+    "peer_nic: 10.0.5.{ip}:16581@mlx5_{nic}, dest_rkey: 2101, retry_cnt: 0): transport retry "
+    "counter exceeded"
+)
 # the planted line and the decoy: no pattern names either
 CAUSE_LINE = "mlx5_{nic}: RDMA completion error on QP 0x{qp:x} (wr_id {wr}, vendor_err 0x{err:x})"
 DECOY_LINE = "Tokenizer manager paused {ms} ms for garbage collection"
@@ -125,6 +136,16 @@ def generate_planted(
                 ),
             )
             P(at, text) if side == "prefill" else D(host, at, text)
+        nic = rng.randrange(8) if cause == "nic" else 0  # other causes draw as they did
+        slice_failed = cause == "nic" and rng.random() < p_abort
+        if slice_failed:  # prefill writes the KV after its forward: its engine logs it
+            at = t + 120_000
+            stamp = time.gmtime(at // 1_000_000)
+            P(at, SLICE_LINE.format(
+                md=time.strftime("%m%d", stamp),
+                clock=time.strftime("%H:%M:%S", stamp) + f".{at % 1_000_000:06d}",
+                src=rng.getrandbits(44), dst=rng.getrandbits(44), nic=nic,
+                ip=10 + hosts.index(host)))  # fmt: skip
         if aborted:  # another request on this host, right after this one's transfer
             other = recent[host][-1]
             D(host, t + 250_000, _sglang(t + 250_000, f"Abort running request. req.rid='{other}'"))
@@ -134,7 +155,8 @@ def generate_planted(
                                          " DP0 TP0 EP0"), priority=4)  # fmt: skip
         caused = {
             "abort": bool(aborted), "retract": retracted, "host": host == "decode-1",
-            "line": lined, None: False,
+            "line": lined, "nic": slice_failed and nic == BAD_NIC and host == "decode-1",
+            None: False,
         }[cause]  # fmt: skip
         rate = (HOST_RATE if cause == "host" else CAUSED_RATE) if caused else (
             NULL_RATE if cause is None else BASE_RATE)  # fmt: skip
