@@ -21,7 +21,9 @@
 -- (and peer NIC) that Mooncake's RDMA failures name on its prefill or decode host in the
 -- widened window, the most named one (`host:local → peer-ip@peer-nic`, the port dropped:
 -- a pair, not a process); '(none)' where its decode host is known and none was named.
--- Rows are not sorted.
+-- Anchor: the time its transfer is weighed from — the transfer's end where decode logged
+-- it (the probes' `forensics:checksum side=dst` record of its room on its decode host),
+-- else decode's Receive, else the client's send. Rows are not sorted.
 --
 -- @depends result_links
 --
@@ -41,6 +43,8 @@
 -- @column window_start_us     BIGINT   window start, µs since the epoch, on `clock`
 -- @column window_end_us       BIGINT   window end, µs
 -- @column resolution_us       BIGINT   time resolution of the decode host's SGLang lines, µs (1 or 1,000,000)
+-- @column anchor              VARCHAR  what its transfer is timed by: transfer (decode's checksum of the bytes received), decode (decode's Receive) or client (the harness's send)
+-- @column anchor_us           BIGINT   that time, µs since the epoch
 -- @column input_len           BIGINT   prompt tokens (ReqTimeStats)
 -- @column cached_input_len    BIGINT   prompt tokens from the prefix cache (prefill's ReqTimeStats)
 -- @column output_len          BIGINT   tokens generated (decode's ReqTimeStats)
@@ -217,6 +221,9 @@ WITH stats AS (
           ON r.run = w.evidence_run AND r.host = w.prefill_host
          AND r.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
     ) GROUP BY ALL
+), arrived AS (
+    SELECT run, room, host, max(ts_us) AS arrived_us FROM checksums
+    WHERE side = 'dst' GROUP BY ALL
 ), captured AS (
     SELECT run, host,
            list_distinct(flatten(list(
@@ -227,6 +234,8 @@ WITH stats AS (
 SELECT w.run, w.session, w.round, w.rid, w.linked_room AS room, w.status, w.corrupted,
        w.reason, w.concurrency, w.evidence_run, w.prefill_host, w.decode_host, w.clock,
        w.window_start_us, w.window_end_us, w.resolution_us,
+       CASE WHEN ar.arrived_us IS NOT NULL THEN 'transfer' ELSE w.clock END AS anchor,
+       coalesce(ar.arrived_us, w.window_start_us) AS anchor_us,
        coalesce(w.d.input_len, w.p.input_len) AS input_len,
        w.p.cached_input_len AS cached_input_len, w.d.output_len AS output_len,
        w.d.attempts AS attempts, w.p.retries AS prefill_retries,
@@ -257,5 +266,7 @@ LEFT JOIN load ld USING (source_id, line)
 LEFT JOIN peak pk USING (source_id, line)
 LEFT JOIN peers ps USING (source_id, line)
 LEFT JOIN nic nc USING (source_id, line)
+LEFT JOIN arrived ar ON ar.run = w.evidence_run AND ar.room = w.linked_room
+                    AND ar.host = w.decode_host
 LEFT JOIN meta m ON m.run = w.evidence_run AND m.rid = w.rid
 LEFT JOIN captured cap ON cap.run = w.evidence_run AND cap.host IS NOT DISTINCT FROM w.decode_host

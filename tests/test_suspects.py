@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -444,3 +445,39 @@ def test_a_bad_nic_pair_ranks_first_against_its_peers(tmp_path: Path) -> None:
         "SELECT count(DISTINCT nic_pair) FROM request_features WHERE nic_pair <> '(none)'", db
     )[1]
     assert pairs[0][0] == 16
+
+
+def test_the_anchor_is_the_transfers_end_where_decode_logged_it(tmp_path: Path) -> None:
+    """A dst checksum record of a request's room on its decode host times its transfer
+    (anchor 'transfer'); the others keep decode's Receive. The kind is a column, counted
+    in the lines' sentence, and a stratum of the time-stratified test."""
+    db = _incident(tmp_path, "line", seed=0)
+    rows = forensics.query_rows(
+        "SELECT room, window_start_us FROM request_evidence WHERE decode_host = 'decode-0'"
+        " AND room IS NOT NULL ORDER BY window_start_us LIMIT 40", db)[1]  # fmt: skip
+    log = tmp_path / "decode-0.probes.log"
+    with log.open("w") as f:
+        for room, start in rows:
+            at = start + 2_500_000
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at // 1_000_000))
+            f.write(f"[{stamp}.{at % 1_000_000 // 1000:03d}] forensics:checksum side=dst "
+                    f"room={room} buf=kv head=ab tail=cd\n")  # fmt: skip
+    forensics.ingest([str(log)], db, run="incident")
+    got = forensics.query_rows(
+        "SELECT anchor, count(*), count(*) FILTER (WHERE anchor_us - window_start_us "
+        "BETWEEN 2000000 AND 3000000) FROM request_evidence GROUP BY 1 ORDER BY 1", db)[1]  # fmt: skip
+    assert dict((a, n) for a, n, _ in got)["transfer"] == 40 == dict((a, m) for a, _, m in got)[
+        "transfer"]  # fmt: skip
+    assert {a for a, _, _ in got} == {"transfer", "decode"}
+    res = suspects(db)
+    said = next(x for x in res.sentences() if x.startswith("lines near the transfer: "))
+    assert (
+        "anchored at the transfer's end (decode's checksum record) for 40, decode's Receive" in said
+    )
+    from forensics.analyses.suspects.rank import _minutes
+
+    one_minute = Table({"seconds_into_run": np.array([1.0, 2.0, 3.0, 70.0])},
+                       np.zeros(4, bool), np.array(["r"] * 4, dtype=object),
+                       anchor=np.array(["decode", "transfer", "decode", "decode"], dtype=object))  # fmt: skip
+    codes = _minutes(one_minute)
+    assert codes is not None and codes[0] == codes[2] and len(set(codes.tolist())) == 3

@@ -164,6 +164,12 @@ class Suspects:
         out = (f"lines near the transfer: {tested + screened:,} families (a template before "
                f"or after, each over Δ {'/'.join(f'{d:g}' for d in grid)} s × decode/prefill "
                f"host: Simes), {tested:,} tested, {screened:,} screened out (Tarone)")  # fmt: skip
+        said = {"transfer": "the transfer's end (decode's checksum record)",
+                "decode": "decode's Receive", "client": "the client's send"}  # fmt: skip
+        if r.anchors:
+            out += "; anchored at " + ", ".join(
+                f"{said.get(k, k)} for {r.anchors[k]:,}" for k in said if r.anchors.get(k)
+            )
         return [out + (f"; skipped: {'; '.join(below)}" if below else "")]
 
 

@@ -64,6 +64,8 @@ class Table:
     left_out: dict[str, int] = field(default_factory=dict)  # outcome unknown: why -> requests
     steps: np.ndarray | None = None  # decode step records per request (step's known mask)
     keys: tuple[np.ndarray, np.ndarray] | None = None  # each row's results file and line
+    # what each row's transfer is timed by (transfer, decode, client): a stratum of lines
+    anchor: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.corrupted)
@@ -92,7 +94,8 @@ def load_table(
     marks = ", ".join("?" * len(runs))
     got = con.execute(
         f"""SELECT {UNJUDGED_SQL} AS unjudged, status, source_id, line,
-                   corrupted, run, coalesce(steps::DOUBLE, 0) AS steps, {", ".join(exprs)}
+                   corrupted, run, coalesce(steps::DOUBLE, 0) AS steps,
+                   coalesce(anchor, 'client') AS anchor, {", ".join(exprs)}
             FROM request_features WHERE run IN ({marks})""",
         runs,
     ).fetchnumpy()
@@ -111,4 +114,5 @@ def load_table(
         {k: v for k, v in left_out.items() if v},
         np.asarray(got["steps"], dtype=float)[keep],
         (np.asarray(got["source_id"])[keep], np.asarray(got["line"])[keep]),
+        np.asarray(np.ma.filled(got["anchor"], "client"), dtype=object)[keep],
     )

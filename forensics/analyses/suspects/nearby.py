@@ -3,9 +3,11 @@ pattern that names it), whether a line of it was logged on the request's decode 
 its prefill host) within Δ before its transfer, for each Δ of a small grid — and within
 Δ after it, reported as a consequence, never a cause.
 
-The anchor is decode's Receive for the request (`request_evidence`'s window start; the
-client's send where decode's lines are not matched), widened by the time resolution of
-the host's lines and, on the client's clock, by a second. A line that names the request's
+The anchor is the transfer's end where decode logged it (the probes' checksum of the
+bytes received), else decode's Receive for the request, else the client's send where
+decode's lines are not matched (`request_evidence.anchor`), widened by the time resolution
+of the host's lines and, on the client's clock, by a second. The anchor's kind is a
+stratum of the time-stratified test (rank.py). A line that names the request's
 own rid or room is its consequence and is left out; so are the request's bookkeeping
 (Receive/Finish, time stats, access lines) and load samples, which are factors of their
 own. Every (template, side, Δ) is one predicate in the ranking's family: the family's
@@ -53,9 +55,9 @@ def anchors(con: duckdb.DuckDBPyConnection, table: Table) -> Anchors | None:
     con.register("fx_request_keys", keys)
     try:
         got = con.execute(
-            """SELECT k.i, coalesce(e.window_start_us, 0) AS at,
+            """SELECT k.i, coalesce(e.anchor_us, 0) AS at,
                       greatest(coalesce(e.resolution_us, 1),
-                               CASE e.clock WHEN 'client' THEN 1000000 ELSE 0 END) AS widen,
+                               CASE e.anchor WHEN 'client' THEN 1000000 ELSE 0 END) AS widen,
                       e.decode_host, e.prefill_host, coalesce(hash(e.rid), 0) AS rid,
                       coalesce(e.room::DOUBLE, 'NaN'::DOUBLE) AS room
                FROM fx_request_keys k JOIN request_evidence e USING (run, source_id, line)"""

@@ -130,6 +130,7 @@ class Ranking:
     skipped: list[Skipped]  # factors that gave no predicate
     strata: list[tuple[float, float, int]]  # load strata: (lowest, highest concurrency, requests)
     tags: dict[str, str] = field(default_factory=dict)  # the busiest run's: its server, sessions
+    anchors: dict[str, int] = field(default_factory=dict)  # anchor kind -> judged requests
 
 
 def rank(
@@ -167,7 +168,10 @@ def rank(
         causes = causes_for(s.feature, s.level)
         s.known_causes = [c.id for c in causes]
         s.experiment = for_run(causes[0].experiment.as_dict(), tags) if causes else None
-    return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds, tags)
+    kinds = np.unique(table.anchor.astype(str), return_counts=True) if (
+        table.anchor is not None) else ([], [])  # fmt: skip
+    anchors = {str(k): int(c) for k, c in zip(*kinds, strict=True)}
+    return Ranking(len(table), int(y.sum()), out, screened, skipped, bounds, tags, anchors)
 
 
 def _tables(
@@ -418,13 +422,16 @@ def _busiest_tags(table: Table) -> dict[str, str]:
 
 
 def _minutes(table: Table) -> np.ndarray | None:
-    """Each request's stratum: its run's minute, as a dense code (-1: not known), or
-    None without send times."""
+    """Each request's stratum: its run's minute and its anchor's kind, as a dense code
+    (-1: not known), or None without send times."""
     secs = table.columns.get("seconds_into_run")
     if secs is None or np.isnan(secs).all():
         return None
     _, run = np.unique(table.run.astype(str), return_inverse=True)
     minute = np.where(np.isnan(secs), -1, secs // 60).astype(np.int64)
+    if table.anchor is not None:  # and its anchor's kind: a transfer's end is not a send
+        _, kind = np.unique(table.anchor.astype(str), return_inverse=True)
+        run = run * (int(kind.max(initial=0)) + 1) + kind
     key = np.where(minute >= 0, run * (int(minute.max()) + 1) + minute, -1)
     _, dense = np.unique(key, return_inverse=True)
     return np.where(key >= 0, dense - int((key < 0).any()), -1)
