@@ -181,7 +181,8 @@ def ingest(
     cat, json, json-seq, export) and binary .journal files (journal); SGLang's stdout
     saved to a file (sglang); docker logs / kubectl logs --timestamps (timestamped);
     docker's json-file logs (docker-json); SGLang's --export-metrics-to-file records
-    (sglang-metrics); harness results (JSON lines, CSV). Files or folders
+    (sglang-metrics); Dynamo's JSONL logs (dynamo-jsonl); harness results (JSON lines,
+    CSV). Files or folders
     (searched recursively), globs, FIFOs, - for stdin; .gz, .zst and .xz opened as they are.
 
     Example: forensics ingest prefill/ decode.log.zst --run flag-on --tag overlap=1

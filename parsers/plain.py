@@ -38,7 +38,13 @@ from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import RowBuilder
 
-PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics")
+PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl")
+# Dynamo's JSONL (DYN_LOGGING_JSONL / DYN_LOGGING_CONSOLE_FORMAT=jsonl), stored as its
+# readable line (`TIME LEVEL span{k=v …}: target: message`): the same text in either
+# format, the same template. Source locations stay in `fields` only.
+_DYNAMO_LINE_KEYS = ("time", "level", "target", "message", "span_name", "file", "line",
+                     "log.file", "log.line", "log.target")  # fmt: skip
+_DYNAMO_PRIORITY = {"ERROR": 3, "WARN": 4, "WARNING": 4, "INFO": 6, "DEBUG": 7, "TRACE": 7}
 METRICS_PREFIX = "sglang-request-metrics-"
 _METRICS_HOUR = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log")
 _METRICS_TIMES = ("response_sent_to_client_ts", "request_finished_ts", "request_received_ts")
@@ -103,6 +109,8 @@ def sniff_collector(head: bytes) -> str | None:
         return "docker-json"
     if lines[0].startswith(b'{"request_parameters": '):  # json.dump's order: it comes first
         return "sglang-metrics"
+    if lines[0].startswith(b'{"time":"') and b'"level":"' in lines[0]:  # Dynamo's JSONL
+        return "dynamo-jsonl"
     stamped = sum(1 for ln in lines if (m := _RFC3339.match(ln)) and m.group(2) == b"Z")
     return "timestamped" if stamped * 2 > len(lines) else None
 
@@ -274,9 +282,42 @@ class PlainReader:
                           "in the file's name (start SGLang with --enable-metrics)")  # fmt: skip
         self.ctx.lines = n
 
+    def _dynamo(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """Dynamo's JSONL: time and level from their keys, the message as its readable
+        line, every key but time and message kept in fields."""
+        n = 0
+        for raw in stream:
+            n += 1
+            text = raw.rstrip(b"\n").removesuffix(b"\r")
+            if not text.strip():
+                self.ctx.markers += 1
+                continue
+            try:
+                obj = orjson.loads(text)
+                if not isinstance(obj, dict) or not isinstance(obj.get("message", ""), str):
+                    raise TypeError
+            except (orjson.JSONDecodeError, TypeError):
+                self.ctx.reject(n, "dynamo-jsonl: not a Dynamo JSONL log line", text)
+                continue
+            spans = " ".join(f"{k}={v}" for k, v in obj.items() if k not in _DYNAMO_LINE_KEYS
+                             and not isinstance(v, dict | list))  # fmt: skip
+            head = f"{obj.get('span_name', '')}{{{spans}}}: " if spans else ""
+            target = f"{obj['target']}: " if isinstance(obj.get("target"), str) else ""
+            fields = {k: v for k, v in obj.items() if k not in ("time", "message")}
+            level = _DYNAMO_PRIORITY.get(str(obj.get("level", "")).upper())
+            if level is not None:
+                fields["PRIORITY"] = level
+            stamp = obj.get("time") if isinstance(obj.get("time"), str) else None
+            lead = f"{stamp} {str(obj.get('level', '')).upper():>5} " if stamp else ""
+            message = f"{lead}{head}{target}{obj.get('message', '')}"
+            when = _collector_us(stamp)
+            yield n, message.encode(), when, fields
+        self.ctx.lines = n
+
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
-        for line, raw, when, extra in self._physical(stream):
-            if self.fmt == "sglang-metrics":  # a record is one line: nothing continues it
+        lines = self._dynamo(stream) if self.fmt == "dynamo-jsonl" else self._physical(stream)
+        for line, raw, when, extra in lines:
+            if self.fmt in ("sglang-metrics", "dynamo-jsonl"):  # a record is one line
                 self._emit(_Entry(line, line, [raw], when, fields=extra))
             else:
                 self._line(line, raw, when, extra)
@@ -469,6 +510,8 @@ class PlainReader:
         self.last_ts = e.ts_us
         msg = b"\n".join(e.parts)
         values: dict[str, object] = {"message": msg, "ts_us": e.ts_us}
+        if "PRIORITY" in e.fields:  # a level the reader knows as journald's (Dynamo's)
+            values["priority"] = e.fields.pop("PRIORITY")
         if self.host is not None:
             values["host"] = self.host
         self.builder.add(self.entry_no, values, e.fields or None, e.line_first, e.line_last)

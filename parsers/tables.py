@@ -573,6 +573,7 @@ EVENT_KINDS = {
     "router_request": "the router finished a request (status, value: latency s)",
     "router_error": "the router got an error from a server",
     "router_retry": "the router retried a request on another pair",
+    "dynamo_error": "Dynamo warned or failed on a request (rid: its x_request_id; status)",
     "transfer_throughput": "Mooncake's transfer engine throughput (value: MB/s; count: over s)",
     "ucx_error": "a UCX error (NIXL's transport; peer: the device where named)",
     "transfer_timeout": "SGLang: requests timed out bootstrapping or awaiting the KV done signal",

@@ -116,7 +116,7 @@ def levels(messages: pl.Series, priority: pl.Series | None = None) -> pl.Series:
 
 
 def components(messages: pl.Series) -> pl.Series:
-    head = messages.cast(pl.String).str.slice(0, 200)
+    head = messages.cast(pl.String).str.slice(0, 400)  # a Dynamo line's spans come first
     expr: pl.Expr | None = None
     for r in reversed(_of("component")):  # the first rule that matches wins
         hit = pl.col("m").str.contains(r.regex)

@@ -262,3 +262,41 @@ def test_sglangs_logging_config_formats(tmp_path: Path, db: Path) -> None:
         "SELECT count(DISTINCT template), list(level ORDER BY entry_no) FROM lines", db
     )[1]
     assert got == [(1, ["info", "warning", None])]
+
+
+DYNAMO_DOCS = (  # ai-dynamo/dynamo docs/observability/logging.md, as printed there
+    '{"time":"2025-10-31T21:06:45.397194Z","level":"DEBUG","file":"/opt/dynamo/lib/runtime/src/pipeline/network/tcp/server.rs","line":230,"target":"dynamo_runtime::pipeline::network::tcp::server","message":"Registering new TcpStream on 10.0.4.65:41959","method":"POST","span_id":"f7e487a9d2a6bf38","span_name":"http-request","trace_id":"80196f3e3a6fdf06d23bb9ada3788518","uri":"/v1/chat/completions","version":"HTTP/1.1","x_request_id":"8372eac7-5f43-4d76-beca-0a94cfb311d0"}',
+    '{"time":"2025-10-31T21:06:45.418584Z","level":"DEBUG","file":"/opt/dynamo/lib/llm/src/kv_router/prefill_router.rs","line":232,"target":"dynamo_llm::kv_router::prefill_router","message":"Prefill succeeded, using disaggregated params for decode","method":"POST","span_id":"f7e487a9d2a6bf38","span_name":"http-request","trace_id":"80196f3e3a6fdf06d23bb9ada3788518","uri":"/v1/chat/completions","version":"HTTP/1.1","x_request_id":"8372eac7-5f43-4d76-beca-0a94cfb311d0"}',
+    '{"time":"2025-10-31T20:52:07.707164Z","level":"INFO","file":"/opt/dynamo/lib/runtime/src/logging.rs","line":806,"target":"dynamo_runtime::logging","message":"OpenTelemetry OTLP export enabled","endpoint":"http://tempo.tm.svc.cluster.local:4317","service":"frontend"}',
+)  # fmt: skip
+
+
+def test_dynamo_jsonl(tmp_path: Path, db: Path) -> None:
+    """Dynamo's JSONL: times and levels from their keys, the message its readable line,
+    every key kept in fields, x_request_id and trace_id as named values; a request's
+    error is an event naming its rid; a line that is no JSON is quarantined alone."""
+    error = orjson.loads(DYNAMO_DOCS[1]) | {  # the docs' line at ERROR (hand-edited)
+        "level": "ERROR", "target": "dynamo_llm::http::service",
+        "message": "request completed with internal error status=500"}  # fmt: skip
+    path = tmp_path / "frontend.jsonl"
+    path.write_text("\n".join([*DYNAMO_DOCS, orjson.dumps(error).decode(), "{not json"]) + "\n")
+    res = forensics.ingest([str(path)], db)
+    src = res.sources[0]
+    assert src.format == "dynamo-jsonl" and src.quarantined == 1 and src.entries == 4
+    rows = _entries(db)
+    assert rows[0][0] == 1_761_944_805_397_194 and {r[1] for r in rows} == {"frontend"}
+    assert rows[0][4].startswith("2025-10-31T21:06:45.397194Z DEBUG http-request{method=POST ")
+    assert rows[0][4].endswith("}: dynamo_runtime::pipeline::network::tcp::server: "
+                               "Registering new TcpStream on 10.0.4.65:41959")  # fmt: skip
+    assert orjson.loads(rows[0][5])["line"] == 230  # the source location: fields only
+    got = forensics.query_rows(
+        "SELECT level, component, named['x_request_id'], named['trace_id'] FROM lines"
+        " ORDER BY entry_no", db)[1]  # fmt: skip
+    assert [g[0] for g in got] == ["debug", "debug", "info", "error"]
+    assert {g[1] for g in got} == {"dynamo"}
+    assert got[0][2:] == (
+        "8372eac7-5f43-4d76-beca-0a94cfb311d0",
+        "80196f3e3a6fdf06d23bb9ada3788518",
+    )
+    events = forensics.query_rows("SELECT kind, rid, status FROM events", db)[1]
+    assert events == [("dynamo_error", "8372eac7-5f43-4d76-beca-0a94cfb311d0", 500)]
