@@ -257,3 +257,35 @@ def test_needles_found_in_halves_as_one_by_one(seed: int) -> None:
         want = [i for i, line in enumerate(lines) if line is not None and needle in line]
         assert idx.to_list() == want, needle
     assert sum(len(i) > 0 for i in got) > len(needles) // 2
+
+
+def _corpus_lines() -> list[str]:
+    data = Path(__file__).parent / "data"
+    lines = [ln.split("\t")[-1] for name in ("sglang-real-lines.tsv", "pd-stack-lines.tsv")
+             for ln in (data / name).read_text().splitlines() if ln and not ln.startswith("#")]  # fmt: skip
+    return lines + [s.line for p in builtin() for s in p.samples]
+
+
+def _naive(messages: pl.Series, needles: list[str]) -> list[list[int]]:
+    return [messages.str.contains(n, literal=True).fill_null(False).arg_true().to_list()
+            for n in needles]  # fmt: skip
+
+
+def test_one_pass_finds_every_needle_a_line_holds() -> None:
+    """The needle pass (one alternation, then overlapping Aho-Corasick on the lines that
+    hold one) against each needle sought alone: the real lines and every sample, and
+    lines made of needles run together (one inside or across another)."""
+    from forensics.parsers.patterns import _lines_holding
+
+    needles = [p.needle for p in builtin()]
+    rng = random.Random(7)
+    glued = []
+    for _ in range(400):  # needles cut and overlapped: a suffix of one the prefix of the next
+        parts = rng.sample(needles, 3)
+        glued.append("".join(p[: rng.randrange(1, len(p) + 1)] if rng.random() < 0.3 else p
+                             for p in parts))  # fmt: skip
+    glued += ["abcefg", "Decode batch" * 3, "", "\u00e9\u4e2d" + needles[0]]
+    messages = pl.Series([*_corpus_lines(), *glued, None], dtype=pl.String)
+    got = [s.to_list() for s in _lines_holding(messages, needles)]
+    assert got == _naive(messages, needles)
+    assert sum(map(len, got)) > len(needles)  # most needles are found somewhere
