@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -259,20 +259,9 @@ class PlainReader:
         # the server's local hour, read as UTC like every time without a zone
         hour = _at(day, f"{m.group(2)}:00:00") if m and day else None
         by_name = 0
-        n = 0
-        for raw in stream:
-            n += 1
-            text = raw.rstrip(b"\n").removesuffix(b"\r")
-            if not text.strip():
-                self.ctx.markers += 1
-                continue
-            try:
-                obj = orjson.loads(text)
-                if not isinstance(obj, dict) or "request_parameters" not in obj:
-                    raise TypeError
-            except (orjson.JSONDecodeError, TypeError):
-                self.ctx.reject(n, "sglang-metrics: not a request metrics record", text)
-                continue
+        records = self._objects(stream, lambda o: "request_parameters" in o,
+                                "sglang-metrics: not a request metrics record")  # fmt: skip
+        for n, text, obj in records:
             when = next(filter(None, map(_epoch_us, map(obj.get, _METRICS_TIMES))), None)
             if when is None and hour is not None:
                 when, by_name = hour, by_name + 1
@@ -280,11 +269,12 @@ class PlainReader:
         if by_name:
             self.ctx.note(f"{by_name:,} metrics records without a timestamp timed by the hour "
                           "in the file's name (start SGLang with --enable-metrics)")  # fmt: skip
-        self.ctx.lines = n
 
-    def _dynamo(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
-        """Dynamo's JSONL: time and level from their keys, the message as its readable
-        line, every key but time and message kept in fields."""
+    def _objects(
+        self, stream: BinaryIO, ok: Callable[[dict], bool], why: str
+    ) -> Iterator[tuple[int, bytes, dict]]:
+        """(line number, text, object) of each line that is a JSON object `ok` takes; a
+        blank line counted, any other quarantined with `why`."""
         n = 0
         for raw in stream:
             n += 1
@@ -294,11 +284,20 @@ class PlainReader:
                 continue
             try:
                 obj = orjson.loads(text)
-                if not isinstance(obj, dict) or not isinstance(obj.get("message", ""), str):
+                if not isinstance(obj, dict) or not ok(obj):
                     raise TypeError
             except (orjson.JSONDecodeError, TypeError):
-                self.ctx.reject(n, "dynamo-jsonl: not a Dynamo JSONL log line", text)
+                self.ctx.reject(n, why, text)
                 continue
+            yield n, text, obj
+        self.ctx.lines = n
+
+    def _dynamo(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """Dynamo's JSONL: time and level from their keys, the message as its readable
+        line, every key but time and message kept in fields."""
+        lines = self._objects(stream, lambda o: isinstance(o.get("message", ""), str),
+                              "dynamo-jsonl: not a Dynamo JSONL log line")  # fmt: skip
+        for n, _text, obj in lines:
             spans = " ".join(f"{k}={v}" for k, v in obj.items() if k not in _DYNAMO_LINE_KEYS
                              and not isinstance(v, dict | list))  # fmt: skip
             head = f"{obj.get('span_name', '')}{{{spans}}}: " if spans else ""
@@ -312,7 +311,6 @@ class PlainReader:
             message = f"{lead}{head}{target}{obj.get('message', '')}"
             when = _collector_us(stamp)
             yield n, message.encode(), when, fields
-        self.ctx.lines = n
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
         lines = self._dynamo(stream) if self.fmt == "dynamo-jsonl" else self._physical(stream)
