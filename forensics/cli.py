@@ -34,7 +34,6 @@ from .statuses import BAD_VERDICTS
 from .store import connect_read_only, db_path
 from .store import upgrade as upgrade_db
 from .store.database import LEGACY_VERSION
-from .store.sources import list_sources
 from .store.summary import summarize
 from .timefmt import iso_us, span
 
@@ -279,6 +278,8 @@ def sources(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None
     """
     if ctx.invoked_subcommand:
         return
+    from .store.sources import list_sources  # the ingest path's imports: not at start-up
+
     rows = list_sources(db)
     if json:
         _write_json(rows)

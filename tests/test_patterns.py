@@ -289,3 +289,9 @@ def test_one_pass_finds_every_needle_a_line_holds() -> None:
     got = [s.to_list() for s in _lines_holding(messages, needles)]
     assert got == _naive(messages, needles)
     assert sum(map(len, got)) > len(needles)  # most needles are found somewhere
+
+
+def test_the_tables_read_at_start_up_are_the_patterns_tables() -> None:
+    from forensics.parsers.patterns import builtin_tables
+
+    assert builtin_tables() == {p.name: p.table for p in builtin()}

@@ -10,7 +10,6 @@ import os
 
 from ..errors import ForensicsError
 from .database import SCHEMA_VERSION, Legacy, _check, _connect, _install, _version, db_path
-from .legacy import convert
 
 
 def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
@@ -26,6 +25,8 @@ def upgrade(path: str | os.PathLike | None = None) -> tuple[int, int]:
         try:
             _check(con, p, writable=True)
         except Legacy:
+            from .legacy import convert  # the whole ingest path: only for old databases
+
             con.close()
             convert(p)
             return before or SCHEMA_VERSION, SCHEMA_VERSION

@@ -91,9 +91,9 @@ class Lines:
 
 
 def _lines(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> Lines:
-    from ...store.records import PATTERNS
+    from ...parsers.patterns import builtin_tables
 
-    skip = sorted({p.name for p in PATTERNS if p.table in NOT_FACTORS})
+    skip = sorted(name for name, table in builtin_tables().items() if table in NOT_FACTORS)
     where = "true" if runs is None else f"l.run IN ({', '.join('?' * len(runs))})"
     marks = ", ".join("?" * len(skip))
     con.execute(
