@@ -611,9 +611,7 @@ def experiment() -> None:
     """
 
 
-ResumeOpt = Annotated[
-    bool, typer.Option("--resume", help="Continue the experiment in --out (ab, check).")
-]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue the experiment in --out.")]
 
 
 def _experiment(verb: str, plan: Path, db: Path | None, out_dir: Path | None, dry_run: bool,

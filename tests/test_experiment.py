@@ -273,10 +273,19 @@ def test_check_exits_one_for_a_bad_and_zero_for_a_good_configuration(tmp_path: P
 def test_minimize_returns_exactly_the_planted_pair(tmp_path: Path) -> None:
     plan = _plan(tmp_path, 'good_rate = 0.02\nbad_rate = 0.15\ntest_requests = 1500\n'
                  'flags = ["--a", "--x", "--b", "--y", "--c"]\n')  # fmt: skip
-    res = ex.minimize(plan, None, tmp_path / "out")
+    out = tmp_path / "out"
+    res = ex.minimize(plan, None, out)
     assert res.subset == ["--x", "--y"] and res.one_minimal and res.exit_code == 0
     assert res.tests[0]["flags"] == ["--a", "--x", "--b", "--y", "--c"]
     assert res.tests[0]["decision"] == "bad" and res.tests[1]["decision"] == "good"
+    # --resume: the last block cut short runs again, every other is read back
+    last = res.blocks[-1]
+    cut = out / last.arm / f"b{len(res.blocks) - 1}.jsonl"
+    lines = cut.read_bytes().splitlines(keepends=True)
+    cut.write_bytes(b"".join(x for x in lines if b"forensics_run_end" not in x))
+    again = ex.minimize(plan, None, out, resume=True)
+    assert again.subset == res.subset and again.tests == res.tests
+    assert [b.as_dict() for b in again.blocks] == [b.as_dict() for b in res.blocks]
 
 
 def test_a_server_killed_mid_block_keeps_the_blocks_done(tmp_path: Path) -> None:

@@ -321,15 +321,16 @@ def minimize(plan_path: str | Path, db: str | Path | None = None,
     """The 1-minimal failing subset of the plan's flags (ddmin; each test a check at
     alpha / max_tests)."""
     plan = load_plan(plan_path, "minimize")
-    if resume:
-        raise ForensicsError("--resume: ab and check continue an experiment; minimize starts over")
     res = ExperimentResult("minimize")
     flags = [str(f) for f in plan.flags]
     if dry_run:
         res.schedule = _schedule(plan, [Arm("all", " ".join(flags)), Arm("none")])
         return res
-    with _session(plan, res, out, db) as folder:
-        runner = _Runner(plan, folder, Path(db) if db is not None else None)
+    # --resume: ddmin asks the same tests in the same order of the same outcomes, so the
+    # finished blocks (each test's arm its own, t<i>) are read back as they come
+    with _session(plan, res, out, db, resume) as folder:
+        runner = _Runner(plan, folder, Path(db) if db is not None else None,
+                         res.name if resume else "")  # fmt: skip
         try:
             _minimize(plan, flags, res, runner)
         finally:
