@@ -4,9 +4,11 @@ designs it was measured with, in the same run.
 
     python3 bench/needles.py [--repeat 3]
 
-Lines: the suspects benchmark's incident (bench/suspects.py builds and caches it: 1.4 M
-noise lines, the planted requests' lines) plus its Receive lines three more times with a
-4 kB prompt each, shuffled. Designs:
+Lines, two sets: the suspects benchmark's incident (bench/suspects.py builds and caches it:
+1.4 M noise lines, the planted requests' lines) plus its Receive lines three more times
+with a 4 kB prompt each, shuffled; and the messages of the mixed benchmark journal's first
+400 k lines (bench/generate.py, as bench/run.py uses it: batches, access lines, prompts,
+probe records). Designs:
 - halving: the alternation of every needle over all lines, then each half of the set
   only in the lines holding one of it, down to single needles (the design before)
 - one pass (kept): the alternation over all lines, `extract_all` of it on the lines that
@@ -86,21 +88,42 @@ def lines():
     return pl.concat([msgs, prompt, prompt, prompt]).sample(fraction=1.0, shuffle=True, seed=1)
 
 
+def mixed_lines(n: int = 400_000):
+    """The messages of the mixed benchmark journal's first `n` lines (its text rendering,
+    the prefix cut off)."""
+    import itertools
+
+    import generate
+    import polars as pl
+
+    log = generate.build(HERE / "out", 1_500_000)["short-iso-precise"]
+    with open(log, encoding="utf-8", errors="replace") as fh:
+        head = list(itertools.islice(fh, n))
+    text = pl.Series(head).str.strip_chars_end("\n")
+    return text.str.extract(r"^\S+ \S+ [^:\[]+(?:\[\d+\])?: (.*)$", 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     from forensics.parsers.patterns import _lines_holding, builtin
 
-    mixed = lines()
     needles = [p.needle for p in builtin()]
     designs = {"halving": halving, "one pass": _lines_holding, "Aho-Corasick": aho_corasick}
+    for label, data in (("suspects incident + prompts", lines()), ("mixed journal", mixed_lines())):
+        _measure(label, data, needles, designs, args.repeat)
+
+
+def _measure(label, mixed, needles, designs, repeat: int) -> None:
+    from forensics.parsers.patterns import _lines_holding
+
     head = mixed[:200_000]
     want = [s.to_list() for s in _lines_holding(head, needles)]
     for name, f in designs.items():
         assert [s.to_list() for s in f(head, needles)] == want, name
     times: dict[str, list[float]] = {n: [] for n in designs}
-    for _ in range(args.repeat):  # interleaved
+    for _ in range(repeat):  # interleaved
         for name, f in designs.items():
             t = time.perf_counter()
             f(mixed, needles)
@@ -108,7 +131,8 @@ def main() -> None:
     base = statistics.median(times["halving"])
     mb = mixed.str.len_bytes().sum() / 1e6
     print(
-        f"{len(mixed):,} lines, {mb:,.0f} MB, {len(set(needles))} needles; medians of {args.repeat}"
+        f"\n{label}: {len(mixed):,} lines, {mb:,.0f} MB, {len(set(needles))} needles; "
+        f"medians of {repeat}"
     )
     print("| design | s | vs halving |\n|---|---|---|")
     for name in designs:

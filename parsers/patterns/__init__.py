@@ -356,12 +356,12 @@ def record_rows(patterns: list[Pattern], messages: pl.Series) -> pl.DataFrame | 
     return pl.concat(parts).select("row", "kind", "key", "value") if parts else None
 
 
-def _overlap(a: str, b: str) -> bool:
-    """Whether an occurrence of `b` can share characters with one of `a` (one inside the
-    other, or a suffix of one the prefix of the other)."""
-    if b in a or a in b:
-        return True
-    return any(a.endswith(b[:i]) or b.endswith(a[:i]) for i in range(1, min(len(a), len(b))))
+def _shadows(n: str, m: str) -> bool:
+    """Whether a match of `n` can hide an occurrence of `m` from a leftmost-first scan
+    that tries longer needles first: `m` inside `n`, or a suffix of `n` a prefix of `m`
+    (`n` starting first). A match starting after `m`'s start cannot: the scan meets `m`
+    first."""
+    return m in n or any(n.endswith(m[:i]) for i in range(1, min(len(n), len(m))))
 
 
 def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
@@ -370,11 +370,12 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
 
     One pass over every line: a regex of every needle's literal (many at once, SIMD)
     finds the lines holding any, and `extract_all` of it, on only those lines, says which.
-    Its matches do not overlap, so a needle whose every occurrence shares characters with
-    another's match is missed there: it is sought again, alone, only in the lines where a
-    needle it can overlap (by their texts) was found. Measured against the halving it
-    replaces (each half of the set sought in the lines holding one of it: a 4 kB prompt
-    line scanned once a level) and overlapping Aho-Corasick on the same lines: bench/README.
+    Its matches do not overlap, so a needle whose every occurrence a match hides is missed
+    there: inside a longer needle's match it is taken from that needle's lines, after a
+    needle whose suffix is its prefix it is sought again, alone, in that needle's lines.
+    Measured against the halving it replaces (each half of the set sought in the lines
+    holding one of it: a 4 kB prompt line scanned once a level) and overlapping
+    Aho-Corasick on the same lines: bench/README.md.
     """
     distinct = list(dict.fromkeys(needles))
     alternation = "|".join(_literal(n) for n in sorted(distinct, key=len, reverse=True))
@@ -393,7 +394,10 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
     out: dict[str, pl.Series] = {}
     for m in distinct:
         have = found.get(m, none)
-        partners = [found[n] for n in found if n != m and _overlap(n, m)]
+        inside = [found[n] for n in found if n != m and m in n]  # they hold m: no scan
+        partners = [found[n] for n in found if n != m and m not in n and _shadows(n, m)]
+        if inside:
+            have = pl.concat([have, *inside]).unique().sort()
         if partners:
             maybe = (
                 pl.DataFrame({"r": pl.concat(partners)})

@@ -15,6 +15,8 @@ whole (`whole=True`), without the request, which is no meta_info.
 from __future__ import annotations
 
 import ast
+import contextlib
+import json
 import re
 
 import orjson
@@ -133,6 +135,11 @@ def row(line: str | None, whole: bool = False) -> dict:
         note = f"meta_info not a literal: {type(exc).__name__}"
         out["extra"] = orjson.dumps({"note": note}).decode()
         return out
+    return _columns(meta, whole, out)
+
+
+def _columns(meta: dict, whole: bool, out: dict) -> dict:
+    """`out` (request_meta's columns, all None) filled from a meta_info mapping."""
     if whole:
         meta.pop("request_parameters", None)
     rest = {}
@@ -153,18 +160,68 @@ def row(line: str | None, whole: bool = False) -> dict:
         else:
             rest[str(k)] = v
     if rest:
-        out["extra"] = orjson.dumps(rest, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        try:
+            out["extra"] = orjson.dumps(rest, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:  # an integer past 64 bits (orjson has none), a key JSON has not
+            out["extra"] = _plain_json(rest)
     return out
+
+
+def _plain_json(rest: dict) -> str:
+    try:
+        return json.dumps({str(k): v for k, v in rest.items()}, default=str)
+    except (TypeError, ValueError):
+        return json.dumps({"note": "meta_info values not JSON", "repr": repr(rest)[:4096]})
 
 
 def _text(v: object) -> str | None:
     return None if v is None else str(v)
 
 
+# The common repr, cut and turned into JSON for the whole column at once: a `'meta_info':
+# {…}` span of at most two levels of braces whose strings are '…' holding no quote,
+# backslash, brace or None/True/False (so the quote swap and the words' swap are exact),
+# in a line that names meta_info once (so the span is the one the brace walk finds), with
+# no integer past 2^64. Any other line is read row by row, as before.
+_STR = r"'[^'\"\\\n{}]*'"
+_FLAT = rf"(?:[^{{}}'\"\\\n]|{_STR})*"
+_FAST = rf"'meta_info': (\{{(?:{_FLAT}|\{{{_FLAT}\}})*\}})"
+_WORDS = r"None|True|False"
+
+
+def _fast_json(lines: pl.Series) -> pl.Series:
+    """Each line's meta_info span as JSON text where the fast form applies, else null."""
+    frame = pl.DataFrame({"line": lines.cast(pl.String)})
+    cut = pl.col("line").str.extract(_FAST, 1)
+    strings = cut.str.extract_all(_STR)
+    ok = (
+        (pl.col("line").str.count_matches("meta_info", literal=True) == 1)
+        & ~strings.list.eval(pl.element().str.contains(_WORDS)).list.any()
+        & ~cut.str.contains(r"\d{20}")
+    )
+    text = (
+        cut.str.replace_all("'", '"', literal=True)
+        .str.replace_all(r"\bNone\b", "null")
+        .str.replace_all(r"\bTrue\b", "true")
+        .str.replace_all(r"\bFalse\b", "false")
+    )
+    return frame.select(pl.when(ok).then(text).alias("json")).to_series()
+
+
 def meta_columns(lines: pl.Series, whole: bool = False) -> pl.DataFrame:
     """request_meta's columns for each line (text; cast by the table's declaration).
-    Row by row: a Finish line comes once a request, and its span needs a parser."""
-    rows = [row(x, whole) for x in lines.to_list()]
+    The common repr's span is cut and made JSON for the column at once (_FAST); the rest
+    row by row: a span in general needs a parser."""
+    texts = lines.to_list()
+    fast = [None] * len(texts) if whole else _fast_json(lines).to_list()
+    rows = []
+    for x, j in zip(texts, fast, strict=True):
+        meta = None
+        if j is not None:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                meta = orjson.loads(j)
+        rows.append(_columns(meta, whole, dict.fromkeys(COLUMNS)) if isinstance(meta, dict)
+                    else row(x, whole))  # fmt: skip
     return pl.DataFrame(
         {c: [r[c] for r in rows] for c in COLUMNS}, schema=dict.fromkeys(COLUMNS, pl.String)
     )
