@@ -212,14 +212,17 @@ WITH stats AS (
       AND peer IS NOT NULL
 ), nic AS (
     -- two equi-joins (decode host, prefill host), not an OR
-    SELECT source_id, line, mode(pair) AS nic_pair FROM (
-        SELECT w.source_id, w.line, r.pair FROM win w JOIN rdma r
-          ON r.run = w.evidence_run AND r.host = w.decode_host
-         AND r.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
-        UNION ALL
-        SELECT w.source_id, w.line, r.pair FROM win w JOIN rdma r
-          ON r.run = w.evidence_run AND r.host = w.prefill_host
-         AND r.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
+    -- the most named pair, ties to the first in text order (mode's tie is arbitrary)
+    SELECT source_id, line, first(pair ORDER BY n DESC, pair) AS nic_pair FROM (
+        SELECT source_id, line, pair, count(*) AS n FROM (
+            SELECT w.source_id, w.line, r.pair FROM win w JOIN rdma r
+              ON r.run = w.evidence_run AND r.host = w.decode_host
+             AND r.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
+            UNION ALL
+            SELECT w.source_id, w.line, r.pair FROM win w JOIN rdma r
+              ON r.run = w.evidence_run AND r.host = w.prefill_host
+             AND r.ts_us BETWEEN w.window_start_us - w.slack_us AND w.window_end_us + w.slack_us
+        ) GROUP BY ALL
     ) GROUP BY ALL
 ), arrived AS (
     SELECT run, room, host, max(ts_us) AS arrived_us FROM checksums
