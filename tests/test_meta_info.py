@@ -63,6 +63,11 @@ def test_the_common_finish_line_takes_the_column_at_once() -> None:
                "{'id': 'x', 'finish_reason': {'type': 'abort', 'message': 'None left'}, "
                "'prompt_tokens': 12, 'x': None}}")  # fmt: skip
     assert _fast_json(pl.Series([planted])).to_list() == [None]  # a word in a string: by row
+    from forensics.parsers.patterns.meta_info import MAX_SPAN, meta_columns, row
+
+    huge = f"Finish: out={{'meta_info': {{'id': 'x', 'x': '{'a' * MAX_SPAN}'}}}}"  # past the cap
+    assert meta_columns(pl.Series([huge])).to_dicts() == [row(huge)]
+    assert "over 64 KB" in row(huge)["extra"]
 
 
 def test_values_json_cannot_say_are_kept_as_text() -> None:

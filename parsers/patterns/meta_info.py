@@ -198,6 +198,7 @@ def _fast_json(lines: pl.Series) -> pl.Series:
         (pl.col("line").str.count_matches("meta_info", literal=True) == 1)
         & ~strings.list.eval(pl.element().str.contains(_WORDS)).list.any()
         & ~cut.str.contains(r"\d{20}")
+        & (cut.str.len_chars() <= MAX_SPAN)  # past it the row reader says so in a note
     )
     text = (
         cut.str.replace_all("'", '"', literal=True)
