@@ -4,6 +4,7 @@ catalog named like one (`host=x.duckdb`) are never read as data."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import select
@@ -227,11 +228,23 @@ def test_workers_die_with_their_parent(tmp_path: Path) -> None:
 def _children(pid: int) -> list[int]:
     """The processes `pid` started that read (the spawned workers; not the resource
     tracker, which has no input open)."""
+    # by each process's parent in /proc/N/stat: a task's `children` file misses a child
+    # whose creating thread (the pool's) has exited
     kids = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        kids += [int(k) for k in (task / "children").read_text().split()]
-    return [k for k in kids if any("fifo" in os.readlink(f) for f in
-                                   Path(f"/proc/{k}/fd").iterdir() if f.is_symlink())]  # fmt: skip
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (d / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d.name))
+    out = []
+    for k in kids:
+        with contextlib.suppress(OSError):
+            fds = [f for f in Path(f"/proc/{k}/fd").iterdir() if f.is_symlink()]
+            if any("fifo" in os.readlink(f) for f in fds):
+                out.append(k)
+    return out
 
 
 def _mark(db: Path) -> bytes:
