@@ -76,3 +76,5 @@ def test_values_json_cannot_say_are_kept_as_text() -> None:
 
     got = row("x 'meta_info': {'id': 'r', 'big': 10000000000000000000000, 't': {(1, 2): 3}}")
     assert got["rid"] == "r" and "10000000000000000000000" in got["extra"]
+    low = repr({"a": -9223372036854775809, "b": 18446744073709551616})  # past int64, uint64
+    assert repr(read(low)) == repr(ast.literal_eval(low))  # exact, not a float

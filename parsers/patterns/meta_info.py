@@ -73,7 +73,7 @@ def span(line: str) -> str | None:
 
 
 _STRING = re.compile(r"'[^'\n]*'")  # a repr's string: no quote inside (repr uses " then)
-_BIG = re.compile(r"\d{20}")  # past 2^64
+_BIG = re.compile(r"\d{19}")  # maybe past what orjson keeps exact (< -2^63, > 2^64)
 
 
 def as_json(text: str) -> str | None:
@@ -182,7 +182,8 @@ def _text(v: object) -> str | None:
 # {…}` span of at most two levels of braces whose strings are '…' holding no quote,
 # backslash, brace or None/True/False (so the quote swap and the words' swap are exact),
 # in a line that names meta_info once (so the span is the one the brace walk finds), with
-# no integer past 2^64. Any other line is read row by row, as before.
+# no integer of 19 digits or more (orjson reads one below -2^63 as a float). Any other
+# line is read row by row, as before.
 _STR = r"'[^'\"\\\n{}]*'"
 _FLAT = rf"(?:[^{{}}'\"\\\n]|{_STR})*"
 _FAST = rf"'meta_info': (\{{(?:{_FLAT}|\{{{_FLAT}\}})*\}})"
@@ -197,7 +198,7 @@ def _fast_json(lines: pl.Series) -> pl.Series:
     ok = (
         (pl.col("line").str.count_matches("meta_info", literal=True) == 1)
         & ~strings.list.eval(pl.element().str.contains(_WORDS)).list.any()
-        & ~cut.str.contains(r"\d{20}")
+        & ~cut.str.contains(r"\d{19}")
         & (cut.str.len_chars() <= MAX_SPAN)  # past it the row reader says so in a note
     )
     text = (
