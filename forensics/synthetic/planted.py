@@ -139,13 +139,7 @@ def generate_planted(
         nic = rng.randrange(8) if cause == "nic" else 0  # other causes draw as they did
         slice_failed = cause == "nic" and rng.random() < p_abort
         if slice_failed:  # prefill writes the KV after its forward: its engine logs it
-            at = t + 120_000
-            stamp = time.gmtime(at // 1_000_000)
-            P(at, SLICE_LINE.format(
-                md=time.strftime("%m%d", stamp),
-                clock=time.strftime("%H:%M:%S", stamp) + f".{at % 1_000_000:06d}",
-                src=rng.getrandbits(44), dst=rng.getrandbits(44), nic=nic,
-                ip=10 + hosts.index(host)))  # fmt: skip
+            P(t + 120_000, _slice_line(t + 120_000, rng, nic, 10 + hosts.index(host)))
         if aborted:  # another request on this host, right after this one's transfer
             other = recent[host][-1]
             D(host, t + 250_000, _sglang(t + 250_000, f"Abort running request. req.rid='{other}'"))
@@ -201,6 +195,20 @@ def generate_planted(
         t = t_end
     dec.sort(key=lambda e: e.ts_us)
     return Incident(pre, dec, results, {"cause": cause, **truth})
+
+
+def _slice_line(at: int, rng: random.Random, nic: int, ip: int) -> str:
+    """Mooncake's slice failure at `at` (µs), glog-stamped, naming NIC pair `nic` to
+    10.0.5.`ip`."""
+    stamp = time.gmtime(at // 1_000_000)
+    return SLICE_LINE.format(
+        md=time.strftime("%m%d", stamp),
+        clock=time.strftime("%H:%M:%S", stamp) + f".{at % 1_000_000:06d}",
+        src=rng.getrandbits(44),
+        dst=rng.getrandbits(44),
+        nic=nic,
+        ip=ip,
+    )
 
 
 def write_planted(inc: Incident, out_dir) -> list:
