@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 import duckdb
 import orjson
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from . import __version__, terminal
@@ -38,6 +37,8 @@ from .store.summary import summarize
 from .timefmt import iso_us, span
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from .store.ingest import IngestResult
 
 # The readers (pyarrow, polars), the dashboard's figures (plotly), the demo and the
@@ -188,6 +189,8 @@ def ingest(
 
     Example: forensics ingest --ray decode-0:/var/log/decode.export prefill-0:/var/log/p.export
     """
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
     from .store.ingest import RaySettings
     from .store.ingest import ingest as run_ingest
 

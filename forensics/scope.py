@@ -67,6 +67,9 @@ class Scope:
         self.span_us: tuple[int | None, int | None] | None = None  # outside the window too
         self.tags = dict(all_runs(con)) if _tags is None else _tags  # the one look at runs
         self._memo = {} if _memo is None else _memo
+        # the stored tables as ingest left them: no window, no shadow (answers stored at
+        # ingest for every run are theirs only then)
+        self.pristine = since_us is None and until_us is None
         chosen = _as_list(run)
         for r in chosen:
             if r not in self.tags:
@@ -108,7 +111,7 @@ class Scope:
             return self
         s = Scope(self.con, run, self.since_us, self.until_us, False, self.label,
                   _tags=self.tags, _memo=self._memo)  # fmt: skip
-        s.span_us = self.span_us
+        s.span_us, s.pristine = self.span_us, self.pristine
         return s
 
     def memo(self, key: tuple, make: Callable[[], T]) -> T:
@@ -122,6 +125,7 @@ class Scope:
         """The connection's rows were shadowed (scrubbed, redacted): answers kept from
         before must not be reused."""
         self._memo.clear()
+        self.pristine = False
         fresh = dict(all_runs(self.con))  # the tags are text too: read through the shadows
         self.tags.clear()
         self.tags.update(fresh)
@@ -161,11 +165,12 @@ Db = str | os.PathLike | duckdb.DuckDBPyConnection | Scope | None
 
 def times(since: str | int | None, until: str | int | None) -> tuple[int | None, int | None]:
     """--since/--until as µs since the epoch (ISO 8601, epoch seconds, or µs already)."""
-    from .store.overlay import parse_time
 
     def one(v: str | int | None, flag: str) -> int | None:
         if v is None or isinstance(v, int):
             return v
+        from .store.overlay import parse_time  # its parser imports polars: only with a time
+
         return parse_time(v, flag)
 
     lo, hi = one(since, "--since"), one(until, "--until")

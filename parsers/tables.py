@@ -508,6 +508,30 @@ is not listed is invisible, and the next ingest removes it).""", (
 ), provenance=())  # fmt: skip
 
 
+# What ingest computes from the rows above and stores beside the catalog, for answers
+# that would cost seconds to compute at every read; each is used only while its stamp in
+# `meta` says it is this code's on this data.
+NEAR = Table("derived_near", "near", """The lines near each judged request's transfer, as
+`suspects` weighs them (forensics/analyses/suspects/nearby.py): one row per predicate
+"a line of template T on its decode (prefill) host within Δ before (after) its transfer",
+its exposure a bit per request; computed by ingest for every run, no window (the default
+scope; any other scope computes them as it reads).""", (
+    C("ord", "INTEGER", "the row's place in the answer's order", not_null=True),
+    C("kind", "VARCHAR", "line (a predicate), known (a side's requests whose anchor and host "
+      "are known) or skipped (a window left out: `text` says why)", not_null=True),
+    C("side", "VARCHAR", "decode or prefill (skipped: the factor's name)"),
+    C("after", "BOOLEAN", "the window is after the transfer (a consequence)"),
+    C("window_s", "DOUBLE", "Δ, seconds"),
+    C("template", "UBIGINT", "the template's id"),
+    C("text", "VARCHAR", "the predicate in words, quoting the template (skipped: why)",
+      user_text=True),
+    C("occurrences", "BIGINT", "the distinct lines behind the exposure"),
+    C("bits", "BLOB", "one bit per judged request, in the order of (run, source_id, line), "
+      "big-endian within a byte (numpy's packbits)"),
+), provenance=())  # fmt: skip
+STORED_ANSWERS: dict[str, Table] = {NEAR.name: NEAR}
+
+
 PATTERN_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -602,6 +626,8 @@ def markdown() -> str:
     for t in TABLES.values():
         if t.name in PATTERN_TABLES:
             continue
+        out += ["", f"## `{t.name}`", "", t.doc.replace("\n", " "), "", *_columns_md(t.all_columns)]
+    for t in STORED_ANSWERS.values():
         out += ["", f"## `{t.name}`", "", t.doc.replace("\n", " "), "", *_columns_md(t.all_columns)]
     out += [
         "",

@@ -292,6 +292,6 @@ def test_one_pass_finds_every_needle_a_line_holds() -> None:
 
 
 def test_the_tables_read_at_start_up_are_the_patterns_tables() -> None:
-    from forensics.parsers.patterns import builtin_tables
+    from forensics.parsers.pattern_names import builtin_tables
 
     assert builtin_tables() == {p.name: p.table for p in builtin()}

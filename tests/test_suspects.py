@@ -481,3 +481,58 @@ def test_the_anchor_is_the_transfers_end_where_decode_logged_it(tmp_path: Path) 
                        anchor=np.array(["decode", "transfer", "decode", "decode"], dtype=object))  # fmt: skip
     codes = _minutes(one_minute)
     assert codes is not None and codes[0] == codes[2] and len(set(codes.tolist())) == 3
+
+
+def _same_near(got: tuple, want: tuple) -> None:
+    (gp, gs), (wp, ws) = got, want
+    assert [(k.feature, k.why) for k in gs] == [(k.feature, k.why) for k in ws]
+    assert len(gp) == len(wp) > 0
+    for g, w in zip(gp, wp, strict=True):
+        assert (g.feature, g.text, g.level, g.after, g.family, g.occurrences) == (
+            w.feature, w.text, w.level, w.after, w.family, w.occurrences)  # fmt: skip
+        assert np.array_equal(g.exposed, w.exposed) and np.array_equal(g.known, w.known)
+
+
+def test_the_lines_near_the_transfer_stored_at_ingest_are_what_a_read_computes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ingest stores the lines near every transfer (every run, no window); `suspects`
+    reads them back only where they are exactly what it would compute."""
+    import duckdb
+
+    import forensics.analyses.suspects as sus
+    from forensics.analyses.suspects.features import load_table
+    from forensics.analyses.suspects.nearby import near
+    from forensics.analyses.suspects.stored import STAMP, stored_near
+    from forensics.scope import open_scope, scoped
+
+    db = tmp_path / "db.duckdb"
+    for seed, run in ((1, "a"), (2, "b")):  # the second ingest: the stored rows follow it
+        inc = generate_planted("line", seed=seed, lag_s=0.8, side="decode", detect=True)
+        files = write_planted(inc, tmp_path / run)
+        forensics.ingest([str(f) for f in files], db, run=run)
+    with scoped(db) as s:
+        table = load_table(s.con, s.runs, s.tags, declared())
+        stored = stored_near(s.con, table)
+        assert stored is not None
+        _same_near(stored, near(s.con, s.followed, table))
+        # other requests than the bits were written for: not theirs
+        fewer = load_table(s.con, ["a"], s.tags, declared())
+        assert stored_near(s.con, fewer) is None
+    used: list[bool] = []
+    real = sus.stored_near
+    monkeypatch.setattr(sus, "stored_near", lambda con, t: used.append(True) or real(con, t))
+    whole = suspects(db)
+    assert used == [True]
+    suspects(db, runs="a")  # a named run: its own lines, computed
+    with open_scope(db, since=0) as s:  # a window: computed
+        suspects(s)
+    assert used == [True]
+    # a stamp that is not this code's on this data: computed, the same answer
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE meta SET value = 'stale' WHERE key = ?", [STAMP])
+    con.close()
+    again = suspects(db)
+    assert used == [True, True]
+    assert [x.predicate for x in again.suspects] == [x.predicate for x in whole.suspects]
+    assert [x.q for x in again.suspects] == [x.q for x in whole.suspects]

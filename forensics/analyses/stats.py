@@ -384,21 +384,29 @@ def fisher_many(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fisher's two-sided p of many 2×2 tables at once, and the smallest p each one's
     margins allow (Tarone): the hypergeometric supports of a chunk of tables as one padded
-    matrix (about `cells` entries), not a Python loop per table. Without both groups: 1."""
-    a, n1, c, n0 = (np.asarray(v, dtype=np.int64) for v in (a, n1, c, n0))
-    width = int(np.minimum(n1, a + c).max(initial=0)) + 1
+    matrix (about `cells` entries), not a Python loop per table. Without both groups: 1.
+
+    Tables that share their margins share their distribution: it is computed once a set
+    of margins (an incident's thousands of line predicates have a few hundred)."""
+    a, n1, c, n0 = (np.asarray(v, dtype=np.int64).reshape(-1) for v in (a, n1, c, n0))
+    p, least = np.ones(len(a)), np.ones(len(a))
+    if not len(a):
+        return p, least
+    margins, inv = np.unique(np.stack([n1, a + c, n0], axis=1), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    width = int(np.minimum(margins[:, 0], margins[:, 1]).max()) + 1
     step = max(1, cells // width)
-    if len(a) > step:
-        parts = [_fisher_chunk(a[i:i + step], n1[i:i + step], c[i:i + step], n0[i:i + step])
-                 for i in range(0, len(a), step)]  # fmt: skip
-        return np.concatenate([p for p, _ in parts]), np.concatenate([q for _, q in parts])
-    return _fisher_chunk(a, n1, c, n0)
+    for i in range(0, len(margins), step):
+        rows = (inv >= i) & (inv < i + step)
+        p[rows], least[rows] = _fisher_chunk(margins[i : i + step], a[rows], inv[rows] - i)
+    return p, least
 
 
 def _fisher_chunk(
-    a: np.ndarray, n1: np.ndarray, c: np.ndarray, n0: np.ndarray
+    margins: np.ndarray, a: np.ndarray, row: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    k = a + c
+    """The tables `a` (cases exposed) whose margins (n1, k, n0) are `margins[row]`."""
+    n1, k, n0 = margins[:, 0], margins[:, 1], margins[:, 2]
     lo, hi = np.maximum(0, k - n0), np.minimum(n1, k)
     width = int((hi - lo).max(initial=0)) + 1
     x = lo[:, None] + np.arange(width)[None, :]
@@ -412,11 +420,11 @@ def _fisher_chunk(
     w = np.exp(logw - top)
     pmf = w / w.sum(axis=1, keepdims=True)
 
-    def p_at(col: np.ndarray) -> np.ndarray:
+    def p_at(pmf: np.ndarray, col: np.ndarray) -> np.ndarray:
         seen = np.take_along_axis(pmf, col[:, None], axis=1)
         return np.minimum(1.0, np.where(pmf <= seen * _TIE, pmf, 0.0).sum(axis=1))
 
-    p = p_at(a - lo)
-    least = np.minimum(p_at(np.zeros_like(lo)), p_at(hi - lo))
+    least = np.minimum(p_at(pmf, np.zeros_like(lo)), p_at(pmf, hi - lo))
+    p = p_at(pmf[row], a - lo[row])
     both = (n1 > 0) & (n0 > 0)
-    return np.where(both, p, 1.0), np.where(both, least, 1.0)
+    return np.where(both[row], p, 1.0), np.where(both, least, 1.0)[row]

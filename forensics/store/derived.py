@@ -92,4 +92,8 @@ def refresh_derived(con: duckdb.DuckDBPyConnection) -> list[str]:
             done.append(q.name)
         # what depends on this view reads the stored rows, not its SQL again
         con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS SELECT * FROM main.{DERIVED}{q.name}")
+    # the lines near each transfer: an answer's rows the analyses compute, stored alike
+    from ..analyses.suspects.stored import store_near
+
+    store_near(con)
     return done

@@ -21,15 +21,18 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import ForensicsError
 from ..parsers.tables import SHARDED
 from .database import SHARD_SUFFIX
 from .database import folder as folder  # re-exported: the shard folder of a catalog
+
+if TYPE_CHECKING:  # pyarrow loads with the writers, not with every answer (0.02 s)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 SUFFIX = SHARD_SUFFIX
 STAGING = ".ingest-"  # a folder an ingest writes its sources into before registering them
@@ -108,6 +111,9 @@ def _writer(path: Path, s: pa.Schema) -> pq.ParquetWriter:
     """Integers delta-encoded (entry numbers, lines and times ascend: on the benchmark
     journal's entries 21 % smaller and faster to write than dictionaries), the rest with
     dictionaries where they pay, all zstd (level 9: 7 % smaller at 4.6x the time)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     ints = [f.name for f in s if pa.types.is_integer(f.type) and f.name != "key"]
     return pq.ParquetWriter(
         path, s, compression=COMPRESSION,
@@ -122,6 +128,8 @@ def new_file(where: Path, table: str) -> Path:
 
 
 def rows_in(path: Path) -> int:
+    import pyarrow.parquet as pq
+
     return pq.ParquetFile(path).metadata.num_rows
 
 

@@ -19,7 +19,6 @@ whose regex does not compile, or whose samples fail, is refused with the reason.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -312,21 +311,6 @@ def check(pat: Pattern) -> list[str]:
                 if row.get(k) != v:
                     problems.append(f"sample field {k}: want {v!r}, got {row.get(k)!r}")
     return problems
-
-
-def builtin_tables() -> dict[str, str]:
-    """Each built-in pattern's table by its name, read off the file's `[[pattern]]` blocks
-    without parsing it whole (an answer at start-up needs only this; `builtin()` costs
-    0.13 s). A test keeps it equal to `builtin()`'s."""
-    text = resources.files(__name__).joinpath("sglang.toml").read_text()
-    out: dict[str, str] = {}
-    for block in re.split(r"(?m)^\[\[pattern\]\]\s*$", text)[1:]:
-        head = block.split("\n[[", 1)[0]  # up to its samples
-        name = re.search(r'(?m)^name = "([^"]+)"', head)
-        table = re.search(r'(?m)^table = "([^"]+)"', head)
-        if name and table:
-            out[name.group(1)] = table.group(1)
-    return out
 
 
 def builtin() -> list[Pattern]:

@@ -18,10 +18,12 @@ from ...errors import ForensicsError
 from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes, plan_toml
-from .features import Feature, declared, load_table
+from .features import Feature, Table, declared, load_table
 from .headline import Headline, headline
 from .nearby import GRID_S, near
+from .predicates import Predicate, Skipped
 from .rank import LOAD, SUSPECT, Ranking, Suspect, rank
+from .stored import stored_near
 
 
 @dataclass
@@ -232,7 +234,7 @@ def _suspects(
 ) -> Suspects:
     con, chosen, tags = s.con, s.runs, s.tags
     table = load_table(con, chosen, tags, features)
-    ranking = rank(table, features, fdr, min_support, dependent, near(con, s.followed, table))
+    ranking = rank(table, features, fdr, min_support, dependent, _near(s, table))
     needs = {f.name: f.needs for f in features}
     missing = [
         {"feature": k.feature, "needs": needs[k.feature]}
@@ -246,6 +248,16 @@ def _suspects(
     found = out.found()
     out.headline = headline(con, table, found[0] if found else None)
     return out
+
+
+def _near(s: Scope, table: Table) -> tuple[list[Predicate], list[Skipped]]:
+    """The lines near each transfer: as ingest stored them where this scope is the one
+    they were stored for (every run, no window, nothing shadowed), else computed."""
+    if s.run is None and s.pristine:
+        got = stored_near(s.con, table)
+        if got is not None:
+            return got
+    return near(s.con, s.followed, table)
 
 
 _TAG = re.compile(r"--tag (\S+?)=(\S+)")

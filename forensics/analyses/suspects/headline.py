@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from ...timefmt import iso_us
 from .features import Table
@@ -86,17 +85,12 @@ def _rows(con: duckdb.DuckDBPyConnection, table: Table) -> dict[str, np.ndarray]
         empty = np.full(n, None, dtype=object)
         return {"run": table.run, "session": empty, "rid": empty,
                 "sent_us": np.full(n, np.nan)}  # fmt: skip
-    source, line = table.keys
-    keys = pa.table({"i": np.arange(n), "source_id": source, "line": line})
-    con.register("_headline_keys", keys)
-    try:
+    with table.keyed(con, "_headline_keys"):
         got = con.execute(
             """SELECT k.i, r.run, r.session, r.rid, r.start_us FROM _headline_keys k
                LEFT JOIN results r ON r.source_id = k.source_id AND r.line = k.line
                QUALIFY row_number() OVER (PARTITION BY k.i) = 1 ORDER BY k.i"""
         ).fetchall()
-    finally:
-        con.unregister("_headline_keys")
     run, session, rid, sent = zip(*[g[1:] for g in got], strict=True) if got else ([],) * 4
     sent_us = np.array([np.nan if s is None else s for s in sent], dtype=float)
     return {"run": np.array(run, dtype=object), "session": np.array(session, dtype=object),

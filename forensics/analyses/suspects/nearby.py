@@ -48,12 +48,7 @@ def anchors(con: duckdb.DuckDBPyConnection, table: Table) -> Anchors | None:
     """Each judged request's anchor, in the table's row order (None without keys)."""
     if table.keys is None or not len(table):
         return None
-    import pyarrow as pa
-
-    keys = pa.table({"i": np.arange(len(table)), "run": table.run.astype(str),
-                     "source_id": table.keys[0], "line": table.keys[1]})  # fmt: skip
-    con.register("fx_request_keys", keys)
-    try:
+    with table.keyed(con, "fx_request_keys"):
         got = con.execute(
             """SELECT k.i, coalesce(e.anchor_us, 0) AS at,
                       greatest(coalesce(e.resolution_us, 1),
@@ -62,8 +57,6 @@ def anchors(con: duckdb.DuckDBPyConnection, table: Table) -> Anchors | None:
                       coalesce(e.room::DOUBLE, 'NaN'::DOUBLE) AS room
                FROM fx_request_keys k JOIN request_evidence e USING (run, source_id, line)"""
         ).fetchnumpy()
-    finally:
-        con.unregister("fx_request_keys")
     n = len(table)
     i = np.asarray(got["i"], dtype=np.int64)
     at, widen = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -91,7 +84,7 @@ class Lines:
 
 
 def _lines(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> Lines:
-    from ...parsers.patterns import builtin_tables
+    from ...parsers.pattern_names import builtin_tables
 
     skip = sorted(name for name, table in builtin_tables().items() if table in NOT_FACTORS)
     where = "true" if runs is None else f"l.run IN ({', '.join('?' * len(runs))})"
@@ -222,19 +215,23 @@ def _side(side: str, anc: Anchors, got: Lines, grid: list[float]) -> list[Predic
             lines_in = np.bincount(got.tid[behind], minlength=len(got.templates))
             for k in np.flatnonzero(exposed.sum(axis=1) >= 2):
                 t = int(seen[k])
-                out.append(_predicate(side, after, d, got, t, exposed[k] & known, known,
-                                      int(lines_in[t])))  # fmt: skip
+                out.append(_predicate(side, after, d, int(got.templates[t]), got.texts[t],
+                                      exposed[k] & known, known, int(lines_in[t])))  # fmt: skip
     return out
 
 
-def _predicate(side: str, after: bool, d: float, got: Lines, t: int, exposed: np.ndarray,
+def _predicate(side: str, after: bool, d: float, tid: int, text: str, exposed: np.ndarray,
                known: np.ndarray, occurrences: int) -> Predicate:  # fmt: skip
-    text = got.texts[t][:MAX_TEXT]
     when = "after" if after else "before"
-    tid = int(got.templates[t])
+    words = f"“{text[:MAX_TEXT]}” on its {side} host within {d:g} s {when} its transfer"
+    return line_predicate(side, after, d, tid, words, exposed, known, occurrences)
+
+
+def line_predicate(side: str, after: bool, d: float, tid: int, words: str, exposed: np.ndarray,
+                   known: np.ndarray, occurrences: int) -> Predicate:  # fmt: skip
+    """The predicate of template `tid` on `side` within `d` s, `words` its text."""
     return Predicate(
-        f"line {side} {tid:016x}",
-        f"“{text}” on its {side} host within {d:g} s {when} its transfer",
-        exposed, known, False, f"{d:g}", occurrences=occurrences, after=after,
-        family=f"line {tid:016x} {when}",
+        f"line {side} {tid:016x}", words, exposed, known, False, f"{d:g}",
+        occurrences=occurrences, after=after,
+        family=f"line {tid:016x} {'after' if after else 'before'}",
     )  # fmt: skip

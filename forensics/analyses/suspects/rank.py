@@ -267,11 +267,7 @@ def _fold(
     once. Every member's p and screen at once (fisher_many); no member's full table."""
     if not preds:
         return [], [], {}
-    e = np.stack([p.exposed & p.known for p in preds])
-    o = np.stack([p.known & ~p.exposed for p in preds])
-    a, n1 = (e & y).sum(axis=1), e.sum(axis=1)
-    c, n0 = (o & y).sum(axis=1), o.sum(axis=1)
-    pv, least = fisher_many(a, n1, c, n0)
+    pv, least, n1, n0 = _fisher_all(preds, y)
     fams: dict[str, list[tuple[float, Predicate]]] = {}
     first: dict[str, tuple[Predicate, str]] = {}
     for i, p in enumerate(preds):
@@ -300,6 +296,25 @@ def _fold(
     screened = [Screened(p.feature, p.text, int((p.exposed & p.known).sum()), why)
                 for key, (p, why) in first.items() if key not in fams]  # fmt: skip
     return out, screened, by_best
+
+
+def _fisher_all(
+    preds: list[Predicate], y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every predicate's Fisher p, the least p its margins allow, and its exposed and
+    unexposed counts among the known. Counted, not stacked twice: the unexposed are the
+    known less the exposed, and the predicates share a few `known` masks."""
+    e = np.stack([p.exposed for p in preds])
+    shared: dict[int, tuple[np.ndarray, list[int]]] = {}
+    for i, p in enumerate(preds):
+        shared.setdefault(id(p.known), (p.known, []))[1].append(i)
+    known_n, known_y = np.zeros(len(preds), np.int64), np.zeros(len(preds), np.int64)
+    for known, rows in shared.values():
+        e[rows] &= known
+        known_n[rows], known_y[rows] = np.count_nonzero(known), np.count_nonzero(known & y)
+    n1, a = np.count_nonzero(e, axis=1), np.count_nonzero(e & y, axis=1)
+    pv, least = fisher_many(a, n1, known_y - a, known_n - n1)
+    return pv, least, n1, known_n - n1
 
 
 def _light(p: Predicate, y: np.ndarray, p_value: float) -> TwoByTwo:
