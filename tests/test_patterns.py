@@ -291,6 +291,34 @@ def test_one_pass_finds_every_needle_a_line_holds() -> None:
     assert sum(map(len, got)) > len(needles)  # most needles are found somewhere
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_needles_past_the_head_and_across_its_cut_are_found(seed: int) -> None:
+    """Long lines are read match by match only in their head (_matches): needles just
+    before, across and after the cut, hidden by a match across it, after letters of two
+    bytes (the cut counts characters), and deep in a 4 kB tail."""
+    from forensics.parsers.patterns import HEAD, _lines_holding
+
+    rng = random.Random(seed)
+    needles = [p.needle for p in builtin()]
+    lines = []
+    for _ in range(600):
+        n = rng.choice(needles)
+        at = HEAD + rng.randint(-len(n) - 2, 2)  # its start around the cut
+        pad = rng.choice(["x", "é", "中"]) * max(at, 0)
+        tail = "".join(rng.choice([*needles, " word", "ü"]) for _ in range(rng.randint(0, 200)))
+        lines.append(pad + n + tail)
+    for n, m in ((a, b) for a in needles for b in needles if a != b):
+        for i in range(1, min(len(n), len(m))):
+            if n.endswith(m[:i]):  # n's match across the cut hides m just after it
+                lines.append("y" * (HEAD - len(n) + 2) + n + m[i:])
+                break
+        if len(lines) > 900:
+            break
+    messages = pl.Series(lines, dtype=pl.String)
+    got = [s.to_list() for s in _lines_holding(messages, needles)]
+    assert got == _naive(messages, needles)
+
+
 def test_the_tables_read_at_start_up_are_the_patterns_tables() -> None:
     from forensics.parsers.pattern_names import builtin_tables
 

@@ -43,10 +43,11 @@ BACKLOG = 2  # groups of batches waiting for record parsing
 # regexes and runs a few hundred polars plans whatever its size, and a step's repeated
 # page lists are read once per group. On 16 MB batches of 4 kB lines (32 k rows), parsing
 # four at once took 2.8 CPU-s where one at a time took 4.3 (200 MB). Larger groups cost
-# memory: 64 MB groups and a backlog of 3 peaked at 1.1 GB on the 742 MB journal, 32 MB
-# groups and a backlog of 1 at 0.87 GB.
-GROUP_ROWS = 100_000
-GROUP_BYTES = 32 << 20
+# memory: on the 742 MB journal 64 MB groups and a backlog of 3 peaked at 1.1 GB, a
+# backlog of 2 at 0.88 GB (ingest 10.3 → 9.5 s against 32 MB groups); 128 MB groups and
+# a backlog of 1 at 1.0–1.1 GB for no more speed (bench/README.md).
+GROUP_ROWS = 200_000
+GROUP_BYTES = 64 << 20
 
 
 def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
