@@ -536,3 +536,15 @@ def test_the_lines_near_the_transfer_stored_at_ingest_are_what_a_read_computes(
     assert used == [True, True]
     assert [x.predicate for x in again.suspects] == [x.predicate for x in whole.suspects]
     assert [x.q for x in again.suspects] == [x.q for x in whole.suspects]
+    # removing a source recomputes them, for what is left
+    from forensics.store.sources import list_sources, remove_source
+
+    gone = [x["source_id"] for x in list_sources(db) if x["run"] == "b"]
+    for source_id in gone:
+        remove_source(db, source_id)
+    with scoped(db) as s:
+        table = load_table(s.con, s.runs, s.tags, declared())
+        assert set(table.run) == {"a"}
+        left = stored_near(s.con, table)
+        assert left is not None
+        _same_near(left, near(s.con, s.followed, table))
