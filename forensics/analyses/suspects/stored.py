@@ -27,12 +27,14 @@ STAMP = "derived:near"  # meta key: <code>:<data fingerprint>:<requests' digest>
 
 
 def _code() -> str:
-    """What the stored rows were computed by: the module that weighs the lines, the view
-    of each request's anchor it reads, and which patterns are bookkeeping."""
+    """What the stored rows were computed by: the module that weighs the lines, this one
+    (their form), the view of each request's anchor it reads, and which patterns are
+    bookkeeping."""
     from ...parsers.pattern_names import BUILTIN
     from ...store.derived import _query_hashes
 
     h = hashlib.sha256(Path(__file__).with_name("nearby.py").read_bytes())
+    h.update(Path(__file__).read_bytes())
     h.update(_query_hashes()["request_evidence"].encode())
     h.update(BUILTIN.read_bytes())
     return h.hexdigest()[:16]
@@ -93,6 +95,8 @@ def _rows(preds: list[Predicate], skipped: list[Skipped]) -> list[tuple]:
     known: dict[str, np.ndarray] = {}
     for p in preds:
         _, side, tid = p.feature.split()
+        if side in known and not np.array_equal(known[side], p.known):
+            raise AssertionError(f"the lines near the transfer on {side}: two known masks")
         if side not in known:
             known[side] = p.known
             rows.append((len(rows), "known", side, None, None, None, None, None,
