@@ -211,5 +211,7 @@ def lines(
     by_text = frame.with_columns(_i=idx).filter(pl.col("pattern").is_null())
     by_text = pl.concat([by_text, rest_rows], how="horizontal")
     cols = ["_i", "template", "text", "pattern", "level", "component", "named"]
-    out = pl.concat([by_name.select(cols), by_text.select(cols)]).sort("_i")
-    return out.drop("_i")
+    parts = [f.select(cols) for f in (by_name, by_text) if len(f)]
+    if len(parts) == 1:  # each side is in order: only two need the sort
+        return parts[0].drop("_i")
+    return pl.concat([by_name.select(cols), by_text.select(cols)]).sort("_i").drop("_i")

