@@ -342,3 +342,23 @@ def test_page_lists_read_once_per_text_or_taken_from_expected_agree_with_reading
         like = _pages_like(col, (col == expected).fill_null(False), _pages_column(expected))
         same(like, _pages_of(col))
     assert _pages_of(unexpected)[0].to_list() == [[]] * n
+
+
+def test_the_record_kind_is_tokens_first_name_in_every_message() -> None:
+    """The kind read right after the first token (a short anchored match) is what TOKEN's
+    unanchored regex gives: a name after a later token where the first has none, letters
+    of several bytes before it, a name longer than the slice, nulls, no token at all."""
+    import random
+
+    from forensics.parsers.records.contract import TOKEN, _kinds
+
+    rng = random.Random(3)
+    heads = ["", "[2026-11-29 07:00:00 TP0] ", "é中 ", "forensics: then ", "forensics:=x ",
+             "forensics:", "xforensics:9 "]  # fmt: skip
+    names = ["checksum", "canary", "step", "_odd", "A9_b", "x" * 90, "9bad", ""]
+    tails = ["", " side=src room=1", "forensics:step step=2", " é"]
+    messages = [None, "no token here", "forensics:"]
+    for _ in range(2000):
+        messages.append(rng.choice(heads) + "forensics:" + rng.choice(names) + rng.choice(tails))
+    msg = pl.Series(messages, dtype=pl.String)
+    assert _kinds(msg).to_list() == msg.str.extract(TOKEN, 1).to_list()
