@@ -192,8 +192,10 @@ _WORDS = r"None|True|False"
 
 def _fast_json(lines: pl.Series) -> pl.Series:
     """Each line's meta_info span as JSON text where the fast form applies, else null."""
-    frame = pl.DataFrame({"line": lines.cast(pl.String)})
-    cut = pl.col("line").str.extract(_FAST, 1)
+    # the span cut once, a column: an eager select ran the regex for each use of it
+    line = lines.cast(pl.String)
+    frame = pl.DataFrame({"line": line, "cut": line.str.extract(_FAST, 1)})
+    cut = pl.col("cut")
     strings = cut.str.extract_all(_STR)
     ok = (
         (pl.col("line").str.count_matches("meta_info", literal=True) == 1)
