@@ -393,17 +393,31 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
     )
     found = dict(zip(pairs["n"].to_list(), pairs["row"], strict=True))
     none = pl.Series([], dtype=pl.UInt32)
+    partners_of = {m: [n for n in found if n != m and m not in n and _shadows(n, m)]
+                   for m in distinct}  # fmt: skip
+    # A match of n hides m only where the text reads n then m's rest past their overlap:
+    # the lines holding such a join, found by one scan for all of them, are the only ones
+    # a needle is then sought in alone (a 1-character overlap, `…: ` then ` batch`, made
+    # six needles each scan every batch line)
+    joins = {n + m[k:] for m, ns in partners_of.items() for n in ns
+             for k in range(1, min(len(n), len(m))) if n.endswith(m[:k])}  # fmt: skip
+    suspect = none
+    if joins:
+        rows = pl.concat([found[n] for ns in partners_of.values() for n in ns]).unique()
+        either = "|".join(_literal(j) for j in sorted(joins, key=len, reverse=True))
+        suspect = rows.filter(messages.gather(rows).str.contains(either).fill_null(False))
     out: dict[str, pl.Series] = {}
     for m in distinct:
         have = found.get(m, none)
         inside = [found[n] for n in found if n != m and m in n]  # they hold m: no scan
-        partners = [found[n] for n in found if n != m and m not in n and _shadows(n, m)]
+        partners = [found[n] for n in partners_of[m]]
         if inside:
             have = pl.concat([have, *inside]).unique().sort()
         if partners:
             maybe = (
                 pl.DataFrame({"r": pl.concat(partners)})
                 .join(pl.DataFrame({"r": have}), on="r", how="anti")
+                .join(pl.DataFrame({"r": suspect}), on="r", how="semi")
                 .unique()["r"]
             )
             held = messages.gather(maybe).str.contains(m, literal=True).fill_null(False)
