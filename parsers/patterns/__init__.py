@@ -374,7 +374,8 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
     finds the lines holding any, and `extract_all` of it, on only those lines, says which.
     Its matches do not overlap, so a needle whose every occurrence a match hides is missed
     there: inside a longer needle's match it is taken from that needle's lines, after a
-    needle whose suffix is its prefix it is sought again, alone, in that needle's lines.
+    needle whose suffix is its prefix it is sought again, alone, in those of that
+    needle's lines that read the two joined at their overlap.
     Measured against the halving it replaces (each half of the set sought in the lines
     holding one of it: a 4 kB prompt line scanned once a level) and overlapping
     Aho-Corasick on the same lines: bench/README.md.
