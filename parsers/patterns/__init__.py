@@ -366,6 +366,25 @@ def _matches(lines: pl.DataFrame, alternation: str, longest: int) -> pl.DataFram
     return pl.concat([head, rest.select("row", n=pl.col("t").str.extract_all(alternation))])
 
 
+def _joined(
+    messages: pl.Series, found: dict[str, pl.Series], distinct: list[str]
+) -> tuple[dict[str, list[str]], pl.Series]:
+    """Each needle's partners (found needles whose match can hide it, not holding it),
+    and the lines where one may. A match of n hides m only where the text reads n then
+    m's rest past their overlap: the lines holding such a join, found by one scan for all
+    of them, are the only ones a needle is then sought in alone (a 1-character overlap,
+    `…: ` then ` batch`, made six needles each scan every batch line)."""
+    partners_of = {m: [n for n in found if n != m and m not in n and _shadows(n, m)]
+                   for m in distinct}  # fmt: skip
+    joins = {n + m[k:] for m, ns in partners_of.items() for n in ns
+             for k in range(1, min(len(n), len(m))) if n.endswith(m[:k])}  # fmt: skip
+    if not joins:
+        return partners_of, pl.Series([], dtype=pl.UInt32)
+    rows = pl.concat([found[n] for ns in partners_of.values() for n in ns]).unique()
+    either = "|".join(_literal(j) for j in sorted(joins, key=len, reverse=True))
+    return partners_of, rows.filter(messages.gather(rows).str.contains(either).fill_null(False))
+
+
 def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
     """Each needle's lines (indices into messages, ascending); a needle several patterns
     share is sought once.
@@ -394,19 +413,7 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
     )
     found = dict(zip(pairs["n"].to_list(), pairs["row"], strict=True))
     none = pl.Series([], dtype=pl.UInt32)
-    partners_of = {m: [n for n in found if n != m and m not in n and _shadows(n, m)]
-                   for m in distinct}  # fmt: skip
-    # A match of n hides m only where the text reads n then m's rest past their overlap:
-    # the lines holding such a join, found by one scan for all of them, are the only ones
-    # a needle is then sought in alone (a 1-character overlap, `…: ` then ` batch`, made
-    # six needles each scan every batch line)
-    joins = {n + m[k:] for m, ns in partners_of.items() for n in ns
-             for k in range(1, min(len(n), len(m))) if n.endswith(m[:k])}  # fmt: skip
-    suspect = none
-    if joins:
-        rows = pl.concat([found[n] for ns in partners_of.values() for n in ns]).unique()
-        either = "|".join(_literal(j) for j in sorted(joins, key=len, reverse=True))
-        suspect = rows.filter(messages.gather(rows).str.contains(either).fill_null(False))
+    partners_of, suspect = _joined(messages, found, distinct)
     out: dict[str, pl.Series] = {}
     for m in distinct:
         have = found.get(m, none)
