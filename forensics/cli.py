@@ -90,6 +90,25 @@ def _progress_factory(progress: Progress):
     return make
 
 
+def _ingest_progress() -> Progress | None:
+    """Ingest's progress bars on a terminal (rich.progress imported only here)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    # No Progress at all off a terminal: some rich versions print a blank line on exit.
+    return (
+        Progress(
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=err,
+            transient=True,
+        )
+        if err.is_terminal
+        else None
+    )
+
+
 def _waiting(wait: float):
     """What a writer says once when it has to wait for the catalog."""
     return lambda: err.print(
@@ -189,24 +208,10 @@ def ingest(
 
     Example: forensics ingest --ray decode-0:/var/log/decode.export prefill-0:/var/log/p.export
     """
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
     from .store.ingest import RaySettings
     from .store.ingest import ingest as run_ingest
 
-    # No Progress at all off a terminal: some rich versions print a blank line on exit.
-    progress = (
-        Progress(
-            TextColumn("{task.description}", markup=False),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            console=err,
-            transient=True,
-        )
-        if err.is_terminal
-        else None
-    )
+    progress = _ingest_progress()
     with progress or contextlib.nullcontext():
         res = run_ingest(
             paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,

@@ -120,15 +120,8 @@ def _kinds(msg: pl.Series) -> pl.Series:
     ).to_series()
 
 
-def parse_records(
-    entries: pl.DataFrame, matched: pl.DataFrame | None = None, *, canonical: bool = True
-) -> Records:
-    """Records of entries (columns `message`, `fields`); `row` in the output indexes them.
-
-    `matched` adds records found by user patterns: (row, kind, key, value) rows for
-    entries whose own text carries no `forensics:` token. `canonical`: bodies in the
-    probes' form skip the pair split (canonical.py); False only to test that both agree.
-    """
+def _bodies(entries: pl.DataFrame) -> pl.DataFrame:
+    """(row, kind, body, fields) of each entry: the token's kind and what follows it."""
     msg = entries["message"].cast(pl.String)
     kind = _kinds(msg)
     # The body is what follows the token: sliced by position (a regex capturing the rest
@@ -151,7 +144,19 @@ def parse_records(
         at = df["wide"].arg_true()
         rest = msg.gather(at).str.extract(TOKEN + "(?s:(.*))", 2).str.strip_chars()
         df = df.with_columns(df["body"].scatter(at, rest))
-    df = df.drop("wide")
+    return df.drop("wide")
+
+
+def parse_records(
+    entries: pl.DataFrame, matched: pl.DataFrame | None = None, *, canonical: bool = True
+) -> Records:
+    """Records of entries (columns `message`, `fields`); `row` in the output indexes them.
+
+    `matched` adds records found by user patterns: (row, kind, key, value) rows for
+    entries whose own text carries no `forensics:` token. `canonical`: bodies in the
+    probes' form skip the pair split (canonical.py); False only to test that both agree.
+    """
+    df = _bodies(entries)
     rejects: list[tuple[int, str]] = []
     parts = []
     structured = df.filter(
