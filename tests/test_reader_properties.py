@@ -10,7 +10,7 @@ from forensics.parsers.journald import ReadContext
 from forensics.parsers.journald.export import read_export
 from forensics.parsers.journald.jsonfmt import read_json
 from forensics.parsers.journald.schema import FIELD_MAP
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from forensics.synthetic.journal_writer import export_entry
@@ -94,3 +94,42 @@ def test_export_stream_cut_inside_a_binary_value_is_quarantined() -> None:
     rows = pa.concat_tables(list(read_export(io.BufferedReader(io.BytesIO(data)), ctx))).to_pylist()
     assert [r["message"] for r in rows] == ["ok"]
     assert [q.reason for q in ctx.quarantine] == ["export: stream ends inside an entry"]
+
+
+_HEADER_PARTS = st.text(
+    alphabet=st.sampled_from(list("ab1 :[]-._é٣\u00a0\tß09Z+")),
+    max_size=12,
+)
+_STAMPS = {
+    "short-iso-precise": st.sampled_from(["2026-11-29T07:00:00.000104+0000", "2026-11-29T07:00:00.1Z",
+                                          "2026-11-29T07:00:0٣.000104+0000"]),
+    "short-iso": st.sampled_from(["2026-11-29T07:00:00+0000", "٢026-11-29T07:00:00+0000"]),
+    "short-full": st.sampled_from(["Sun 2026-11-29 07:00:00 UTC", "Sun 2026-11-29 07:00:00.5 CÉT"]),
+    "short-precise": st.sampled_from(["Nov 29 07:00:00.000104", "Nov  9 07:00:00.1"]),
+    "short-unix": st.sampled_from(["1764399600.000104", "17643996٠0.1"]),
+}  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(sorted(_STAMPS)).flatmap(lambda f: st.tuples(st.just(f), _STAMPS[f])),
+    _HEADER_PARTS, _HEADER_PARTS, st.one_of(st.none(), _HEADER_PARTS), _HEADER_PARTS,
+)  # fmt: skip
+@example(("short-iso-precise", "2026-11-29T07:00:00.000104+0000"), "h", "a", None, "b: c")
+@example(("short-iso-precise", "2026-11-29T07:00:00.000104+0000"), "h", "a:b", "1", "m")
+@example(("short-iso-precise", "2026-11-29T07:00:00.000104+0000"), "hé", "a", "1", "m")
+@example(("short-iso-precise", "2026-11-29T07:00:00.000104+0000"), "h", "a", "٣", "m")
+@example(("short-iso", "٢026-11-29T07:00:00+0000"), "h", "a", "1", "m")
+@example(("short-iso-precise", "2026-11-29T07:00:00.000104+0000"), "h", "a[1]", "2", "m")
+def test_fast_header_form_reads_what_the_general_one_does(stamp, host, ident, pid, rest) -> None:
+    """The header's fast form (ASCII digits and hosts, no ":" or "[" in identifiers) and
+    its fallback read every line as the general form alone does."""
+    import polars as pl
+    from forensics.parsers.journald.text import TEXT_FORMATS, TextReader, header_regex
+
+    fmt, ts = stamp
+    line = f"{ts} {host} {ident}{'' if pid is None else f'[{pid}]'}: {rest}\n"
+    lines = pl.Series("line", [line, "2026-11-29T07:00:00.000104+0000 h i[1]: m\n"])
+    reader = TextReader(TEXT_FORMATS[fmt], ReadContext(name="prop"))
+    general = lines.str.extract_groups(header_regex(TEXT_FORMATS[fmt])).struct.unnest()
+    assert reader._headers(lines).equals(general)

@@ -23,10 +23,14 @@ from .schema import TS_MAX_US
 
 # Only the header is matched (the regex stops at "ident[pid]: "); the message is the rest
 # of the line, sliced off by length: matching the message too costs 30× more. The fast
-# form excludes ":" and "[" from identifiers (a lazy match costs 3× more); lines it
-# misses get the general form.
+# form excludes ":" and "[" from identifiers (a lazy match costs 3× more) and reads digits
+# and the host as ASCII (Unicode classes cost the capture engine 1.6× more: 0.107 →
+# 0.068 s a 142 k-line block); lines it misses get the general form. Where the fast form
+# matches, the general one reads the same groups: its lazy identifier cannot stop before
+# a ":" or "[" the fast one's holds none of, and ASCII digits and printable ASCII are
+# digits and non-space.
 _TAIL = r" (?P<host>\S+) (?P<ident>[^\n]*?)(?:\[(?P<pid>\d+)\])?:(?: |\r?\n|$)"
-_TAIL_FAST = r" (?P<host>\S+) (?P<ident>[^\[:\n]*)(?:\[(?P<pid>\d+)\])?:(?: |\r?\n|$)"
+_TAIL_FAST = r" (?P<host>[!-~]+) (?P<ident>[^\[:\n]*)(?:\[(?P<pid>[0-9]+)\])?:(?: |\r?\n|$)"
 _UNIT_SUFFIXES = (
     ".service", ".scope", ".slice", ".socket", ".mount", ".timer", ".target", ".swap", ".path",
     ".device", ".automount",
@@ -99,7 +103,10 @@ TEXT_FORMATS = {
 
 
 def header_regex(fmt: TextFormat, fast: bool = False) -> str:
-    return "^(?P<hdr>" + fmt.head + (_TAIL_FAST if fast else _TAIL) + ")"
+    if fast:
+        head = fmt.head.replace(r"\d", "[0-9]").replace(r"\S+", "[!-~]+")
+        return "^(?P<hdr>" + head + _TAIL_FAST + ")"
+    return "^(?P<hdr>" + fmt.head + _TAIL + ")"
 
 
 def _split_lines(block: bytes) -> tuple[pa.Array, np.ndarray]:
