@@ -84,13 +84,20 @@ class Pattern:
     meta_info: str | None = None  # "span" / "line": meta_info into request_meta's columns
     component: str = "sglang"  # the part of the stack its lines come from (lines.component)
 
-    def fields_of(self, lines: pl.Series) -> pl.DataFrame:
-        """One row per line: the pattern's fields (all null where it does not match)."""
+    def fields_of(
+        self, lines: pl.Series, found: dict[str, pl.Series] | None = None
+    ) -> pl.DataFrame:
+        """One row per line: the pattern's fields (all null where it does not match).
+        `found`: `extract` regexes already run over these same lines, by regex (patterns
+        sharing a needle share their lines: Receive's and Finish's rid and room, the batch
+        lines' ranks were each extracted twice)."""
+        found = {} if found is None else found
         caps = lines.str.extract_groups(self.regex).struct.unnest()
         matched = pl.any_horizontal(pl.col(c).is_not_null() for c in caps.columns)
-        extra = {
-            name: lines.str.extract(rx, 1) for name, rx in self.extract.items()
-        }  # searched anywhere in the line
+        for rx in self.extract.values():  # searched anywhere in the line
+            if rx not in found:
+                found[rx] = lines.str.extract(rx, 1)
+        extra = {name: found[rx] for name, rx in self.extract.items()}
         out = caps.with_columns(**extra) if extra else caps
         if self.set:
             out = out.with_columns(**{k: pl.lit(v, pl.String) for k, v in self.set.items()})
@@ -441,12 +448,17 @@ def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFram
     if not patterns:
         return {}
     holding = _lines_holding(messages, [p.needle for p in patterns])
+    by_needle: dict[str, tuple[pl.Series, dict[str, pl.Series]]] = {}
     for pat, idx in zip(patterns, holding, strict=True):
         if idx.is_empty():
             continue
-        # A mask, not gather: gathering copied the lines (4 kB prompts among them).
-        lines = messages.filter(pl.repeat(False, len(messages), eager=True).scatter(idx, True))
-        f = pat.fields_of(lines).with_columns(row=idx.cast(pl.Int64), pattern=pl.lit(pat.name))
+        if pat.needle not in by_needle:
+            # A mask, not gather: gathering copied the lines (4 kB prompts among them).
+            mask = pl.repeat(False, len(messages), eager=True).scatter(idx, True)
+            by_needle[pat.needle] = (messages.filter(mask), {})
+        lines, found = by_needle[pat.needle]
+        f = pat.fields_of(lines, found).with_columns(row=idx.cast(pl.Int64),
+                                                     pattern=pl.lit(pat.name))  # fmt: skip
         f = f.filter("_matched").drop("_matched")
         cols = TABLE_COLUMNS.get(pat.table) or RECORD_KINDS[pat.table]
         f = f.select(
