@@ -17,12 +17,6 @@ import typer
 from rich.table import Table
 
 from . import __version__, terminal
-from .analyses.canary import canary as run_canary
-from .analyses.compare import compare as run_compare
-from .analyses.correlate import correlate as run_correlate
-from .analyses.report import report as run_report
-from .analyses.rooms import rooms as run_rooms
-from .analyses.skew import skew as run_skew
 from .dashboards.write import DEFAULT_NAME
 from .errors import ForensicsError
 from .escaping import SafeConsole, visible
@@ -525,6 +519,8 @@ def rooms(
 
     Example: forensics rooms --verdict stale
     """
+    from .analyses.rooms import rooms as run_rooms
+
     with _scope(db, run, since, until) as s:
         _emit(run_rooms(s, None, verdict, limit), json, terminal.rooms)
 
@@ -545,6 +541,8 @@ def correlate(
     Example: forensics correlate --run flag-on --bad partial,mismatch,stale,conflict
     """
     verdicts = tuple(v.strip() for v in bad.split(",") if v.strip())
+    from .analyses.correlate import correlate as run_correlate
+
     with _scope(db, run, since, until) as s:
         _emit(run_correlate(s, None, verdicts), json, terminal.correlation)
 
@@ -688,6 +686,8 @@ def compare(
 
     Example: forensics compare flag-on flag-off
     """
+    from .analyses.compare import compare as run_compare
+
     with _scope(db, runs, since, until) as s:
         _emit(run_compare(s), json, terminal.comparison)
 
@@ -704,6 +704,8 @@ def skew(
 
     Example: forensics skew --json
     """
+    from .analyses.skew import skew as run_skew
+
     with _scope(db, run, since, until) as s:
         _emit(run_skew(s), json, terminal.skew)
 
@@ -799,6 +801,8 @@ def canary(
 
     Example: forensics canary --top 5
     """
+    from .analyses.canary import canary as run_canary
+
     with _scope(db, run, since, until) as s:
         _emit(run_canary(s, None, top), json, terminal.canary)
 
@@ -816,6 +820,8 @@ def report(
 
     Example: forensics report --run flag-on
     """
+    from .analyses.report import report as run_report
+
     with _scope(db, run, since, until) as s:
         _emit(run_report(s, None, top), json, terminal.report)
 
@@ -943,7 +949,7 @@ def patterns(
     from .parsers.patterns import builtin as builtin_patterns
     from .parsers.patterns import load_file as load_patterns
 
-    pats = load_patterns(check) if check else builtin_patterns()
+    pats = load_patterns(check) if check else builtin_patterns(check_samples=True)
     t = Table(title=f"{len(pats)} patterns, every sample line passes")
     for c in ("name", "table", "needle", "samples"):
         t.add_column(c)
@@ -1107,6 +1113,8 @@ def demo(
         out.print(
             f"demo incident in {res.dir}: {', '.join(p.name for p in res.files)} (decode {how})"
         )
+    from .analyses.report import report as run_report
+
     rep = run_report(res.ingest.db)
     if json:
         more = {"report": rep.as_dict(), "dashboard": res.dashboard.as_dict()}

@@ -8,18 +8,19 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .analyses.canary import CanaryReport, page_ranges
-from .analyses.compare import Comparison
-from .analyses.correlate import Correlation
-from .analyses.follow import Follow
-from .analyses.report import Report
-from .analyses.rooms import RoomsReport
-from .analyses.skew import Skew
+from .analyses.canary import page_ranges
 from .analyses.stats import fmt_num, fmt_p, fmt_pct
 from .statuses import SEVERITY
 from .timefmt import iso_us
 
 if TYPE_CHECKING:
+    from .analyses.canary import CanaryReport
+    from .analyses.compare import Comparison
+    from .analyses.correlate import Correlation
+    from .analyses.follow import Follow
+    from .analyses.report import Report
+    from .analyses.rooms import RoomsReport
+    from .analyses.skew import Skew
     from .analyses.suspects import Suspects
     from .analyses.templates import Templates
     from .experiment import ExperimentResult
