@@ -157,16 +157,39 @@ def parse_records(
     probes' form skip the pair split (canonical.py); False only to test that both agree.
     """
     df = _bodies(entries)
-    rejects: list[tuple[int, str]] = []
-    parts = []
     structured = df.filter(
         pl.col("fields").str.contains('"FORENSICS_KIND"', literal=True).fill_null(False)
     )
     srows = set(structured["row"].to_list())
     kv = df.filter(pl.col("kind").is_not_null() & ~pl.col("row").is_in(list(srows)))
     is_json = kv["body"].str.starts_with("{")
-    rows_py: list[tuple[int, str, str, str]] = []
-    for row, kind, body in kv.filter(is_json).select("row", "kind", "body").iter_rows():
+    rows_py, rejects = _json_rows(kv.filter(is_json))
+    rows_py += _structured_rows(structured)
+    plain = kv.filter(~is_json)
+    fast: dict[str, pl.DataFrame] = {}
+    if canonical:
+        plain, fast = _canonical(plain)
+    long, leftover = _long_kv(plain)
+    parts = [long.join(plain.select("row", "kind"), on="row").select("row", "kind", "key", "value")]
+    if rows_py:
+        parts.append(pl.DataFrame(rows_py, schema=["row", "kind", "key", "value"], orient="row"))
+    if matched is not None and not matched.is_empty():
+        taken = set(kv["row"].to_list()) | srows  # the contract's own forms come first
+        matched = matched.filter(~pl.col("row").is_in(list(taken)))
+        parts.append(matched.select("row", "kind", "key", "value"))
+    kinds = _record_kinds(plain, kv.filter(is_json), rows_py, matched, rejects)
+    out = _by_kind(kinds, pl.concat(parts), fast, dict(leftover.iter_rows()), rejects)
+    return Records(out["checksum"], out["canary"], out["step"], sorted(rejects))
+
+
+def _json_rows(
+    bodies: pl.DataFrame,
+) -> tuple[list[tuple[int, str, str, str]], list[tuple[int, str]]]:
+    """(row, kind, key, value) of `forensics:<kind> {json}` bodies, and the bodies that
+    are no JSON object (rejects)."""
+    rows: list[tuple[int, str, str, str]] = []
+    rejects: list[tuple[int, str]] = []
+    for row, kind, body in bodies.select("row", "kind", "body").iter_rows():
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -175,40 +198,37 @@ def parse_records(
         if not isinstance(obj, dict):
             rejects.append((row, f"{kind}: JSON body is not an object"))
             continue
-        rows_py += [(row, kind, str(k), _json_value(v)) for k, v in obj.items()]
+        rows += [(row, kind, str(k), _json_value(v)) for k, v in obj.items()]
+    return rows, rejects
+
+
+def _structured_rows(structured: pl.DataFrame) -> list[tuple[int, str, str, str]]:
+    """(row, kind, key, value) of records in journald fields (FORENSICS_KIND, FORENSICS_*)."""
+    rows: list[tuple[int, str, str, str]] = []
     for row, fields in structured.select("row", "fields").iter_rows():
         obj = orjson.loads(fields)
         kind = str(obj.get("FORENSICS_KIND", "")).lower()
         for k, v in obj.items():
             if k.startswith("FORENSICS_") and k != "FORENSICS_KIND":
-                rows_py.append((row, kind, k.removeprefix("FORENSICS_").lower(), _json_value(v)))
+                rows.append((row, kind, k.removeprefix("FORENSICS_").lower(), _json_value(v)))
         if not any(k != "FORENSICS_KIND" and k.startswith("FORENSICS_") for k in obj):
-            rows_py.append((row, kind, "_", ""))  # a record with no keys still is one
-    plain = kv.filter(~is_json)
-    fast: dict[str, pl.DataFrame] = {}
-    if canonical:
-        plain, fast = _canonical(plain)
-    long, leftover = _long_kv(plain)
-    long = long.join(plain.select("row", "kind"), on="row")
-    parts.append(long.select("row", "kind", "key", "value"))
-    if rows_py:
-        parts.append(pl.DataFrame(rows_py, schema=["row", "kind", "key", "value"], orient="row"))
-    if matched is not None and not matched.is_empty():
-        taken = set(kv["row"].to_list()) | srows  # the contract's own forms come first
-        matched = matched.filter(~pl.col("row").is_in(list(taken)))
-        parts.append(matched.select("row", "kind", "key", "value"))
-    allkv = (
-        pl.concat(parts)
-        if parts
-        else pl.DataFrame(
-            schema={"row": pl.Int64, "kind": pl.String, "key": pl.String, "value": pl.String}
-        )
-    )
-    # Records with no pairs at all still exist (and fail validation with a reason).
+            rows.append((row, kind, "_", ""))  # a record with no keys still is one
+    return rows
+
+
+def _record_kinds(
+    plain: pl.DataFrame,
+    json_bodies: pl.DataFrame,
+    rows_py: list[tuple[int, str, str, str]],
+    matched: pl.DataFrame | None,
+    rejects: list[tuple[int, str]],
+) -> pl.DataFrame:
+    """(row, kind) of every record, those with no pairs too (they fail validation with a
+    reason); a kind the contract does not know is a reject (added to `rejects`)."""
     kinds = pl.concat(
         [
             plain.select("row", "kind"),
-            kv.filter(is_json).select("row", "kind"),
+            json_bodies.select("row", "kind"),
             pl.DataFrame(
                 [(r, k) for r, k in {(x[0], x[1]) for x in rows_py}],
                 schema=["row", "kind"],
@@ -223,7 +243,18 @@ def parse_records(
         if kind not in KINDS:
             for row in kinds.filter(pl.col("kind") == kind)["row"].to_list():
                 rejects.append((row, f"unknown record kind {kind!r}"))
-    leftovers = dict(leftover.iter_rows())
+    return kinds
+
+
+def _by_kind(
+    kinds: pl.DataFrame,
+    allkv: pl.DataFrame,
+    fast: dict[str, pl.DataFrame],
+    leftovers: dict[int, str],
+    rejects: list[tuple[int, str]],
+) -> dict[str, pl.DataFrame]:
+    """Each kind's records, one row each (its pairs pivoted to columns, the probes' form
+    beside them), validated: the rows that pass, those that fail added to `rejects`."""
     out = {}
     for kind in KINDS:
         rows = kinds.filter(pl.col("kind") == kind).select("row").sort("row")
@@ -239,7 +270,7 @@ def parse_records(
         extra = _extra(wide, KNOWN[kind], leftovers)
         out[kind], bad = _VALIDATE[kind](wide.with_columns(extra=extra))
         rejects += bad
-    return Records(out["checksum"], out["canary"], out["step"], sorted(rejects))
+    return out
 
 
 def _canonical(plain: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
