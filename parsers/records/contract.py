@@ -532,25 +532,7 @@ def _canary(wide: pl.DataFrame):
     ]
     el, en, _ = parsed["expected"]
     cl, cn, _ = parsed["changed"]
-    ul, un, _ = parsed["unexpected"]
-    # Not given but both lists are: what changed outside what was expected (computed for
-    # those rows only: the probes give it, and a set operation per row is not free).
-    derive = (ok["unexpected"].is_null() & el.is_not_null() & cl.is_not_null()).fill_null(False)
-    if derive.any():
-        # The same text on both sides (a step that wrote just what it should: nearly
-        # every record) has nothing outside; the set operation is for the others
-        # (160 k canaries: 0.11 CPU-s for all of them).
-        same = derive & same_text
-        other = derive & ~same
-        if other.any():
-            at = other.arg_true()
-            outside = cl.gather(at).list.set_difference(el.gather(at)).list.sort()
-            ul = _place(other, outside, ul)
-        if same.any():
-            none = pl.when(pl.lit(same)).then(pl.lit([], pl.List(pl.Int64)))
-            ul = pl.select(none.otherwise(pl.lit(ul))).to_series()
-        un = pl.select(pl.when(pl.lit(derive)).then(ul.list.len().cast(pl.Int64)).otherwise(un))
-        un = un.to_series()
+    ul, un = _unexpected(ok["unexpected"], el, cl, parsed["unexpected"], same_text)
     out = ok.select(
         "row", step=_int("step"), layer=_int("layer"), bs=_int("bs"), mode="mode"
     ).with_columns(
@@ -578,6 +560,36 @@ def _canary(wide: pl.DataFrame):
         "extra",
     ]
     return out.select(cols), bad
+
+
+def _unexpected(
+    given: pl.Series,
+    el: pl.Series,
+    cl: pl.Series,
+    read: tuple[pl.Series, pl.Series, pl.Series],
+    same_text: pl.Series,
+) -> tuple[pl.Series, pl.Series]:
+    """(pages, count) that changed outside what was expected: as given, or, where not given
+    but both lists are, computed for those rows only (the probes give it, and a set
+    operation per row is not free)."""
+    ul, un, _ = read
+    derive = (given.is_null() & el.is_not_null() & cl.is_not_null()).fill_null(False)
+    if not derive.any():
+        return ul, un
+    # The same text on both sides (a step that wrote just what it should: nearly every
+    # record) has nothing outside; the set operation is for the others (160 k canaries:
+    # 0.11 CPU-s for all of them).
+    same = derive & same_text
+    other = derive & ~same
+    if other.any():
+        at = other.arg_true()
+        outside = cl.gather(at).list.set_difference(el.gather(at)).list.sort()
+        ul = _place(other, outside, ul)
+    if same.any():
+        none = pl.when(pl.lit(same)).then(pl.lit([], pl.List(pl.Int64)))
+        ul = pl.select(none.otherwise(pl.lit(ul))).to_series()
+    un = pl.select(pl.when(pl.lit(derive)).then(ul.list.len().cast(pl.Int64)).otherwise(un))
+    return ul, un.to_series()
 
 
 def _list(col: str) -> pl.Expr:
