@@ -242,7 +242,7 @@ def test_usage_errors_and_unexpected_ones_are_one_line(monkeypatch, capsys) -> N
     def boom(*a, **k):
         raise RuntimeError("something odd\nsecond line")
 
-    monkeypatch.setattr(cli_mod, "run_rooms", boom)
+    monkeypatch.setattr("forensics.analyses.rooms.rooms", boom)  # imported by the command
     monkeypatch.setattr(cli_mod, "_scope", lambda *a, **k: contextlib.nullcontext())
     with pytest.raises(SystemExit) as exc:
         cli_mod.main(["rooms"])
