@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cores  # noqa: E402
-from run import run_lnav, timed  # noqa: E402
+from run import ingest_cmd, run_lnav, timed  # noqa: E402
 
 LINKED = ("parsers", "queries", "dashboards")  # package-dir folders, as the install maps them
 
@@ -60,8 +60,7 @@ def distinct_cores(n: int) -> str:
 
 
 def ingest(tree: Path, log: Path, db: Path, cpus: str) -> tuple[float, int]:
-    cmd = ["taskset", "-c", cpus, sys.executable, "-m", "forensics", "ingest", str(log),
-           "--db", str(db), "--json"]  # fmt: skip
+    cmd = ["taskset", "-c", cpus, *ingest_cmd(log, db)]
     here = os.getcwd()
     os.chdir(tree)  # `-m forensics` imports the tree it runs in
     try:
