@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["runs_compared", "timeline"]
+# The dashboard's file name when --out is not given (here, not in write.py: the CLI
+# names it in its help, and write.py loads every analysis).
+DEFAULT_NAME = "forensics-dashboard.html"
 
 
 def __getattr__(name: str) -> Any:

@@ -14,11 +14,10 @@ from ..analyses.report import report
 from ..analyses.rooms import rooms
 from ..outputs import write_text
 from ..scope import Db, Runs, scoped
+from . import DEFAULT_NAME
 
 if TYPE_CHECKING:
     pass
-
-DEFAULT_NAME = "forensics-dashboard.html"
 
 
 @dataclass

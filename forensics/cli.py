@@ -16,8 +16,8 @@ import orjson
 import typer
 from rich.table import Table
 
-from . import __version__, terminal
-from .dashboards.write import DEFAULT_NAME
+from . import __version__
+from .dashboards import DEFAULT_NAME
 from .errors import ForensicsError
 from .escaping import SafeConsole, visible
 from .named import list_queries, view_sql
@@ -117,7 +117,7 @@ def _summary(res: IngestResult):
     from .store.database import shard_root
     from .store.integrity import check
 
-    con = connect_read_only(res.db, damaged_ok=True)
+    con = connect_read_only(res.db, damaged_ok=True, named=False)
     try:
         summ = summarize(con, res.source_ids)
         damage = check(con, shard_root(con))
@@ -449,6 +449,8 @@ def sql(
         return
     shown = TABLE_ROWS if limit is None else limit
     cols, rows, total = preview(statement, db, shown)
+    from . import terminal
+
     out.print(terminal.result_table(cols, rows))
     if total > len(rows):
         out.print(
@@ -519,6 +521,7 @@ def rooms(
 
     Example: forensics rooms --verdict stale
     """
+    from . import terminal
     from .analyses.rooms import rooms as run_rooms
 
     with _scope(db, run, since, until) as s:
@@ -541,6 +544,7 @@ def correlate(
     Example: forensics correlate --run flag-on --bad partial,mismatch,stale,conflict
     """
     verdicts = tuple(v.strip() for v in bad.split(",") if v.strip())
+    from . import terminal
     from .analyses.correlate import correlate as run_correlate
 
     with _scope(db, run, since, until) as s:
@@ -574,6 +578,7 @@ def suspects(
 
     Example: forensics suspects --run incident --plan next.toml
     """
+    from . import terminal
     from .analyses.suspects import suspects as run_suspects
 
     with _scope(db, run, since, until) as s:
@@ -633,6 +638,8 @@ def _experiment(verb: str, plan: Path, db: Path | None, out_dir: Path | None, dr
     if json:
         _write_json(res.as_dict())
     else:
+        from . import terminal
+
         terminal.experiment(out, res)
     if res.error and not json:
         sys.stderr.write("error: " + visible(" ".join(res.error.split())) + "\n")
@@ -686,6 +693,7 @@ def compare(
 
     Example: forensics compare flag-on flag-off
     """
+    from . import terminal
     from .analyses.compare import compare as run_compare
 
     with _scope(db, runs, since, until) as s:
@@ -704,6 +712,7 @@ def skew(
 
     Example: forensics skew --json
     """
+    from . import terminal
     from .analyses.skew import skew as run_skew
 
     with _scope(db, run, since, until) as s:
@@ -735,6 +744,7 @@ def templates(
 
     Example: forensics templates --new-since baseline-run
     """
+    from . import terminal
     from .analyses.templates import as_pattern as stub
     from .analyses.templates import templates as run_templates
 
@@ -775,6 +785,7 @@ def follow(
 
     Example: forensics follow 7301934425522180813 --around 2
     """
+    from . import terminal
     from .analyses.follow import follow as run_follow
     from .analyses.follow import follow_template
 
@@ -801,6 +812,7 @@ def canary(
 
     Example: forensics canary --top 5
     """
+    from . import terminal
     from .analyses.canary import canary as run_canary
 
     with _scope(db, run, since, until) as s:
@@ -820,6 +832,7 @@ def report(
 
     Example: forensics report --run flag-on
     """
+    from . import terminal
     from .analyses.report import report as run_report
 
     with _scope(db, run, since, until) as s:
@@ -1000,6 +1013,7 @@ def repro(
 
     Example: forensics repro http://127.0.0.1:30000 --sessions 10,20,40 --run overlap-on
     """
+    from . import terminal
     from .repro import repro as run_repro
 
     try:
@@ -1113,6 +1127,7 @@ def demo(
         out.print(
             f"demo incident in {res.dir}: {', '.join(p.name for p in res.files)} (decode {how})"
         )
+    from . import terminal
     from .analyses.report import report as run_report
 
     rep = run_report(res.ingest.db)

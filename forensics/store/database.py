@@ -248,7 +248,8 @@ def open_writer(
         con.execute(DDL)
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         new_identity(con)  # the folder is marked at the first commit that registers
-        _install(con, p)
+        if views != "none":  # an ingest's named views come with its registration
+            _install(con, p, named=views == "all")
         con.execute("COMMIT")
         try:
             check_writable(con, p, folder(p.resolve()))
@@ -301,10 +302,11 @@ def reinstall(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def connect_read_only(
-    path: str | os.PathLike | None = None, damaged_ok: bool = False
+    path: str | os.PathLike | None = None, damaged_ok: bool = False, named: bool = True
 ) -> duckdb.DuckDBPyConnection:
     """A checked read-only connection. A damaged source (integrity.py) is refused with one
-    line naming it and the way out, unless `damaged_ok` (`sources` lists it)."""
+    line naming it and the way out, unless `damaged_ok` (`sources` lists it). `named`:
+    the named queries' views too (ingest's summary reads stored tables only)."""
     from .integrity import check
 
     p = db_path(path)
@@ -329,7 +331,7 @@ def connect_read_only(
     # The file's views are those of the pd-forensics that wrote last; readers use this
     # one's (temporary views shadow stored ones and leave the file untouched), with the
     # shards' absolute paths wherever the folder is now.
-    _install(con, p, temp=True, skip=damage.sources)  # checked once an open
+    _install(con, p, temp=True, skip=damage.sources, named=named)  # checked once an open
     return con
 
 
