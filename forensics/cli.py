@@ -24,10 +24,9 @@ from .named import list_queries, view_sql
 from .outputs import json_safe
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .statuses import BAD_VERDICTS
-from .store import connect_read_only, db_path
+from .store import db_path
 from .store import upgrade as upgrade_db
 from .store.database import LEGACY_VERSION
-from .store.summary import summarize
 from .timefmt import iso_us, span
 
 if TYPE_CHECKING:
@@ -114,18 +113,10 @@ def _waiting(wait: float):
 def _summary(res: IngestResult):
     """What the ingest stored; a damaged source beside it is said on stderr (an ingest
     works beside one)."""
-    from .store.database import shard_root
-    from .store.integrity import check
-
-    con = connect_read_only(res.db, damaged_ok=True, named=False)
-    try:
-        summ = summarize(con, res.source_ids)
-        damage = check(con, shard_root(con))
-    finally:
-        con.close()
-    if damage:
-        err.print(f"note: {damage.line()}")
-    return summ
+    if res.damage:
+        err.print(f"note: {res.damage}")
+    assert res.summary is not None  # every ingest reads it after its commit
+    return res.summary
 
 
 def _tags(values: list[str]) -> dict[str, str]:

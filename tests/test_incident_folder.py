@@ -378,7 +378,9 @@ def test_the_way_out_of_a_damaged_source_works(inputs: list[Path], tmp_path: Pat
     listed = cli("sources", "--db", str(db))
     assert listed.returncode == 0 and b"damaged" in listed.stdout
     assert cli("verify", "--db", str(db)).returncode == 1
-    forensics.ingest([str(inputs[2])], db)  # beside it
+    beside = forensics.ingest([str(inputs[2])], db)  # beside it, and says so
+    assert beside.damage and "source 1" in beside.damage, beside.damage
+    assert beside.summary and beside.summary.entries == beside.sources[0].entries
     again = forensics.ingest([str(inputs[0])], db)
     assert "sources remove 1" in again.sources[0].reason  # skipped, and said why
     r = cli("sources", "remove", "1", "--db", str(db))

@@ -302,11 +302,10 @@ def reinstall(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def connect_read_only(
-    path: str | os.PathLike | None = None, damaged_ok: bool = False, named: bool = True
+    path: str | os.PathLike | None = None, damaged_ok: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """A checked read-only connection. A damaged source (integrity.py) is refused with one
-    line naming it and the way out, unless `damaged_ok` (`sources` lists it). `named`:
-    the named queries' views too (ingest's summary reads stored tables only)."""
+    line naming it and the way out, unless `damaged_ok` (`sources` lists it)."""
     from .integrity import check
 
     p = db_path(path)
@@ -331,7 +330,7 @@ def connect_read_only(
     # The file's views are those of the pd-forensics that wrote last; readers use this
     # one's (temporary views shadow stored ones and leave the file untouched), with the
     # shards' absolute paths wherever the folder is now.
-    _install(con, p, temp=True, skip=damage.sources, named=named)  # checked once an open
+    _install(con, p, temp=True, skip=damage.sources)  # checked once an open
     return con
 
 
