@@ -110,15 +110,6 @@ def _waiting(wait: float):
     )
 
 
-def _summary(res: IngestResult):
-    """What the ingest stored; a damaged source beside it is said on stderr (an ingest
-    works beside one)."""
-    if res.damage:
-        err.print(f"note: {res.damage}")
-    assert res.summary is not None  # every ingest reads it after its commit
-    return res.summary
-
-
 def _tags(values: list[str]) -> dict[str, str]:
     tags = {}
     for v in values:
@@ -213,7 +204,10 @@ def ingest(
 
 
 def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) -> None:
-    summ = _summary(res)
+    if res.damage:  # an ingest works beside a damaged source, and says so
+        err.print(f"note: {res.damage}")
+    summ = res.summary
+    assert summ is not None  # every ingest reads it after its commit
     if as_json:
         doc = {
             "db": str(res.db),

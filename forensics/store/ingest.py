@@ -20,6 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ForensicsError
 from ..parsers.formats import FORMATS
@@ -36,6 +37,9 @@ from .shards import WRITER, folder, staging, writer_lock
 from .stage import Options, SourceResult, Staged, stage
 from .summary import Summary, summarize
 from .upgrade import upgrade
+
+if TYPE_CHECKING:
+    import duckdb
 
 YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
 # Inputs smaller than this in all are read in this process unless `workers` asks: a
@@ -147,10 +151,17 @@ def ingest(
             timings["read_s"] = time.perf_counter() - t0
             return _register(path, staged, run, tags or {}, wait, waiting, timings)
     finally:
-        if not root_existed and root.is_dir() and {p.name for p in root.iterdir()} <= {WRITER}:
-            (root / WRITER).unlink(missing_ok=True)  # a failed first ingest leaves no folder
-            with contextlib.suppress(OSError):
-                root.rmdir()
+        if not root_existed:
+            _drop_if_unused(root)
+
+
+def _drop_if_unused(root: Path) -> None:
+    """A shard folder this ingest made that holds nothing but its writer lock: a failed
+    first ingest leaves no folder."""
+    if root.is_dir() and {p.name for p in root.iterdir()} <= {WRITER}:
+        (root / WRITER).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            root.rmdir()
 
 
 def _checked(year: int | None, fmt: str | None, patterns) -> tuple:
@@ -232,12 +243,24 @@ def _register(
                     p.unlink(missing_ok=True)
             raise
         try:
-            res = IngestResult(path, run, results, timings)
-            res.summary = summarize(con, res.source_ids)
-            damage = check(con, folder(path))
-            res.damage = damage.line() if damage else None
+            return _result(con, path, run, results, timings)
         finally:
             con.close()
+
+
+def _result(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    run: str,
+    results: list[SourceResult],
+    timings: dict[str, float],
+) -> IngestResult:
+    """What the commit stored, read on the writer's connection: the summary of the new
+    sources and the line naming a damaged source beside them."""
+    res = IngestResult(path, run, results, timings)
+    res.summary = summarize(con, res.source_ids)
+    damage = check(con, folder(path))
+    res.damage = damage.line() if damage else None
     return res
 
 
