@@ -184,6 +184,10 @@ def ingest(
 
     Example: forensics ingest --ray decode-0:/var/log/decode.export prefill-0:/var/log/p.export
     """
+    if not ray:
+        from .store.ahead import hash_ahead
+
+        hash_ahead(paths)  # while the readers load
     from .store.ingest import RaySettings
     from .store.ingest import ingest as run_ingest
 

@@ -17,6 +17,7 @@ from typing import BinaryIO
 import zstandard
 
 from ..errors import ForensicsError
+from . import ahead
 
 _GLOB_CHARS = set("*?[")
 COMPRESSIONS = {b"\x1f\x8b": "gz", b"\x28\xb5\x2f\xfd": "zst", b"\xfd7zXZ\x00": "xz"}
@@ -86,13 +87,22 @@ def _glob(pattern: str) -> list[str]:
 
 
 class HashingReader(io.RawIOBase):
-    """Reads through to `raw`, hashing every byte and reporting progress."""
+    """Reads through to `raw`, hashing every byte (unless a hash ahead does, ahead.py) and
+    reporting progress."""
 
-    def __init__(self, raw: BinaryIO, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, raw: BinaryIO, progress: Callable[[int], None] | None = None, hashed: bool = False
+    ) -> None:
         self.raw = raw
-        self.sha = hashlib.sha256()
+        self.sha = None if hashed else hashlib.sha256()
         self.nbytes = 0
         self.progress = progress
+
+    def hexdigest(self) -> str:
+        """sha256 of every byte read."""
+        if self.sha is None:
+            return ahead.digest_of(self.raw.fileno(), self.nbytes)
+        return self.sha.hexdigest()
 
     def readable(self) -> bool:
         return True
@@ -100,8 +110,8 @@ class HashingReader(io.RawIOBase):
     def readinto(self, b) -> int:  # type: ignore[override]
         n = self.raw.readinto(b)  # type: ignore[attr-defined]
         if n:
-            view = memoryview(b)[:n]
-            self.sha.update(view)
+            if self.sha is not None:
+                self.sha.update(memoryview(b)[:n])
             self.nbytes += n
             if self.progress is not None:
                 self.progress(n)
@@ -223,7 +233,7 @@ def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Ope
         st = None if inp.path is None else os.fstat(raw.fileno())
     except OSError as exc:
         raise ForensicsError(f"cannot read {inp.name}: {exc.strerror}") from None
-    hasher = HashingReader(raw, progress)
+    hasher = HashingReader(raw, progress, hashed=st is not None and ahead.claim(raw.fileno()))
     buffered = io.BufferedReader(hasher, buffer_size=1 << 20)
     magic = buffered.peek(8)[:8]
     kind = next((k for m, k in COMPRESSIONS.items() if magic.startswith(m)), None)

@@ -396,7 +396,7 @@ def digest(opened: Opened) -> str:
     """sha256 of the whole input (what the reader did not need is read for it)."""
     while opened.stream.read(1 << 20):
         pass
-    return opened.hasher.sha.hexdigest()
+    return opened.hasher.hexdigest()
 
 
 def report_batch(rows: int) -> None:
