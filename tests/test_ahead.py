@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from forensics.errors import ForensicsError
 from forensics.store import ahead
 from forensics.store.inputs import Input, open_input
 
@@ -100,3 +101,18 @@ def test_the_cli_stores_the_inputs_sha256(tmp_path: Path) -> None:
         ]
     finally:
         con.close()
+
+
+def test_an_input_cut_short_before_its_digest_is_a_clear_error(tmp_path: Path) -> None:
+    log = tmp_path / "decode.log"
+    _log(log)
+    ahead.hash_ahead([str(log)])
+    opened = open_input(Input(str(log), log))
+    try:
+        while opened.stream.read(1 << 20):
+            pass
+        os.truncate(log, 100)  # rotated by copytruncate after it was read
+        with pytest.raises(ForensicsError, match="shrank"):
+            opened.hasher.hexdigest()
+    finally:
+        opened.stream.close()

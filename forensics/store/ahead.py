@@ -25,6 +25,8 @@ import subprocess
 import sys
 import threading
 
+from ..errors import ForensicsError
+
 CHUNK = 4 << 20
 Identity = tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
 
@@ -111,7 +113,7 @@ def _reread(fd: int, nbytes: int) -> str:
     while at < nbytes:
         data = os.pread(fd, min(CHUNK, nbytes - at), at)
         if not data:
-            raise OSError(f"the input shrank while it was read ({at} of {nbytes} bytes left)")
+            raise ForensicsError(f"the input shrank while it was read (at byte {at} of {nbytes})")
         sha.update(data)
         at += len(data)
     return sha.hexdigest()
