@@ -23,12 +23,10 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 
 from ..errors import ForensicsError
 
 CHUNK = 4 << 20
-Identity = tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
 
 # The hashing process, given the file's descriptor: the file's identity as it began, whether
 # the file stayed so to the end, the bytes hashed and their sha256.
@@ -45,12 +43,9 @@ print(before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, int(same
       sha.hexdigest())
 """.replace("CHUNK", str(CHUNK))
 
-_pending: dict[tuple[int, int], subprocess.Popen] = {}  # (st_dev, st_ino) -> its hasher
-_lock = threading.Lock()
-
-
-def _identity(st: os.stat_result) -> Identity:
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+# (st_dev, st_ino) -> its hasher; one process ingests one file at a time here (several
+# inputs go to worker processes), so no lock
+_pending: dict[tuple[int, int], subprocess.Popen] = {}
 
 
 def hash_ahead(paths: list[str]) -> None:
@@ -76,33 +71,27 @@ def hash_ahead(paths: list[str]) -> None:
         return
     finally:
         os.close(fd)
-    with _lock:
-        _pending[(st.st_dev, st.st_ino)] = proc
+    _pending[(st.st_dev, st.st_ino)] = proc
 
 
-def claim(fd: int) -> bool:
-    """Whether a hash ahead is running for the file open at `fd` (the reader then need
+def claim(st: os.stat_result) -> bool:
+    """Whether a hash ahead is running for the file of this `fstat` (the reader then need
     not hash it); `digest_of` must be asked for its result."""
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return False
-    with _lock:
-        return (st.st_dev, st.st_ino) in _pending
+    return (st.st_dev, st.st_ino) in _pending
 
 
 def digest_of(fd: int, nbytes: int) -> str:
     """sha256 of the first `nbytes` bytes the reader read from `fd`: the hash ahead when it
     hashed those very bytes, else read again from `fd`."""
     st = os.fstat(fd)
-    with _lock:
-        proc = _pending.pop((st.st_dev, st.st_ino), None)
+    proc = _pending.pop((st.st_dev, st.st_ino), None)
     if proc is not None:
         out, _ = proc.communicate()
         got = out.split()
         if proc.returncode == 0 and len(got) == 7:
             ident, same, n = tuple(int(x) for x in got[:4]), got[4] == b"1", int(got[5])
-            if same and ident == _identity(st) and n == nbytes:
+            now = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if same and ident == now and n == nbytes:
                 return got[6].decode()
     return _reread(fd, nbytes)
 

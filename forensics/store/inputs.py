@@ -233,7 +233,7 @@ def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Ope
         st = None if inp.path is None else os.fstat(raw.fileno())
     except OSError as exc:
         raise ForensicsError(f"cannot read {inp.name}: {exc.strerror}") from None
-    hasher = HashingReader(raw, progress, hashed=st is not None and ahead.claim(raw.fileno()))
+    hasher = HashingReader(raw, progress, hashed=st is not None and ahead.claim(st))
     buffered = io.BufferedReader(hasher, buffer_size=1 << 20)
     magic = buffered.peek(8)[:8]
     kind = next((k for m, k in COMPRESSIONS.items() if magic.startswith(m)), None)
