@@ -32,6 +32,29 @@ def _source_id(db: Path, name: str) -> int:
     return next(s["source_id"] for s in forensics.list_sources(db) if s["path"].endswith(name))
 
 
+def test_a_plain_client_reads_every_named_view_as_its_sql(incident: Path) -> None:
+    """The file's named views are installed beside the stored rows (bound there against
+    those rows): a plain client reads each as its SQL, and gets the rows stored for it."""
+    from forensics.queries import all_queries
+
+    from .helpers import plain
+
+    con = plain(incident)
+    try:
+        stored = dict(con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary"
+        ).fetchall())  # fmt: skip
+        for q in all_queries():
+            assert "derived_" not in stored[q.name] and "temp." not in stored[q.name], q.name
+            view = con.execute(f"SELECT * FROM {q.name} EXCEPT ALL SELECT * FROM derived_{q.name}")
+            rows = con.execute(f"SELECT count(*) FROM {q.name}").fetchall()[0][0]
+            assert view.fetchall() == [], q.name
+            assert rows == con.execute(f"SELECT count(*) FROM derived_{q.name}").fetchall()[0][0]
+        assert con.execute("SELECT count(*) FROM requests").fetchall()[0][0] > 0
+    finally:
+        con.close()
+
+
 def test_relabel_host_moves_entries_records_and_views(incident: Path) -> None:
     sid = _source_id(incident, "decode.export")
     res = relabel_source(incident, sid, host="decode-9")

@@ -296,9 +296,10 @@ def _install(
         install_views(con, temp=temp)
 
 
-def reinstall(con: duckdb.DuckDBPyConnection) -> None:
-    """A writer's views again, after it registered or moved shards."""
-    _install(con, catalog_path(con))
+def reinstall(con: duckdb.DuckDBPyConnection, named: bool = True) -> None:
+    """A writer's views again, after it registered or moved shards; `named`: the named
+    queries' too (refresh_derived, which an ingest runs next, installs those itself)."""
+    _install(con, catalog_path(con), named=named)
 
 
 def connect_read_only(

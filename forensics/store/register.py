@@ -46,7 +46,9 @@ def register(
     con: duckdb.DuckDBPyConnection, staged: list[Staged], run: str, tags: dict[str, str]
 ) -> tuple[list[SourceResult], list[Path]]:
     """Register `staged` in the caller's transaction: their results, and the folders moved
-    into the shard folder (the caller removes them if the transaction does not commit)."""
+    into the shard folder (the caller removes them if the transaction does not commit).
+    The tables' views follow the new files; the named ones are the caller's next step
+    (refresh_derived)."""
     root = folder(catalog_path(con))
     sweep(root, set(registered(con)))
     damaged = check(con, root).sources  # not read: dedupe against the sound sources
@@ -66,7 +68,7 @@ def register(
             out.append(st.result)
             if st in todo:
                 _one(con, st, run, tags, root, moved, (held, taken, set(damaged)), shared)
-        reinstall(con)
+        reinstall(con, named=False)  # the caller's refresh_derived installs those
     except BaseException:
         for m in moved:
             shutil.rmtree(m, ignore_errors=True)
