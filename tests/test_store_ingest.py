@@ -447,3 +447,63 @@ def _filled(t):
     s = schema("entries", SCHEMA_VERSION)
     return pa.table({f.name: t[f.name] if f.name in t.column_names
                      else pa.nulls(t.num_rows, f.type) for f in s})  # fmt: skip
+
+
+def test_shard_sums_taken_only_for_the_file_as_hashed(tmp_path: Path) -> None:
+    """A shard's sha256 computed while staging is registered only while the file has the
+    size and mtime it had when hashed; a file changed since is hashed again."""
+    import hashlib
+
+    from forensics.store.shards import list_files, summed
+
+    root = tmp_path / "x.shards"
+    (root / "source_id=1").mkdir(parents=True)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE shards (path VARCHAR, source_id INT, table_name VARCHAR, "
+                "rows BIGINT, bytes BIGINT, sha256 VARCHAR)")  # fmt: skip
+    files = []
+    for name in ("a", "b"):
+        f = root / "source_id=1" / f"entries-{name}.parquet"
+        duckdb.sql(f"COPY (SELECT 1 AS x) TO '{f}' (FORMAT parquet)")
+        files.append(f)
+    size, mtime, _ = summed(files[0])
+    sums = {files[0].name: (size, mtime, "as-hashed"), files[1].name: (0, 0, "stale")}
+    list_files(con, root, 1, "entries", files, sums)
+    got = dict(con.execute("SELECT path, sha256 FROM shards").fetchall())
+    assert got["source_id=1/entries-a.parquet"] == "as-hashed"
+    assert got["source_id=1/entries-b.parquet"] == hashlib.sha256(files[1].read_bytes()).hexdigest()
+
+
+def test_ingest_registers_each_shard_with_its_own_sha256(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every shard's stored sha256 and size are the file's; the entries' file is hashed
+    once (while staging), not again when registered."""
+    import hashlib
+
+    from forensics.store import shards
+
+    hashed: list[str] = []
+    real = shards.file_sha256
+
+    def counted(path: Path) -> str:
+        where = "staged" if threading.current_thread().name.startswith("forensics-sum") else ""
+        hashed.append(where + Path(path).name.split("-")[0])
+        return real(path)
+
+    monkeypatch.setattr(shards, "file_sha256", counted)
+    log = tmp_path / "a.log"
+    log.write_bytes(b"".join(
+        b"2026-11-29T07:00:01.%06d+0000 decode-0 python3[1]: forensics:checksum side=dst "
+        b"room=%d buf=kv full=ab\n" % (i, i) for i in range(50)
+    ))  # fmt: skip
+    res = forensics.ingest([str(log)], db)
+    con = plain(db)
+    rows = con.execute("SELECT path, sha256, bytes FROM shards").fetchall()
+    con.close()
+    assert {p.split("/")[1].split("-")[0] for p, _, _ in rows} >= {"entries", "checksums"}
+    for path, sha, size in rows:
+        data = (folder(db) / path).read_bytes()
+        assert (sha, size) == (hashlib.sha256(data).hexdigest(), len(data)), path
+    assert res.sources[0].entries == 50
+    assert sorted(hashed) == ["checksums", "lines", "stagedentries"]
