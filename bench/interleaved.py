@@ -60,7 +60,7 @@ def distinct_cores(n: int) -> str:
 
 
 def ingest(tree: Path, log: Path, db: Path, cpus: str) -> tuple[float, int]:
-    cmd = ["taskset", "-c", cpus, *ingest_cmd(log, db)]
+    cmd = ["taskset", "-c", cpus, *ingest_cmd(log, db, tree)]
     here = os.getcwd()
     os.chdir(tree)  # `-m forensics` imports the tree it runs in
     try:
