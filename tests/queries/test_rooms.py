@@ -54,6 +54,15 @@ def test_every_verdict_by_hand(tmp_path: Path, db: Path) -> None:
         _line(16, d, "side=dst room=8 full=f8"),  # nothing in common: mismatch
         _line(17, p, "side=src room=9 head=h9 nbytes=8"),
         _line(18, d, "side=dst room=9 head=h9 nbytes=4"),  # nbytes differ: mismatch
+        _line(19, p, "side=src room=10 head=h10"),
+        _line(20, d, "side=dst room=10 head=h10"),
+        _line(21, d, "side=dst room=10 head=h10 tail=t10"),  # conflict: a part only one has
+        _line(22, p, "side=src room=11 head=h11 nbytes=8"),
+        _line(23, p, "side=src room=11 head=h11 nbytes=9"),  # conflict: nbytes (src side)
+        _line(24, d, "side=dst room=11 head=h11 nbytes=8"),
+        _line(25, p, "side=src room=12 full=f12"),
+        _line(26, p, "side=src room=12 full=f12"),
+        _line(27, d, "side=dst room=12 full=f12"),  # identical duplicates without head: match
     ]
     f = tmp_path / "x.log"
     f.write_text("".join(lines))
@@ -62,7 +71,8 @@ def test_every_verdict_by_hand(tmp_path: Path, db: Path) -> None:
     verdicts = {room: r["verdict"] for room, r in rooms.items()}
     assert verdicts == {
         1: "match", 2: "partial", 3: "stale", 4: "mismatch", 5: "missing_dst",
-        6: "missing_src", 7: "conflict", 8: "mismatch", 9: "mismatch",
+        6: "missing_src", 7: "conflict", 8: "mismatch", 9: "mismatch", 10: "conflict",
+        11: "conflict", 12: "match",
     }  # fmt: skip
     assert rooms[1]["dst_count"] == 2 and rooms[3]["stale_of"] == 1
     assert all(r["stale_of"] is None for room, r in rooms.items() if room != 3)
