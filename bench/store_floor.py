@@ -33,13 +33,29 @@ def _size(p: Path) -> int:
     return p.stat().st_size
 
 
+def insert_columns() -> str:
+    """The select list that turns a reader batch into an `entries` row of the old
+    tables, in table order but `source_id`."""
+    cols = []
+    for name in TABLES["entries"].names:
+        if name == "source_id":
+            continue
+        if name == "parts":
+            cols.append("1::SMALLINT AS parts")
+        elif name == "key":
+            cols.append(f"hash({stage.IDENTITY}) AS key")
+        else:
+            cols.append(name)
+    return ", ".join(cols)
+
+
 def main(path: str) -> None:
     with open(path, "rb") as fh:
         fmt = sniff(fh.read(1 << 16))
     with open(path, "rb") as fh:
         batches = list(read_entries(fh, fmt, ReadContext(path)))
     frames = [records._batch_records(b, [])[0] for b in batches]
-    select = stage.insert_columns()
+    select = insert_columns()
     doc: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="forensics-floor-") as tmp:
         # the old design: every row into DuckDB tables, one transaction
@@ -78,7 +94,7 @@ def main(path: str) -> None:
         writer = ShardWriter(where, SCHEMA_VERSION)
         t0 = time.perf_counter()
         for b in batches:
-            writer.write("entries", stage.arrow_table(local.from_arrow(b).select(select)))
+            writer.write("entries", stage.keyed(local, b))
         t1 = time.perf_counter()
         for found in frames:
             for kind, df in found.items():
