@@ -141,7 +141,7 @@ def _one(
     moved.append(target)
     for table, names in writer.files.items():
         files = [target / name for name in names]
-        list_files(con, root, sid, table, files, st.sums)
+        list_files(con, root, sid, table, files)
         if table == "entries":
             held += files  # the next source dedupes against this one
     con.execute(

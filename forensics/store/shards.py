@@ -82,21 +82,13 @@ class ShardWriter:
         self.written[table] = self.written.get(table, 0) + data.num_rows
 
     def close(self) -> dict[str, list[str]]:
-        for table in list(self.writers):
-            self.close_table(table)
+        for table, (w, tmp, _) in self.writers.items():
+            w.close()
+            final = tmp.with_suffix("")  # drop .tmp
+            tmp.rename(final)
+            self.files.setdefault(table, []).append(final.name)
+        self.writers.clear()
         return self.files
-
-    def close_table(self, table: str) -> Path | None:
-        """One table's file closed while the others keep writing: its final path (None:
-        the table has no open file)."""
-        if table not in self.writers:
-            return None
-        w, tmp, _ = self.writers.pop(table)
-        w.close()
-        final = tmp.with_suffix("")  # drop .tmp
-        tmp.rename(final)
-        self.files.setdefault(table, []).append(final.name)
-        return final
 
     def abort(self) -> None:
         for w, tmp, _ in self.writers.values():
@@ -149,33 +141,15 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-Summed = tuple[int, int, str]  # a file's size, mtime (ns) and sha256, as summed()
-
-
-def summed(path: Path) -> Summed:
-    """A closed file's sha256 with the size and mtime it had when hashed."""
-    st = path.stat()
-    return st.st_size, st.st_mtime_ns, file_sha256(path)
-
-
 def list_files(
-    con: duckdb.DuckDBPyConnection,
-    root: Path,
-    source_id: int,
-    table: str,
-    files: list[Path],
-    sums: dict[str, Summed] | None = None,
+    con: duckdb.DuckDBPyConnection, root: Path, source_id: int, table: str, files: list[Path]
 ) -> None:
     """Register shard files of one source's table (`root`: the shard folder) with their
-    rows, bytes and sha256. `sums`: sha256s already computed, by file name (summed());
-    one is taken only while the file has the size and mtime it had then."""
+    rows, bytes and sha256."""
     for f in files:
-        st = f.stat()
-        known = (sums or {}).get(f.name)
-        fresh = known is not None and known[:2] == (st.st_size, st.st_mtime_ns)
         con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?)",
                     [f.relative_to(root).as_posix(), source_id, table, rows_in(f),
-                     st.st_size, known[2] if fresh else file_sha256(f)])  # fmt: skip
+                     f.stat().st_size, file_sha256(f)])  # fmt: skip
 
 
 def registered(

@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_L
 from .inputs import Input, Opened, not_a_log, open_input
 from .records import COUNTED, MAX_TEXTS, RecordSink
 from .records import TABLES as RECORD_TABLES
-from .shards import ROW_GROUP_ROWS, ShardWriter, Summed, rows_in, summed
+from .shards import ROW_GROUP_ROWS, ShardWriter, rows_in
 
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
 IDENTITY = "cursor, boot_id, mono_us, host, ts_us, unit, ident, pid, message"
@@ -77,7 +76,6 @@ class Staged:
     markers: int = 0
     folder: str | None = None  # the staged files' folder (None: nothing to register)
     files: dict[str, list[str]] = field(default_factory=dict)  # table -> names in folder
-    sums: dict[str, Summed] = field(default_factory=dict)  # file name -> summed() (some)
     headers: dict[str, dict[str, str]] = field(default_factory=dict)  # results' run headers
 
 
@@ -197,23 +195,17 @@ def _entries(
     )
     text = fmt in TEXT_FORMATS
     breaks = 0
-    summing: dict[str, Future] = {}
     try:
-        with ThreadPoolExecutor(1, thread_name_prefix="forensics-sum") as ahead:
-            try:
-                for batch in _prefetch(_batches(opened, inp, fmt, ctx)):
-                    writer.write("entries", keyed(con, batch))  # straight to Parquet
-                    breaks += _breaks(batch, text)
-                    records.submit(batch)
-                    report_batch(batch.num_rows)
-                # The entries are whole: their file is hashed (for register) while the
-                # last groups' records are parsed, which leaves a core idle.
-                if (whole := writer.close_table("entries")) is not None:
-                    summing[whole.name] = ahead.submit(summed, whole)
-            except (JournalctlMissing, JournalctlFailed) as exc:
-                raise ForensicsError(str(exc)) from None
-            finally:
-                records.close()
+        try:
+            for batch in _prefetch(_batches(opened, inp, fmt, ctx)):
+                writer.write("entries", keyed(con, batch))  # straight to Parquet
+                breaks += _breaks(batch, text)
+                records.submit(batch)
+                report_batch(batch.num_rows)
+        except (JournalctlMissing, JournalctlFailed) as exc:
+            raise ForensicsError(str(exc)) from None
+        finally:
+            records.close()
         sha = digest(opened)
         res = SourceResult(inp.name, fmt, "ingested", opened.compression,
                            bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
@@ -238,9 +230,7 @@ def _entries(
     if records.texts_dropped:
         res.notes.append(f"{records.texts_dropped} templates past the first {MAX_TEXTS} stored "
                          "without their text (their ids are kept)")  # fmt: skip
-    # a file that could not be hashed here is hashed when registered, its error said there
-    sums = {n: f.result() for n, f in summing.items() if f.exception() is None}
-    return Staged(res, display_path(inp), sha, ctx.markers, sums=sums)
+    return Staged(res, display_path(inp), sha, ctx.markers)
 
 
 def arrow_table(rel: duckdb.DuckDBPyRelation) -> pa.Table:
