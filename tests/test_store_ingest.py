@@ -447,3 +447,18 @@ def _filled(t):
     s = schema("entries", SCHEMA_VERSION)
     return pa.table({f.name: t[f.name] if f.name in t.column_names
                      else pa.nulls(t.num_rows, f.type) for f in s})  # fmt: skip
+
+
+def test_ingest_does_not_import_pandas(tmp_path: Path) -> None:
+    """pandas, where installed, costs 0.15 s to import: an ingest never needs it (pyarrow
+    imports it for scalars and numpy arrays, DuckDB for its replacement scans)."""
+    log = tmp_path / "a.log"
+    log.write_bytes(b"2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: forensics:checksum "
+                    b"side=dst room=3 buf=kv full=ab\n" * 3)  # fmt: skip
+    code = (
+        "import sys, forensics; "
+        f"forensics.ingest([{str(log)!r}], {str(tmp_path / 'x.duckdb')!r}); "
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    assert out.stdout.decode().split() == ["False"]
