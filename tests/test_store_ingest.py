@@ -453,9 +453,16 @@ def test_ingest_imports_pandas_only_where_duckdb_does(tmp_path: Path) -> None:
     """pandas, where installed, costs 0.15 s to import: an ingest needs it no more than
     DuckDB's own scan of an Arrow table does (DuckDB 1.4's imports pyarrow.dataset, which
     loads it; 2.0's does not). pyarrow imports it for scalars and arrays from Python."""
-    log = tmp_path / "a.log"
+    log = tmp_path / "a.log"  # the text reader; a line quarantined
     log.write_bytes(b"2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: forensics:checksum "
-                    b"side=dst room=3 buf=kv full=ab\n" * 3)  # fmt: skip
+                    b"side=dst room=3 buf=kv full=ab\n" * 3 + b"not journalctl output\n")  # fmt: skip
+    (tmp_path / "b.json").write_bytes(  # the readers that build batches from Python values
+        b'{"__REALTIME_TIMESTAMP":"1796000000000001","_HOSTNAME":"decode-0",'
+        b'"SYSLOG_IDENTIFIER":"python3","_PID":"1","MESSAGE":"hello"}\n'
+    )
+    (tmp_path / "c.log").write_bytes(
+        b"[2026-09-20 14:03:12] Receive: obj=GenerateReqInput(rid='9b1f', bootstrap_room=73)\n"
+    )
 
     def pandas_after(code: str) -> str:
         code = f"import sys; {code}; print('pandas' in sys.modules)"
@@ -467,5 +474,10 @@ def test_ingest_imports_pandas_only_where_duckdb_does(tmp_path: Path) -> None:
         "t = t.read_all() if hasattr(t, 'read_all') else t; "
         "con.from_arrow(t).select('a + 1 AS b').arrow()"
     )
-    ingest = f"import forensics; forensics.ingest([{str(log)!r}], {str(tmp_path / 'x.duckdb')!r})"
+    inputs = [str(tmp_path / n) for n in ("a.log", "b.json", "c.log")]
+    ingest = f"import forensics; forensics.ingest({inputs!r}, {str(tmp_path / 'x.duckdb')!r})"
     assert pandas_after(ingest) == duck
+    con = plain(tmp_path / "x.duckdb")
+    formats = con.execute("SELECT format, entries, quarantined FROM sources ORDER BY 1").fetchall()
+    con.close()
+    assert formats == [("json", 1, 0), ("sglang", 1, 0), ("short-iso-precise", 3, 1)]

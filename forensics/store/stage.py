@@ -259,10 +259,11 @@ def write_quarantine(writer: ShardWriter, rows: list[tuple]) -> None:
     """Quarantine rows (line, reason, raw, entry_no) into the source's file."""
     if rows:
         line, reason, raw, no = (list(c) for c in zip(*rows, strict=True))
-        writer.write("quarantine", pa.table(
-            {"line": pa.array(line, pa.int64()), "reason": reason, "raw": raw,
-             "entry_no": pa.array(no, pa.int64())}
-        ))  # fmt: skip
+        # built by polars: pyarrow's builders from Python lists import pandas (0.15 s)
+        writer.write("quarantine", pl.DataFrame(
+            {"line": line, "reason": reason, "raw": raw, "entry_no": no},
+            schema={"line": pl.Int64, "reason": pl.String, "raw": pl.String, "entry_no": pl.Int64},
+        ).to_arrow())  # fmt: skip
 
 
 def _breaks(batch: pa.Table, text: bool) -> int:
