@@ -25,6 +25,7 @@ import pyarrow as pa
 from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import TS_MAX_US
+from .pyvalues import table
 from .tables import RESULTS
 
 RESULT_FORMATS = ("results-jsonl", "results-csv")
@@ -264,4 +265,4 @@ def read_results(
             continue
         first_line[row["rid"]] = line
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+    return table(rows, SCHEMA)  # not from_pylist: it imports pandas

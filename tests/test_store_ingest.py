@@ -463,6 +463,9 @@ def test_ingest_imports_pandas_only_where_duckdb_does(tmp_path: Path) -> None:
     (tmp_path / "c.log").write_bytes(
         b"[2026-09-20 14:03:12] Receive: obj=GenerateReqInput(rid='9b1f', bootstrap_room=73)\n"
     )
+    (tmp_path / "d.jsonl").write_bytes(
+        b'{"session": 3, "round": 1, "rid": "9b1f", "corrupted": true}\n'
+    )
 
     def pandas_after(code: str) -> str:
         code = f"import sys; {code}; print('pandas' in sys.modules)"
@@ -474,10 +477,11 @@ def test_ingest_imports_pandas_only_where_duckdb_does(tmp_path: Path) -> None:
         "t = t.read_all() if hasattr(t, 'read_all') else t; "
         "con.from_arrow(t).select('a + 1 AS b').arrow()"
     )
-    inputs = [str(tmp_path / n) for n in ("a.log", "b.json", "c.log")]
+    inputs = [str(tmp_path / n) for n in ("a.log", "b.json", "c.log", "d.jsonl")]
     ingest = f"import forensics; forensics.ingest({inputs!r}, {str(tmp_path / 'x.duckdb')!r})"
     assert pandas_after(ingest) == duck
     con = plain(tmp_path / "x.duckdb")
     formats = con.execute("SELECT format, entries, quarantined FROM sources ORDER BY 1").fetchall()
     con.close()
-    assert formats == [("json", 1, 0), ("sglang", 1, 0), ("short-iso-precise", 3, 1)]
+    assert formats == [("json", 1, 0), ("results-jsonl", 0, 0), ("sglang", 1, 0),
+                       ("short-iso-precise", 3, 1)]  # fmt: skip

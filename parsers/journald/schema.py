@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import orjson
-import polars as pl
 import pyarrow as pa
+
+from ..pyvalues import table
 
 ENTRY_SCHEMA = pa.schema(
     [
@@ -29,18 +30,6 @@ ENTRY_SCHEMA = pa.schema(
     ]
 )
 COLUMNS = ENTRY_SCHEMA.names
-# A batch is built by polars from the Python values, then cast: pyarrow's own builders
-# from Python lists (Table.from_pydict, pa.array, even an empty table) import pandas where
-# it is installed, 0.15 s of every ingest of json, export and plain logs.
-_POLARS = {
-    pa.int64(): pl.Int64,
-    pa.int8(): pl.Int8,
-    pa.string(): pl.String,
-    pa.large_string(): pl.String,
-    pa.large_binary(): pl.Binary,
-    pa.bool_(): pl.Boolean,
-}
-POLARS_SCHEMA = pl.Schema({f.name: _POLARS[f.type] for f in ENTRY_SCHEMA})
 
 # Raw journald field -> entry column. Everything downstream speaks the right-hand names.
 FIELD_MAP = {
@@ -147,7 +136,7 @@ class RowBuilder:
         self.n += 1
 
     def table(self) -> pa.Table:
-        t = pl.DataFrame(self.cols, schema=POLARS_SCHEMA).to_arrow().cast(ENTRY_SCHEMA)
+        t = table(self.cols, ENTRY_SCHEMA)  # not from_pydict: it imports pandas
         self.cols = {c: [] for c in COLUMNS}
         self.n = 0
         return t
