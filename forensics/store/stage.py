@@ -37,7 +37,7 @@ from ..parsers.journald import (
 from ..parsers.journald.text import TEXT_FORMATS
 from ..parsers.patterns import Pattern
 from ..parsers.results import JOURNAL_KEYS, RESULT_FORMATS, NotResults, read_results
-from ..parsers.tables import ENTRIES, RESULTS, read_parquet
+from ..parsers.tables import ENTRIES, QUARANTINE, RESULTS, read_parquet
 from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_LIMIT
 from .inputs import Input, Opened, not_a_log, open_input
 from .records import COUNTED, MAX_TEXTS, RecordSink
@@ -260,11 +260,9 @@ def write_quarantine(writer: ShardWriter, rows: list[tuple]) -> None:
     """Quarantine rows (line, reason, raw, entry_no) into the source's file."""
     if rows:
         line, reason, raw, no = (list(c) for c in zip(*rows, strict=True))
-        writer.write("quarantine", pyvalues.table(  # not pa.array: it imports pandas
-            {"line": line, "reason": reason, "raw": raw, "entry_no": no},
-            pa.schema([("line", pa.int64()), ("reason", pa.string()), ("raw", pa.string()),
-                       ("entry_no", pa.int64())]),
-        ))  # fmt: skip
+        cols = {"line": line, "reason": reason, "raw": raw, "entry_no": no}
+        # not pa.array: it imports pandas
+        writer.write("quarantine", pyvalues.table(cols, QUARANTINE.arrow(skip=("source_id",))))
 
 
 def _breaks(batch: pa.Table, text: bool) -> int:
