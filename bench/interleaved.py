@@ -5,9 +5,9 @@ within one round compare.
     python3 bench/interleaved.py --base 692c42d [--rounds 5] [--cores 2] [--shape mixed]
     python3 bench/interleaved.py --base-tree /tmp/base ...   # a tree unpacked elsewhere
 
-Each round runs lnav, this tree's `forensics ingest` and the base's, each on the first
-`cores` CPUs of distinct physical cores; it prints each round's times and ratios, then the
-median of the per-round ratios.
+Each round runs lnav, then this tree's `forensics ingest` and the base's in alternating
+order, each on the first `cores` CPUs of distinct physical cores; it prints each round's
+times and ratios, then the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -95,13 +95,16 @@ def main() -> None:
         print("|---:|---:|" + "---:|" * len(trees))
         for r in range(1, args.rounds + 1):
             lnav, _, _ = run_lnav(log, tmp, wrap=lambda c: ["taskset", "-c", cpus, *c])
-            cells = []
-            for name, tree in trees.items():
+            cells = {}
+            # the trees' order alternates (ABBA): the run right after lnav's is not always
+            # the same tree's
+            for name, tree in list(trees.items())[:: 1 if r % 2 else -1]:
                 db = tmpd / f"r{r}-{name.replace(' ', '_')}.duckdb"
                 wall, rss = ingest(tree, log, db, cpus)
                 ratios[name].append(lnav / wall)
-                cells.append(f"{wall:.2f} ({lnav / wall:.2f}×, {rss:,})")
-            print(f"| {r} | {lnav:.2f} | " + " | ".join(cells) + " |", flush=True)
+                cells[name] = f"{wall:.2f} ({lnav / wall:.2f}×, {rss:,})"
+            print(f"| {r} | {lnav:.2f} | " + " | ".join(cells[n] for n in trees) + " |",
+                  flush=True)  # fmt: skip
     print()
     for name, rs in ratios.items():
         print(f"{name}: median of the rounds' ratios {statistics.median(rs):.2f}× lnav "
