@@ -4,10 +4,10 @@ measured: DuckDB tables in one transaction (the store before schema 7) and Parqu
 
     python3 bench/store_floor.py FILE
 
-Parses FILE first (not timed), then times the same rows stored both ways: appending the
-entry batches and the record frames to DuckDB tables (the old DDL, one thread, as ingest
-ran it) and committing; writing them as shard files (zstd). Prints one line of JSON with
-each design's seconds and bytes on disk.
+Parses FILE first, the entries' dedupe keys included (not timed), then times the same rows
+stored both ways: appending the entry batches and the record frames to DuckDB tables (the
+old DDL, one thread, as ingest ran it) and committing; writing them as shard files (zstd).
+Prints one line of JSON with each design's seconds and bytes on disk.
 """
 
 from __future__ import annotations
@@ -33,41 +33,28 @@ def _size(p: Path) -> int:
     return p.stat().st_size
 
 
-def insert_columns() -> str:
-    """The select list that turns a reader batch into an `entries` row of the old
-    tables, in table order but `source_id`."""
-    cols = []
-    for name in TABLES["entries"].names:
-        if name == "source_id":
-            continue
-        if name == "parts":
-            cols.append("1::SMALLINT AS parts")
-        elif name == "key":
-            cols.append(f"hash({stage.IDENTITY}) AS key")
-        else:
-            cols.append(name)
-    return ", ".join(cols)
-
-
 def main(path: str) -> None:
     with open(path, "rb") as fh:
         fmt = sniff(fh.read(1 << 16))
     with open(path, "rb") as fh:
         batches = list(read_entries(fh, fmt, ReadContext(path)))
     frames = [records._batch_records(b, [])[0] for b in batches]
-    select = insert_columns()
+    keyer = duckdb.connect()
+    keyer.execute("SET threads = 1")
+    entries = [stage.keyed(keyer, b) for b in batches]  # the rows both designs store
     doc: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="forensics-floor-") as tmp:
         # the old design: every row into DuckDB tables, one transaction
         db = Path(tmp) / "tables.duckdb"
         con = duckdb.connect(str(db))
-        for name in LEGACY:
+        # the old tables, and those added since that the records fill (lines)
+        for name in dict.fromkeys([*LEGACY, *records.TABLES.values()]):
             con.execute(TABLES[name].ddl())
         con.execute("SET threads = 1")
         con.execute("BEGIN")
         t0 = time.perf_counter()
-        for b in batches:
-            con.from_arrow(b).select(f"1::INTEGER AS source_id, {select}").insert_into("entries")
+        for e in entries:
+            con.from_arrow(e).select("1::INTEGER AS source_id, *").insert_into("entries")
         t1 = time.perf_counter()
         for found in frames:
             for kind, df in found.items():
@@ -89,12 +76,10 @@ def main(path: str) -> None:
         # this design: the same rows as a source's shard files
         where = Path(tmp) / "shards"
         where.mkdir()
-        local = duckdb.connect()
-        local.execute("SET threads = 1")
         writer = ShardWriter(where, SCHEMA_VERSION)
         t0 = time.perf_counter()
-        for b in batches:
-            writer.write("entries", stage.keyed(local, b))
+        for e in entries:
+            writer.write("entries", e)
         t1 = time.perf_counter()
         for found in frames:
             for kind, df in found.items():

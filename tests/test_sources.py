@@ -7,13 +7,14 @@ from pathlib import Path
 
 import orjson
 import pytest
+from forensics.queries import all_queries
 
 import forensics
 from forensics.errors import ForensicsError
 from forensics.store.sources import relabel_source, remove_source
 from forensics.synthetic.planted import generate_planted, write_planted
 
-from .helpers import cli
+from .helpers import cli, plain
 
 
 @pytest.fixture
@@ -35,10 +36,6 @@ def _source_id(db: Path, name: str) -> int:
 def test_a_plain_client_reads_every_named_view_as_its_sql(incident: Path) -> None:
     """The file's named views are installed beside the stored rows (bound there against
     those rows): a plain client reads each as its SQL, and gets the rows stored for it."""
-    from forensics.queries import all_queries
-
-    from .helpers import plain
-
     con = plain(incident)
     try:
         stored = dict(con.execute(
