@@ -22,6 +22,7 @@ from .errors import ForensicsError
 from .escaping import SafeConsole, visible
 from .named import list_queries, view_sql
 from .outputs import json_safe
+from .plural import counted
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .statuses import BAD_VERDICTS
 from .store import db_path
@@ -229,17 +230,17 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
             continue
         extra = []
         if s.duplicates:
-            extra.append(f"{s.duplicates:,} duplicates dropped")
+            extra.append(f"{counted(s.duplicates, 'duplicate')} dropped")
         if s.rejoined:
             extra.append(f"{s.rejoined:,} line-max splits rejoined")
         if s.quarantined:
-            extra.append(f"{s.quarantined:,} lines quarantined")
+            extra.append(f"{counted(s.quarantined, 'line')} quarantined")
         tail = f" ({'; '.join(extra)})" if extra else ""
         what = (
-            f"{s.records.get('result', 0):,} results"
+            counted(s.records.get("result", 0), "result")
             if s.format.startswith("results")
-            else f"{s.entries:,} entries"
-            + "".join(f", {n:,} {k} records" for k, n in s.records.items() if n)
+            else counted(s.entries, "entry", "entries")
+            + "".join(f", {counted(n, k + ' record')}" for k, n in s.records.items() if n)
         )
         out.print(f"{s.name}: {s.format}, {what}{tail}")
         for note in s.notes:

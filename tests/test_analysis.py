@@ -374,6 +374,7 @@ def test_every_command_answers_on_a_journal_without_evidence(tmp_path: Path) -> 
     rep = report(db)
     assert rep.sentences()[0].startswith("no harness results: no request is judged")
     assert rep.sentences()[1].startswith("inputs: 1 journal entry from 1 host (h1)")
+    assert rep.sentences()[1].endswith("; 0 harness results; 1 source")  # not "1 sources"
     assert rep.correlation.associations[0].conclusion == (
         "cannot test a bad room (mismatch, stale, partial): no harness request has the "
         "evidence to tell"
@@ -502,3 +503,11 @@ def test_follow_a_mismatched_room_says_its_verdict_and_folds_the_steps(tmp_path:
     ]
     assert f.folded + len(left) == len(steps)
     assert len(f.lines) == len(every.lines) - f.folded + len(folded)
+
+
+def test_counts_read_as_words() -> None:
+    from forensics.plural import counted
+
+    assert counted(1, "line") == "1 line"
+    assert counted(1_500, "line") == "1,500 lines"
+    assert counted(0, "entry", "entries") == "0 entries"

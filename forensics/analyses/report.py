@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..plural import counted
 from ..scope import Db, Scope, scoped
 from ..timefmt import span
 from .canary import CanaryReport, canary
@@ -67,21 +68,24 @@ class Coverage:
         if self.window is not None:
             within = " in the window" + "".join(f" {k} {v}" for k, v in self.window.items() if v)
         out = [
-            f"inputs{within}: {n:,} journal entr{'y' if n == 1 else 'ies'} from {len(self.hosts)} "
-            f"host{'' if len(self.hosts) == 1 else 's'} ({hosts}), "
-            f"{span(first, last)}; {self.results:,} harness results; {self.sources} sources"
+            f"inputs{within}: {counted(n, 'journal entry', 'journal entries')} from "
+            f"{counted(len(self.hosts), 'host')} ({hosts}), {span(first, last)}; "
+            f"{counted(self.results, 'harness result')}; "
+            f"{counted(self.sources, 'source')}"
         ]
         if len(self.hosts) > 1:
             out.append(
                 "per host: "
                 + "; ".join(
-                    f"{h.host or '?'} {h.entries:,} entries, {span(h.first_ts_us, h.last_ts_us)}"
+                    f"{h.host or '?'} {counted(h.entries, 'entry', 'entries')}, "
+                    f"{span(h.first_ts_us, h.last_ts_us)}"
                     for h in self.hosts
                 )
             )
         if self.quarantined:
             top = self.quarantine_reasons[0]
-            out.append(f"{self.quarantined:,} lines quarantined (most: {top[1]:,} × {top[0]})")
+            out.append(f"{counted(self.quarantined, 'line')} quarantined "
+                       f"(most: {top[1]:,} × {top[0]})")  # fmt: skip
         else:
             out.append("no input line was quarantined")
         if self.gaps:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ForensicsError
+from ..plural import counted
 from ..scope import Db, Runs, scoped
 from ..statuses import SEVERITY
 
@@ -28,7 +29,7 @@ class RoomsReport:
             total = sum(counts.values())
             bad = {v: n for v, n in counts.items() if v != "match"}
             what = ", ".join(f"{n} {v}" for v, n in bad.items()) or "none bad"
-            out.append(f"{run}: {total} rooms, {counts.get('match', 0)} match; {what}")
+            out.append(f"{run}: {counted(total, 'room')}, {counts.get('match', 0)} match; {what}")
         return out if self.counts else [*out, "no checksum records: no room can be judged"]
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import ForensicsError
+from ..plural import counted
 from ..scope import Db, Runs, Scope, scoped
 from ..timefmt import iso_us
 from .stats import ALPHA, binom_lower, binom_sf, fdr, fmt_num, fmt_p
@@ -67,7 +68,7 @@ class Templates:
 
     def sentences(self) -> list[str]:
         if self.baseline is None:
-            return [f"{self.total} templates in {', '.join(self.runs)}"]
+            return [f"{counted(self.total, 'template')} in {', '.join(self.runs)}"]
         h = self.hours or (0.0, 0.0)
         return [f"{len(self.templates)} of {self.total} templates new or more frequent than in "
                 f"{self.baseline} (q < {self.alpha:g}; {self.tested} tested, Benjamini–Hochberg; "
@@ -77,9 +78,9 @@ class Templates:
 def describe(t: Template) -> str:
     """One template's rate against the baseline, in words."""
     if t.baseline is None:
-        return f"{t.lines} lines"
+        return counted(t.lines, "line")
     rr = "new" if t.baseline == 0 else f"RR {fmt_num(t.rate_ratio)} (≥ {fmt_num(t.rr_low)})"
-    return f"{t.lines} lines vs {t.baseline} — {rr}, {fmt_p(t.p)}, {fmt_p(t.q, 'q')}"
+    return f"{counted(t.lines, 'line')} vs {t.baseline} — {rr}, {fmt_p(t.p)}, {fmt_p(t.q, 'q')}"
 
 
 def templates(
