@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..parsers import templates
-from ..parsers.patterns import Pattern, apply, builtin, record_rows
+from ..parsers.patterns import Pattern, builtin, classify, record_rows
 from ..parsers.records import parse_records
 from ..parsers.tables import PATTERN_TABLES
 
@@ -58,21 +58,22 @@ def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
 
 def _patterned(
     entries: pl.DataFrame, user: list[Pattern], only: list[str] | None = None
-) -> dict[str, pl.DataFrame]:
-    """SGLang's own lines (built-in and user table patterns): rows per record kind;
-    `only` these tables where given."""
+) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """SGLang's own lines (built-in and user table patterns): rows per record kind
+    (`only` these tables where given), and the payload lines (patterns.classify)."""
     pats = PATTERNS + [p for p in user if p.table in TABLES.values()]
-    if only is not None:
-        pats = [p for p in pats if p.table in only]
-    found = apply(pats, entries["message"].cast(pl.String))
+    if only is not None:  # payload patterns still say which lines no other reads
+        pats = [p for p in pats if p.table in only or p.payload]
+    found, payload = classify(pats, entries["message"].cast(pl.String))
     origin = entries.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
     )
-    return {
+    rows = {
         _PATTERN_KINDS[table]: _typed(table, origin.join(df, on="row"))
         for table, df in found.items()
-        if not df.is_empty()
+        if not df.is_empty() and (only is None or table in only)
     }
+    return rows, payload
 
 
 def _records_of(
@@ -81,10 +82,10 @@ def _records_of(
 ) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
     """Rows of every record table for these entries (the patterns' tables, the probes'
     records, and every line's template), and the records that break the contract."""
-    out = _patterned(entries, list(user))
+    out, payload = _patterned(entries, list(user))
     named = [f.select("row", "pattern") for f in out.values()]
     out = {kind: f.drop("row") for kind, f in out.items()}
-    recs, rejects = _contract(entries, user)
+    recs, rejects = _contract(entries, user, payload)
     for kind, df in recs.items():
         out[kind] = df.drop("row")
         named.append(df.select("row", pattern=pl.lit(f"forensics:{kind}")))
@@ -109,15 +110,18 @@ def _lines(entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern]
 
 
 def _contract(
-    entries: pl.DataFrame, user: list[Pattern]
+    entries: pl.DataFrame, user: list[Pattern], payload: pl.Series | None = None
 ) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
-    """The probes' records (and user patterns' record rows), with `row` into entries."""
+    """The probes' records (and user patterns' record rows), with `row` into entries;
+    none in `payload` lines (a prompt quoting a record is no record)."""
     matched = record_rows(list(user), entries["message"].cast(pl.String)) if user else None
     is_cand = pl.col("message").str.contains("forensics:", literal=True).fill_null(False) | pl.col(
         "fields"
     ).cast(pl.String).str.contains('"FORENSICS_KIND"', literal=True).fill_null(False)
     if matched is not None:
         is_cand = is_cand | pl.int_range(pl.len()).is_in(matched["row"].unique().implode())
+    if payload is not None and len(payload):
+        is_cand = is_cand & ~pl.int_range(pl.len()).is_in(payload.cast(pl.Int64).implode())
     with_row = entries.with_columns(_orig=pl.int_range(pl.len(), dtype=pl.Int64))
     cand = with_row.filter(is_cand)
     if cand.is_empty():
@@ -269,7 +273,7 @@ def reread(con: duckdb.DuckDBPyConnection, tables: list[str], chunk: int = GROUP
             if entries.is_empty():
                 break
             last = entries["entry_no"][-1]
-            frames = _patterned(entries, [], only=tables)
+            frames, _ = _patterned(entries, [], only=tables)
             for kind, n in _insert(con, columns, frames, run, sid).items():
                 added[TABLES[kind]] += n
     return added

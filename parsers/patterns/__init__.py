@@ -11,7 +11,8 @@ constant value, for lines that imply them), optional `kv` (a group of "key=value
 stored in lower case), optional `component` (the part of the stack its lines come from:
 sglang unless given), optional `meta_info = true` (the line's brace-matched meta_info
 object read as a literal into request_meta's columns, see meta_info.py; `"line"`: the
-whole line is that object, as in --export-metrics-to-file records), and
+whole line is that object, as in --export-metrics-to-file records), optional
+`payload = true` (its lines carry a request's or a reply's text: see `classify`), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield (`matches = false`: a
 line it must not read). Groups named with a leading `_` only anchor the regex. A file
 whose regex does not compile, or whose samples fail, is refused with the reason.
@@ -29,6 +30,7 @@ import polars as pl
 from ..records.contract import KNOWN
 from ..tables import PATTERN_TABLES
 from .meta_info import meta_columns
+from .quoted import outside_strings
 
 TABLE_COLUMNS = {name: t.fields for name, t in PATTERN_TABLES.items()}
 # A user pattern may target a record kind of docs/log-contract.md: its named groups are
@@ -36,6 +38,7 @@ TABLE_COLUMNS = {name: t.fields for name, t in PATTERN_TABLES.items()}
 RECORD_KINDS = {kind: sorted(keys) for kind, keys in KNOWN.items()}
 # "key: value, …" where splitting at ", " and at each first ": " can go one way only.
 _PLAIN_PAIRS = r"^[^:,]+: [^,]*(?:, [^:,]+: [^,]*)*$"
+_NONE = pl.Series([], dtype=pl.UInt32)
 HEAD = 512  # characters of a line the needle pass reads match by match (_matches)
 _SEQUENCES = 8  # key sequences read by their own regex before the rest takes the general way
 # "key=value" or "key(value)": a key starts with a letter, "_" or "#" and may hold spaces
@@ -83,6 +86,7 @@ class Pattern:
     lower: tuple[str, ...] = ()  # fields stored in lower case
     meta_info: str | None = None  # "span" / "line": meta_info into request_meta's columns
     component: str = "sglang"  # the part of the stack its lines come from (lines.component)
+    payload: bool = False  # its lines hold a client's text: no other pattern reads them
 
     def fields_of(
         self, lines: pl.Series, found: dict[str, pl.Series] | None = None
@@ -97,6 +101,8 @@ class Pattern:
         for rx in self.extract.values():  # searched anywhere in the line
             if rx not in found:
                 found[rx] = lines.str.extract(rx, 1)
+                if self.payload:  # outside the client's text
+                    found[rx] = outside_strings(lines, rx, found[rx])
         extra = {name: found[rx] for name, rx in self.extract.items()}
         out = caps.with_columns(**extra) if extra else caps
         if self.set:
@@ -285,12 +291,20 @@ def _load_text(text: str, origin: str, checked: bool = True) -> list[Pattern]:
             p.get("pairs"), tuple(p.get("require_any", ())), p.get("pair_sep", ", "),
             dict(p.get("rename", {})), {k: str(v) for k, v in p.get("set", {}).items()},
             p.get("kv"), tuple(p.get("lower", ())), meta, p.get("component", "sglang"),
+            _flag(p, "payload", where),
         )  # fmt: skip
         problems = check(pat) if checked else []
         if problems:
             raise PatternError(f"{where}: {problems[0]}")
         out.append(pat)
     return out
+
+
+def _flag(p: dict, key: str, where: str) -> bool:
+    value = p.get(key, False)
+    if not isinstance(value, bool):
+        raise PatternError(f"{where}: {key} is true or false, not {value!r}")
+    return value
 
 
 def check(pat: Pattern) -> list[str]:
@@ -359,21 +373,49 @@ def _shadows(n: str, m: str) -> bool:
     return m in n or any(n.endswith(m[:i]) for i in range(1, min(len(n), len(m))))
 
 
-def _matches(lines: pl.DataFrame, alternation: str, longest: int) -> pl.DataFrame:
+def _matches(
+    lines: pl.DataFrame,
+    alternation: str,
+    longest: int,
+    payload: dict[str, list[str]] | None = None,
+) -> pl.DataFrame:
     """(`row`, `n`: the alternation's matches) of lines (`row`, `m`): matches starting in
     a line's first HEAD characters by `extract_all` there, the rest of a longer line
     scanned (a literal scan, SIMD) and read the same way only where it holds one. A 4 kB
     prompt's rest rarely does: extract_all over it cost 2.5× the scan. Every match found
-    is an occurrence; what the cut hides, the caller's repair finds as before."""
+    is an occurrence; what the cut hides, the caller's repair finds as before. A line
+    whose head holds a `payload` needle (needle -> its patterns' regex) that its regex
+    confirms is a payload line (classify): no needle past its head is read there, so
+    its rest is not scanned."""
     head = lines.select("row", n=pl.col("m").str.slice(0, HEAD + longest - 1).str.extract_all(
         alternation))  # fmt: skip
-    rest = lines.filter(pl.col("m").str.len_bytes() > HEAD).select(
-        "row", t=pl.col("m").str.slice(HEAD)
-    )
+    rest = lines.filter(pl.col("m").str.len_bytes() > HEAD)
+    if payload and not rest.is_empty():
+        rest = rest.filter(~pl.col("row").is_in(_payload_heads(rest, head, payload).implode()))
+    rest = rest.select("row", t=pl.col("m").str.slice(HEAD))
     rest = rest.filter(pl.col("t").str.contains(alternation).fill_null(False))
     if rest.is_empty():
         return head
     return pl.concat([head, rest.select("row", n=pl.col("t").str.extract_all(alternation))])
+
+
+def _payload_heads(
+    lines: pl.DataFrame, head: pl.DataFrame, payload: dict[str, list[str]]
+) -> pl.Series:
+    """The rows of lines (`row`, `m`) whose head (`row`, `n`) holds a payload needle one
+    of whose patterns' regexes matches the line."""
+    found = (
+        head.join(lines.select("row"), on="row", how="semi")
+        .explode("n")
+        .filter(pl.col("n").is_in(list(payload)))
+    )
+    rows = [_NONE]
+    for needle, regexes in payload.items():
+        at = found.filter(pl.col("n") == needle)["row"].unique()
+        held = lines.filter(pl.col("row").is_in(at.implode()))
+        hit = pl.any_horizontal(pl.col("m").str.contains(rx).fill_null(False) for rx in regexes)
+        rows.append(held.filter(hit)["row"])
+    return pl.concat(rows)
 
 
 def _joined(
@@ -395,7 +437,9 @@ def _joined(
     return partners_of, rows.filter(messages.gather(rows).str.contains(either).fill_null(False))
 
 
-def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
+def _lines_holding(
+    messages: pl.Series, needles: list[str], payload: dict[str, list[str]] | None = None
+) -> list[pl.Series]:
     """Each needle's lines (indices into messages, ascending); a needle several patterns
     share is sought once.
 
@@ -407,7 +451,8 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
     needle's lines that read the two joined at their overlap.
     Measured against the halving it replaces (each half of the set sought in the lines
     holding one of it: a 4 kB prompt line scanned once a level) and overlapping
-    Aho-Corasick on the same lines: bench/README.md.
+    Aho-Corasick on the same lines: bench/README.md. `payload`: see _matches (what it
+    leaves out of a payload line, classify leaves out too).
     """
     distinct = list(dict.fromkeys(needles))
     alternation = "|".join(_literal(n) for n in sorted(distinct, key=len, reverse=True))
@@ -415,7 +460,7 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
     hit = messages.str.contains(alternation).fill_null(False)
     lines = pl.DataFrame({"row": idx.filter(hit), "m": messages.filter(hit)})
     pairs = (
-        _matches(lines, alternation, max(map(len, distinct)))
+        _matches(lines, alternation, max(map(len, distinct)), payload)
         .explode("n")
         .drop_nulls("n")
         .group_by("n")
@@ -447,19 +492,43 @@ def _lines_holding(messages: pl.Series, needles: list[str]) -> list[pl.Series]:
 
 def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFrame]:
     """Rows per table: `row` (index into messages), `pattern`, and the table's columns."""
+    return classify(patterns, messages)[0]
+
+
+def classify(
+    patterns: list[Pattern], messages: pl.Series
+) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """apply's rows per table, and the payload lines (ascending indices into messages).
+
+    A payload line holds a client's text: a Receive or Finish line's request repr (the
+    prompt, the reply), their JSON forms, a metrics record's request. A prompt that
+    quotes a log line (an agent reading its own server's logs, a pasted traceback, a
+    probe's checksum) would otherwise be read as that line: a batch, a retraction, a
+    checksum no server wrote. A payload pattern's needle in a line and its regex
+    matching make the line a payload line; the payload patterns of the needle that comes
+    first in it read it, no other pattern does (nor the probes' contract: the caller
+    leaves these rows out)."""
     out: dict[str, list[pl.DataFrame]] = {}
     if not patterns:
-        return {}
-    holding = _lines_holding(messages, [p.needle for p in patterns])
-    by_needle: dict[str, tuple[pl.Series, dict[str, pl.Series]]] = {}
+        return {}, _NONE
+    heads: dict[str, list[str]] = {}  # payload needle -> its patterns' regexes
+    for p in patterns:
+        if p.payload:
+            heads.setdefault(p.needle, []).append(p.regex)
+    holding = _lines_holding(messages, [p.needle for p in patterns], heads)
+    owned, payload = _payload_lines(patterns, holding, messages)
+    by_needle: dict[tuple[str, bool], tuple[pl.Series, pl.Series, dict[str, pl.Series]]] = {}
     for pat, idx in zip(patterns, holding, strict=True):
+        key = (pat.needle, pat.payload)
+        if key not in by_needle:
+            if pat.payload:
+                idx = owned.get(pat.needle, _NONE)
+            elif len(payload):
+                idx = idx.filter(~idx.is_in(payload.implode()))
+            by_needle[key] = (idx, messages.filter(_mask(idx, len(messages))), {})
+        idx, lines, found = by_needle[key]
         if idx.is_empty():
             continue
-        if pat.needle not in by_needle:
-            # A mask, not gather: gathering copied the lines (4 kB prompts among them).
-            mask = pl.repeat(False, len(messages), eager=True).scatter(idx, True)
-            by_needle[pat.needle] = (messages.filter(mask), {})
-        lines, found = by_needle[pat.needle]
         f = pat.fields_of(lines, found).with_columns(row=idx.cast(pl.Int64),
                                                      pattern=pl.lit(pat.name))  # fmt: skip
         f = f.filter("_matched").drop("_matched")
@@ -470,4 +539,44 @@ def apply(patterns: list[Pattern], messages: pl.Series) -> dict[str, pl.DataFram
             *(pl.col(c) if c in f.columns else pl.lit(None, pl.String).alias(c) for c in cols),
         )
         out.setdefault(pat.table, []).append(f)
-    return {t: pl.concat(fs) for t, fs in out.items()}
+    return {t: pl.concat(fs) for t, fs in out.items()}, payload
+
+
+def _payload_lines(
+    patterns: list[Pattern], holding: list[pl.Series], messages: pl.Series
+) -> tuple[dict[str, pl.Series], pl.Series]:
+    """The payload lines each payload needle reads (the first payload needle in a line
+    one of whose patterns' regexes matches it), and every payload line."""
+    regexes: dict[str, list[str]] = {}
+    rows_of: dict[str, pl.Series] = {}
+    for pat, idx in zip(patterns, holding, strict=True):
+        if pat.payload and len(idx):
+            regexes.setdefault(pat.needle, []).append(pat.regex)
+            rows_of[pat.needle] = idx
+    owned = {}
+    for needle, rxs in regexes.items():
+        idx = rows_of[needle]
+        text = pl.DataFrame({"row": idx, "m": messages.filter(_mask(idx, len(messages)))})
+        hit = pl.any_horizontal(pl.col("m").str.contains(rx).fill_null(False) for rx in rxs)
+        owned[needle] = text.filter(hit)["row"]
+    if len(owned) < 2:
+        return owned, next(iter(owned.values()), _NONE)
+    both = pl.concat(list(owned.values()))
+    payload = both.unique().sort()
+    several = both.filter(both.is_duplicated()).unique()
+    if several.is_empty():  # a line holds one payload needle: that is its reader
+        return owned, payload
+    # where several do, the one that comes first in it
+    text = messages.filter(_mask(several, len(messages)))
+    at = pl.DataFrame({n: text.str.find(n, literal=True) for n in owned})
+    first = at.select(pl.min_horizontal(pl.all())).to_series()
+    for n in owned:
+        late = several.filter((at[n] != first).fill_null(True))
+        owned[n] = owned[n].filter(~owned[n].is_in(late.implode()))
+    return owned, payload
+
+
+def _mask(idx: pl.Series, n: int) -> pl.Series:
+    """Rows `idx` of n as a mask: filtering by it, not gathering, keeps a 4 kB prompt
+    where it is (a gather copied the lines)."""
+    return pl.repeat(False, n, eager=True).scatter(idx, True)

@@ -23,6 +23,7 @@ import orjson
 import polars as pl
 
 from ..tables import REQUEST_META
+from .quoted import first_outside
 
 MAX_SPAN = 64 << 10  # meta_info with per-token logprobs can be huge: past this, a note
 MAX_LINE = 16 << 20  # a whole-line record holds its prompt: JSON that long is still read
@@ -44,8 +45,10 @@ COLUMNS = [c for c in REQUEST_META.fields if c != "room"]
 
 def span(line: str) -> str | None:
     """The `{…}` after meta_info, brace-matched outside quoted strings; None if absent,
-    unbalanced or longer than MAX_SPAN."""
-    m = _START.search(line)
+    unbalanced or longer than MAX_SPAN. Named more than once (a reply's text can quote
+    one), the meta_info outside the line's strings."""
+    starts = list(_START.finditer(line))
+    m = starts[0] if len(starts) == 1 else first_outside(line, starts)
     if m is None:
         return None
     start = m.end() - 1
@@ -94,6 +97,10 @@ def as_json(text: str) -> str | None:
     return "".join(out)
 
 
+def _no(name: str) -> None:
+    raise json.JSONDecodeError(f"{name} is no JSON", name, 0)  # as orjson refuses it
+
+
 def _words(code: str) -> str:
     return code.replace("None", "null").replace("True", "true").replace("False", "false")
 
@@ -101,8 +108,13 @@ def _words(code: str) -> str:
 def read(text: str) -> dict:
     """A meta_info span as a dict: JSON first, else a Python literal (never evaluated)."""
     try:
-        v = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        # orjson reads an integer past 64 bits as a float: such a text, by the exact reader
+        v = (
+            orjson.loads(text)
+            if _BIG.search(text) is None
+            else json.loads(text, parse_constant=_no)
+        )
+    except json.JSONDecodeError:  # orjson's is one too
         v = None
         quick = as_json(text)
         if quick is not None:
