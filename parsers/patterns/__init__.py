@@ -99,10 +99,8 @@ class Pattern:
         caps = lines.str.extract_groups(self.regex).struct.unnest()
         matched = pl.any_horizontal(pl.col(c).is_not_null() for c in caps.columns)
         for rx in self.extract.values():  # searched anywhere in the line
-            if rx not in found:
-                found[rx] = lines.str.extract(rx, 1)
-                if self.payload:  # outside the client's text
-                    found[rx] = outside_strings(lines, rx, found[rx])
+            if rx not in found:  # a payload line's: outside the client's text
+                found[rx] = outside_strings(lines, rx) if self.payload else lines.str.extract(rx, 1)
         extra = {name: found[rx] for name, rx in self.extract.items()}
         out = caps.with_columns(**extra) if extra else caps
         if self.set:
@@ -451,8 +449,7 @@ def _lines_holding(
     needle's lines that read the two joined at their overlap.
     Measured against the halving it replaces (each half of the set sought in the lines
     holding one of it: a 4 kB prompt line scanned once a level) and overlapping
-    Aho-Corasick on the same lines: bench/README.md. `payload`: see _matches (what it
-    leaves out of a payload line, classify leaves out too).
+    Aho-Corasick on the same lines: bench/README.md. `payload`: see _matches.
     """
     distinct = list(dict.fromkeys(needles))
     alternation = "|".join(_literal(n) for n in sorted(distinct, key=len, reverse=True))
@@ -516,7 +513,8 @@ def classify(
         if p.payload:
             heads.setdefault(p.needle, []).append(p.regex)
     holding = _lines_holding(messages, [p.needle for p in patterns], heads)
-    owned, payload = _payload_lines(patterns, holding, messages)
+    rows_of = {p.needle: idx for p, idx in zip(patterns, holding, strict=True) if p.payload}
+    owned, payload = _payload_lines(heads, rows_of, messages)
     by_needle: dict[tuple[str, bool], tuple[pl.Series, pl.Series, dict[str, pl.Series]]] = {}
     for pat, idx in zip(patterns, holding, strict=True):
         key = (pat.needle, pat.payload)
@@ -543,19 +541,16 @@ def classify(
 
 
 def _payload_lines(
-    patterns: list[Pattern], holding: list[pl.Series], messages: pl.Series
+    regexes: dict[str, list[str]], rows_of: dict[str, pl.Series], messages: pl.Series
 ) -> tuple[dict[str, pl.Series], pl.Series]:
     """The payload lines each payload needle reads (the first payload needle in a line
-    one of whose patterns' regexes matches it), and every payload line."""
-    regexes: dict[str, list[str]] = {}
-    rows_of: dict[str, pl.Series] = {}
-    for pat, idx in zip(patterns, holding, strict=True):
-        if pat.payload and len(idx):
-            regexes.setdefault(pat.needle, []).append(pat.regex)
-            rows_of[pat.needle] = idx
+    one of whose patterns' `regexes` matches it), and every payload line; `rows_of`:
+    each payload needle's lines."""
     owned = {}
     for needle, rxs in regexes.items():
         idx = rows_of[needle]
+        if idx.is_empty():
+            continue
         text = pl.DataFrame({"row": idx, "m": messages.filter(_mask(idx, len(messages)))})
         hit = pl.any_horizontal(pl.col("m").str.contains(rx).fill_null(False) for rx in rxs)
         owned[needle] = text.filter(hit)["row"]
