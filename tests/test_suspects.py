@@ -118,6 +118,30 @@ def test_a_null_incident_has_no_discovery(tmp_path: Path, seed: int) -> None:
     assert f"would need about {res.requests_needed():,} requests" in first
 
 
+def test_a_consequence_never_heads_the_list_nor_is_the_strongest(tmp_path: Path) -> None:
+    """Nothing planted but a checker's line after each corrupted request's transfer: it
+    passes (17 of 17 corrupted have it) as what corruption caused. It is ranked below
+    every candidate cause, said as a consequence, and the sentence's "strongest"
+    predicate (how many requests would tell it apart) is a candidate, not it."""
+    files = write_planted(generate_planted(None, seed=3, detect=True), tmp_path)
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db, run="incident")
+    res = suspects(db)
+    after = [s for s in res.lines() if s.verdict == AFTER]
+    assert after and all(s.after and s.q < 0.05 for s in after)
+    assert res.lines()[0].verdict != AFTER and not res.found()
+    tiers = [s.verdict == AFTER for s in res.lines()]
+    assert tiers == sorted(tiers)  # every consequence after every candidate
+    strongest = res.strongest()
+    assert strongest is not None and not strongest.after
+    said = res.sentences()
+    assert f"the strongest, {strongest.predicate} (" in said[0]
+    assert "Output validator" not in said[0]
+    assert any(x.startswith("consequences (logged after the transfer, ranked last): “Output "
+                            "validator") for x in said)  # fmt: skip
+    assert json.loads(json.dumps(res.as_dict()))["suspects"][-1]["after"] is True
+
+
 @pytest.mark.slow
 def test_twenty_null_incidents_at_most_one_with_a_discovery(tmp_path: Path) -> None:
     """Lines near the transfers add hundreds of predicates to the family: over 20 fixed

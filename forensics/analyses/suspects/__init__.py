@@ -22,7 +22,7 @@ from .features import Feature, Table, declared, load_table
 from .headline import Headline, headline
 from .nearby import GRID_S, near
 from .predicates import Predicate, Skipped
-from .rank import LOAD, SUSPECT, Ranking, Suspect, rank
+from .rank import AFTER, LOAD, SUSPECT, Ranking, Suspect, rank
 from .stored import stored_near
 
 
@@ -83,19 +83,23 @@ class Suspects:
             return None
         return plan_toml(top.known_causes[0], top.experiment, self.ranking.tags)
 
+    def strongest(self) -> Suspect | None:
+        """The candidate cause with the smallest p (a line after the transfer is none)."""
+        causes = [s for s in self.suspects if not s.after]
+        return min(causes, key=lambda s: s.table.p_value or 1.0) if causes else None
+
     def requests_needed(self) -> int | None:
-        """Nothing passes: requests per group that would tell the strongest predicate's
+        """Nothing passes: requests per group that would tell the strongest candidate's
         two rates apart (as `compare` says for two runs)."""
-        if self.found() or not self.suspects:
+        best = None if self.found() else self.strongest()
+        if best is None:
             return None
-        best = min(self.suspects, key=lambda s: s.table.p_value or 1.0)
         t = best.table
         return requests_needed(t.exposed_cases / t.exposed_total, t.control_cases / t.control_total)
 
     def _none_found(self, how: str) -> str:
         r, needed, more = self.ranking, self.requests_needed(), ""
-        if needed and self.suspects:
-            best = min(self.suspects, key=lambda s: s.table.p_value or 1.0)
+        if needed and (best := self.strongest()) is not None:
             more = (
                 f"; the strongest, {best.predicate} ({_counts(best)}, "
                 f"{fmt_p(best.table.p_value)}), would need about {needed:,} requests "
@@ -139,6 +143,10 @@ class Suspects:
         if explained:
             names = "; ".join(s.predicate for s in explained[:3])
             out.append(f"explained by load (no association within load strata): {names}")
+        after = [s for s in self.lines() if s.verdict == AFTER]
+        if after:  # what corruption caused, if anything: its timing, never its cause
+            named = "; ".join(f"{s.predicate} ({_counts(s)})" for s in after[:3])
+            out.append(f"consequences (logged after the transfer, ranked last): {named}")
         peers = self.peers
         if peers.get("in_a_snapshot"):  # the outcome of others: reported, never a factor
             beside, seen = peers["beside_another_corrupted"], peers["in_a_snapshot"]

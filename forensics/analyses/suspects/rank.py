@@ -43,15 +43,15 @@ JACCARD = 0.8  # predicates covering these nearly the same corrupted requests ar
 SUSPECT, LOAD, LESS, BORDERLINE, NOISE = (
     "suspect", "explained by load", "less corruption with it", "borderline", "not significant",
 )  # fmt: skip
-# a line logged after the transfer goes with corruption as its consequence, and a few
-# lines are an anecdote: both are said, neither heads the list
+# a line logged after the transfer goes with corruption as its consequence: said, and
+# ranked below every candidate cause; a few lines are an anecdote: said, never a suspect
 AFTER, ANECDOTAL = "after its transfer (a consequence)", "anecdotal (fewer than 3 lines)"
 # a line near the transfer whose association does not hold within one-minute strata (a
 # time-stratified case-crossover): it goes with the bad minutes, not with the transfers
 IN_TIME = "co-occurs in time"
 MIN_OCCURRENCES = 3
-TIERS = {SUSPECT: 0, AFTER: 1, ANECDOTAL: 1, IN_TIME: 1, LOAD: 2, LESS: 3, BORDERLINE: 4,
-         NOISE: 5}  # fmt: skip
+TIERS = {SUSPECT: 0, ANECDOTAL: 1, IN_TIME: 1, LOAD: 2, LESS: 3, BORDERLINE: 4, NOISE: 5,
+         AFTER: 6}  # fmt: skip
 
 
 @dataclass
@@ -87,6 +87,7 @@ class Suspect:
     occurrences: int | None = None  # distinct lines behind it (a line's template near it)
     time_p: float | None = None  # Mantel–Haenszel p within one-minute strata (lines near it)
     selected: list[str] = field(default_factory=list)  # a family's members that pass (BB)
+    after: bool = False  # a window after the transfer: what corruption caused, if anything
     # the rows it holds for (a suspect's only: the headline reads it), never serialised
     exposed: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -105,7 +106,7 @@ class Suspect:
             "weakest_pair": list(self.weakest_pair) if self.weakest_pair else None,
             "known_causes": self.known_causes, "experiment": self.experiment,
             "occurrences": self.occurrences, "time_p": finite(self.time_p),
-            "selected": self.selected,
+            "selected": self.selected, "after": self.after,
         }  # fmt: skip
 
 
@@ -224,7 +225,7 @@ def _judged(
             p.feature, p.text, t, q, t.exposed_cases, verdict, strat,
             p.load, p.level, "runs" if p.per_run else "requests", p.runs_with, p.runs_without,
             p.weakest_pair, occurrences=p.occurrences, time_p=time_p, selected=p.selected,
-            exposed=p.exposed & p.known if verdict == SUSPECT else None,
+            after=p.after, exposed=p.exposed & p.known if verdict == SUSPECT else None,
         ), p))  # fmt: skip
     return pairs
 
