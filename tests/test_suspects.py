@@ -94,6 +94,12 @@ def test_a_line_no_pattern_names_ranks_first_and_the_decoy_below(
     said = next(x for x in res.sentences() if x.startswith("lines near the transfer: "))
     assert "Δ 0.25/1/4 s × decode/prefill" in said and "tested" in said
     assert first.stratified is not None and first.stratified.verdict == "holds within load strata"
+    # no known cause names the line: said, with where to look, before any other's experiment
+    tid = first.feature.split()[-1]
+    nothing = (f"no known experiment for the top suspect, {first.predicate}: its lines, "
+               f"`forensics follow --template {tid}`")  # fmt: skip
+    assert first.experiment is None
+    assert any(x.startswith(nothing) for x in res.sentences())
     decoy = [s for s in res.suspects if "garbage collection" in s.predicate]
     assert all((s.q, s.verdict) != (first.q, SUSPECT) and s.q >= first.q for s in decoy)
     # the line printed after each corrupted request's transfer: a consequence, said so

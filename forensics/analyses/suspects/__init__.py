@@ -115,6 +115,8 @@ class Suspects:
                f"({r.corrupted:,} corrupted); {how}"]  # fmt: skip
         out += [describe(s, r.corrupted) for s in found[:3]]
         top = self.top_experiment()
+        if found[0] is not top:
+            out.append(_no_experiment(found[0], top))
         if top and (done := top.experiment.get("already_run")):
             e, here = top.experiment, ", ".join(done)
             out.append(f"the experiment for {top.known_causes[0]} is already here: run {here} "
@@ -181,6 +183,19 @@ class Suspects:
                 f"{said.get(k, k)} for {r.anchors[k]:,}" for k in said if r.anchors.get(k)
             )
         return [out + (f"; skipped: {'; '.join(below)}" if below else "")]
+
+
+def _no_experiment(first: Suspect, top: Suspect | None) -> str:
+    """The top suspect has no known cause to toggle: where to look instead, and whose
+    experiment the next sentence prints."""
+    out = f"no known experiment for the top suspect, {first.predicate}"
+    if first.feature.startswith("line "):  # "line <side> <template id>"
+        tid = first.feature.split()[-1]
+        out += (f": its lines, `forensics follow --template {tid}`; a pattern that names "
+                f"them, `forensics templates --as-pattern {tid}`")  # fmt: skip
+    if top is not None:
+        out += f"; the experiment below is for {top.predicate}, the first suspect with one"
+    return out
 
 
 def _counts(s: Suspect) -> str:
