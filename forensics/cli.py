@@ -583,8 +583,10 @@ def suspects(
         except OSError as exc:
             _fail(f"--plan {plan}: {exc.strerror}")
         if not json:
-            sys.stderr.write(f"plan written to {visible(str(plan))}: forensics experiment ab "
-                             f"{visible(str(plan))}\n")  # fmt: skip
+            top = res.top_experiment()
+            why = f" ({top.known_causes[0]}, for {top.predicate})" if top else ""
+            sys.stderr.write(f"plan written to {visible(str(plan))}{visible(why)}: forensics "
+                             f"experiment ab {visible(str(plan))}\n")  # fmt: skip
 
 
 experiment_app = typer.Typer(rich_markup_mode=None)  # its help: the callback's docstring

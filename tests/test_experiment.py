@@ -331,6 +331,8 @@ def test_suspects_writes_the_plan_of_its_top_experiment(tmp_path: Path) -> None:
     assert plan.arms[1].env == {"SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE": "1"}
     text = proc.stdout.decode()
     assert "next experiment (abort-page-reuse)" in " ".join(text.split())
+    said = " ".join(proc.stderr.decode().split())
+    assert f"plan written to {path} (abort-page-reuse, for another request's abort" in said
     assert plan.start is not None and "{flags}" in plan.start["command"]
 
 
