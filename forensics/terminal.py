@@ -108,11 +108,15 @@ def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -
             alike = f" (+{len(s.members)} alike)" if s.members else ""
             strat = s.stratified
             mh = "-" if strat is None or strat.p is None else _bare(fmt_p(strat.p))
+            odds = "-"  # a family that does not pass: its Simes p alone (rank._light)
+            if x.odds_ratio is not None or x.or_low is not None:
+                ci = fmt_ci(x.or_low, x.or_high).removeprefix("95 % CI ")
+                odds = f"{fmt_num(x.odds_ratio)} ({ci})"
             t.add_row(
                 str(s.group), s.predicate + alike,
                 f"{x.exposed_cases}/{x.exposed_total}", f"{x.control_cases}/{x.control_total}",
                 fmt_num(x.relative_risk),
-                f"{fmt_num(x.odds_ratio)} ({fmt_ci(x.or_low, x.or_high).removeprefix('95 % CI ')})",
+                odds,
                 _bare(fmt_p(x.p_value)), _bare(fmt_p(s.q, "q")), str(s.covers), mh, s.verdict,
             )  # fmt: skip
         con.print(t)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -578,3 +579,29 @@ def test_the_lines_near_the_transfer_stored_at_ingest_are_what_a_read_computes(
         left = stored_near(s.con, table)
         assert left is not None
         _same_near(left, near(s.con, s.followed, table))
+
+
+def test_a_family_that_does_not_pass_shows_no_odds_ratio() -> None:
+    """Of a family of lines that does not pass only its Simes p is computed (rank._light):
+    its odds-ratio cell is "-", as MH p's is, not "n/a (n/a–n/a)"; a full table keeps its
+    interval."""
+    from rich.console import Console
+
+    from forensics import terminal
+    from forensics.analyses.stats import TwoByTwo, two_by_two
+    from forensics.analyses.suspects import Suspects
+    from forensics.analyses.suspects.rank import Ranking, Suspect
+
+    light = TwoByTwo(3, 50, 5, 500, 0.4, 6.0, 1.5, 24.0, None)
+    line = Suspect("line decode 00ab", "“x” on its decode host within 1 s before its transfer",
+                   light, 0.5, 3, NOISE, None, False, "1")  # fmt: skip
+    host = Suspect("decode_host", "decode host decode-1", two_by_two(9, 60, 4, 490), 0.9, 9,
+                   NOISE, None, False, "decode-1")  # fmt: skip
+    host.group, line.group = 1, 2
+    res = Suspects(["r"], 0.05, "BH", 5, Ranking(550, 8, [host, line], [], [], []), {}, [])
+    con = Console(record=True, width=250)
+    terminal.suspects(con, res, sentences=False)
+    rows = [r for r in con.export_text().splitlines() if r.startswith("│ ")]
+    cells = [[c.strip() for c in r.split("│")[1:-1]] for r in rows]
+    assert cells[1][5] == "-" and cells[1][1].startswith("“x”")
+    assert re.fullmatch(r"[0-9.]+ \([0-9.]+–[0-9.]+\)", cells[0][5])
