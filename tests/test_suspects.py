@@ -605,3 +605,6 @@ def test_a_family_that_does_not_pass_shows_no_odds_ratio() -> None:
     cells = [[c.strip() for c in r.split("│")[1:-1]] for r in rows]
     assert cells[1][5] == "-" and cells[1][1].startswith("“x”")
     assert re.fullmatch(r"[0-9.]+ \([0-9.]+–[0-9.]+\)", cells[0][5])
+    from forensics.dashboards.figures import _suspect_hover
+
+    assert "OR" not in _suspect_hover(line) and "; OR " in _suspect_hover(host)
