@@ -262,3 +262,13 @@ def test_the_dashboard_draws_lines_per_host(tmp_path: Path) -> None:
     db = _stock(tmp_path)
     page = forensics.dashboard(db, out=tmp_path / "d.html").path.read_text()
     assert "Templates: lines per host" in page and "retract" in page
+
+
+def test_host_hours_are_counted_in_words() -> None:
+    from forensics.analyses.templates import Templates
+
+    def said(hours: tuple[float, float]) -> str:
+        return Templates(["inc"], "run base", hours, [], 9, 9).sentences()[0]
+
+    assert said((1.0, 0.5)).endswith("; 1 host-hour against 0.5)")
+    assert said((2.0, 1.0)).endswith("; 2 host-hours against 1)")

@@ -69,10 +69,11 @@ class Templates:
     def sentences(self) -> list[str]:
         if self.baseline is None:
             return [f"{counted(self.total, 'template')} in {', '.join(self.runs)}"]
-        h = self.hours or (0.0, 0.0)
+        mine, base = (fmt_num(x) for x in self.hours or (0.0, 0.0))
+        unit = "host-hour" if mine == "1" else "host-hours"
         return [f"{len(self.templates)} of {self.total} templates new or more frequent than in "
                 f"{self.baseline} (q < {self.alpha:g}; {self.tested} tested, Benjamini–Hochberg; "
-                f"{fmt_num(h[0])} host-hours against {fmt_num(h[1])})"]  # fmt: skip
+                f"{mine} {unit} against {base})"]  # fmt: skip
 
 
 def describe(t: Template) -> str:
