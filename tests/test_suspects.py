@@ -456,7 +456,7 @@ def test_the_windows_below_the_time_resolution_are_said_to_be_skipped() -> None:
     why = "Δ 0.25 s: below the anchors' time resolution (1 s)"
     ranking = Ranking(550, 8, [line], [], [Skipped("lines", why)], [])
     said = Suspects(["r"], 0.05, "BH", 5, ranking, {}, []).sentences()
-    assert said[-1] == ("lines near the transfer: 1 families (a template before or after, each "
+    assert said[-1] == ("lines near the transfer: 1 family (a template before or after, each "
                         "over Δ 1/4 s × decode/prefill host: Simes), 1 tested, 0 screened out "
                         f"(Tarone); skipped: {why}")  # fmt: skip
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ...errors import ForensicsError
+from ...plural import counted
 from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes, plan_toml
@@ -131,7 +132,7 @@ class Suspects:
 
     def sentences(self) -> list[str]:
         r = self.ranking
-        how = (f"{len(r.tested)} predicates tested ({self.method}, FDR {self.fdr:g}; "
+        how = (f"{counted(len(r.tested), 'predicate')} tested ({self.method}, FDR {self.fdr:g}; "
                f"{len(r.screened_out)} screened out before testing)")  # fmt: skip
         if not r.requests:
             return ["suspects: no judged harness request to test factors against"]
@@ -173,9 +174,10 @@ class Suspects:
         grid = [d for d in GRID_S if not any(why.startswith(f"Δ {d:g} s") for why in below)]
         if not tested + screened:
             return []
-        out = (f"lines near the transfer: {tested + screened:,} families (a template before "
-               f"or after, each over Δ {'/'.join(f'{d:g}' for d in grid)} s × decode/prefill "
-               f"host: Simes), {tested:,} tested, {screened:,} screened out (Tarone)")  # fmt: skip
+        deltas = "/".join(f"{d:g}" for d in grid)
+        out = (f"lines near the transfer: {counted(tested + screened, 'family', 'families')} "
+               f"(a template before or after, each over Δ {deltas} s × decode/prefill host: "
+               f"Simes), {tested:,} tested, {screened:,} screened out (Tarone)")  # fmt: skip
         said = {"transfer": "the transfer's end (decode's checksum record)",
                 "decode": "decode's Receive", "client": "the client's send"}  # fmt: skip
         if r.anchors:
