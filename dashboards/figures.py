@@ -522,8 +522,8 @@ def _short(text: str, n: int = 60) -> str:
 
 def _suspect_hover(s: Suspect) -> str:
     t = s.table
-    odds = ""  # a family that does not pass has its Simes p alone (rank._light)
-    if t.odds_ratio is not None or t.or_low is not None:
+    odds = ""
+    if t.has_odds_ratio:
         odds = f"; OR {fmt_num(t.odds_ratio)} (exact {fmt_ci(t.or_low, t.or_high)})"
     return (f"{esc(s.predicate)}<br>{t.exposed_cases}/{t.exposed_total} corrupted with it vs "
             f"{t.control_cases}/{t.control_total} without<br>RR {fmt_num(t.relative_risk)} "

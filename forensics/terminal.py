@@ -108,8 +108,8 @@ def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -
             alike = f" (+{len(s.members)} alike)" if s.members else ""
             strat = s.stratified
             mh = "-" if strat is None or strat.p is None else _bare(fmt_p(strat.p))
-            odds = "-"  # a family that does not pass: its Simes p alone (rank._light)
-            if x.odds_ratio is not None or x.or_low is not None:
+            odds = "-"
+            if x.has_odds_ratio:
                 ci = fmt_ci(x.or_low, x.or_high).removeprefix("95 % CI ")
                 odds = f"{fmt_num(x.odds_ratio)} ({ci})"
             t.add_row(

@@ -41,6 +41,12 @@ class TwoByTwo:
     or_high: float | None = None
 
     @property
+    def has_odds_ratio(self) -> bool:
+        """False for a family of lines that does not pass: only its Simes p is computed
+        (suspects' rank._light), no odds ratio or interval."""
+        return self.odds_ratio is not None or self.or_low is not None
+
+    @property
     def significant(self) -> bool:
         return self.p_value is not None and self.p_value < ALPHA
 

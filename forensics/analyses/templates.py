@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import ForensicsError
-from ..plural import counted
+from ..plural import amount, counted
 from ..scope import Db, Runs, Scope, scoped
 from ..timefmt import iso_us
 from .stats import ALPHA, binom_lower, binom_sf, fdr, fmt_num, fmt_p
@@ -70,10 +70,9 @@ class Templates:
         if self.baseline is None:
             return [f"{counted(self.total, 'template')} in {', '.join(self.runs)}"]
         mine, base = (fmt_num(x) for x in self.hours or (0.0, 0.0))
-        unit = "host-hour" if mine == "1" else "host-hours"
         return [f"{len(self.templates)} of {self.total} templates new or more frequent than in "
                 f"{self.baseline} (q < {self.alpha:g}; {self.tested} tested, Benjamini–Hochberg; "
-                f"{mine} {unit} against {base})"]  # fmt: skip
+                f"{amount(mine, 'host-hour')} against {base})"]  # fmt: skip
 
 
 def describe(t: Template) -> str:

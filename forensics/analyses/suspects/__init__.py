@@ -21,7 +21,7 @@ from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes, plan_toml
 from .features import Feature, Table, declared, load_table
 from .headline import Headline, headline
-from .nearby import GRID_S, near
+from .nearby import GRID_S, near, template_of
 from .predicates import Predicate, Skipped
 from .rank import AFTER, LOAD, SUSPECT, Ranking, Suspect, rank
 from .stored import stored_near
@@ -191,8 +191,7 @@ def _no_experiment(first: Suspect, top: Suspect | None) -> str:
     """The top suspect has no known cause to toggle: where to look instead, and whose
     experiment the next sentence prints."""
     out = f"no known experiment for the top suspect, {first.predicate}"
-    if first.feature.startswith("line "):  # "line <side> <template id>"
-        tid = first.feature.split()[-1]
+    if (tid := template_of(first.feature)) is not None:
         out += (f": its lines, `forensics follow --template {tid}`; a pattern that names "
                 f"them, `forensics templates --as-pattern {tid}`")  # fmt: skip
     if top is not None:

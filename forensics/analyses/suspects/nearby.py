@@ -227,6 +227,12 @@ def _predicate(side: str, after: bool, d: float, tid: int, text: str, exposed: n
     return line_predicate(side, after, d, tid, words, exposed, known, occurrences)
 
 
+def template_of(feature: str) -> str | None:
+    """The template id of a line predicate's feature (`line <side> <id>`), else None."""
+    parts = feature.split()
+    return parts[2] if len(parts) == 3 and parts[0] == "line" else None
+
+
 def line_predicate(side: str, after: bool, d: float, tid: int, words: str, exposed: np.ndarray,
                    known: np.ndarray, occurrences: int) -> Predicate:  # fmt: skip
     """The predicate of template `tid` on `side` within `d` s, `words` its text."""
