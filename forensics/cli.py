@@ -333,6 +333,44 @@ def sources_relabel(
         f"{n:,} {c}" for c, n in res["changed"].items()))  # fmt: skip
 
 
+@sources_app.command("dedupe")
+def sources_dedupe(
+    source_id: Annotated[int, typer.Argument(help="The source whose copies go.")],
+    against: Annotated[int, typer.Option(help="The source that keeps them.")],
+    db: DbOpt = None,
+    wait: WaitOpt = 0.0,
+    json: JsonOpt = False,
+) -> None:
+    """Set aside one source's entries that another holds, aligned in order as ingest
+    aligns renderings but without its 99 % share test (`cat`: by message alone). Ingest
+    prints this command where a pair repeats much of each other; `sources restore` undoes it.
+
+    Example: forensics sources dedupe 3 --against 1
+    """
+    from .store.sources import dedupe_source
+
+    res = dedupe_source(db, source_id, against, wait=wait, waiting=_waiting(wait))
+    _done(res, json, f"source {source_id}: {res['dropped']:,} entries set aside as source "
+          f"{against}'s; `forensics sources restore {source_id}` puts them back")  # fmt: skip
+
+
+@sources_app.command("restore")
+def sources_restore(
+    source_id: Annotated[int, typer.Argument(help="The source's id (forensics sources).")],
+    db: DbOpt = None,
+    wait: WaitOpt = 0.0,
+    json: JsonOpt = False,
+) -> None:
+    """Put back every entry dedupe set aside in one source (the undo of a merge).
+
+    Example: forensics sources restore 2
+    """
+    from .store.sources import restore_source
+
+    res = restore_source(db, source_id, wait=wait, waiting=_waiting(wait))
+    _done(res, json, f"source {source_id}: {res['restored']:,} entries put back")
+
+
 runs_app = typer.Typer(rich_markup_mode=None)  # its help: the callback's docstring
 app.add_typer(runs_app, name="runs")
 

@@ -67,27 +67,14 @@ def test_every_pair_of_renderings_is_one_set_of_entries(
         assert rows == _rows(alone[richer]), (a, b)  # the richer rendering's fields
 
 
-def test_a_line_a_source_repeats_stays(renderings: dict[str, Path], tmp_path: Path) -> None:
-    text = renderings["short-iso-precise"].read_bytes()
-    line = text.splitlines(keepends=True)[-1]
-    twice = tmp_path / "twice.short-iso-precise"
-    twice.write_bytes(text + line)  # the last line once more: the same microsecond, twice
-    db = tmp_path / "r.duckdb"
-    _ingest(db, twice, "short-iso-precise")
-    before = len(_rows(db))
-    _ingest(db, renderings["export"], "export")  # holds it once
-    rows = _rows(db)
-    assert len(rows) == before == len(corpus.expected()) + 1
-    assert sum(r[5] is None for r in rows) == 1  # the repeat has no richer copy: kept as read
-
-
 def test_removing_the_richer_rendering_restores_the_poorer(
     renderings: dict[str, Path], tmp_path: Path
 ) -> None:
     db = tmp_path / "x.duckdb"
     _ingest(db, renderings["short"], "short")
     res = _ingest(db, renderings["export"], "export")
-    assert any("poorer rendering: these kept" in n for n in res.sources[0].notes)
+    assert any("entries of source 1 are source 2's" in n and "sources restore 1" in n
+               for n in res.sources[0].notes)  # fmt: skip
     assert all(r[5] is not None for r in _rows(db))  # every entry has export's cursor
     remove_source(db, res.sources[0].source_id)
     assert _rows(db) == _rows_of(renderings["short"], tmp_path)
@@ -114,14 +101,19 @@ def test_blob_data_and_a_local_time_zone_are_named(
     renderings: dict[str, Path], tmp_path: Path
 ) -> None:
     """journalctl without --all shows a non-UTF-8 message as `[N blob data]`: it matches
-    nothing and is said; a rendering made in another time zone (short has no zone) matches
+    the entry at its place, and is said; a rendering made in another time zone (short has no zone) matches
     only hours apart: said, not deduped."""
     import subprocess
 
     db = tmp_path / "b.duckdb"
     _ingest(db, renderings["export"], "export")
     res = _ingest(db, renderings["short-noall"], "short-iso")
-    assert any("blob data]` (journalctl without --all)" in n for n in res.sources[0].notes)
+    notes = res.sources[0].notes
+    assert "1 `[… blob data]` message (journalctl without --all) matched the entry at its " \
+           "place" in notes  # fmt: skip
+    # without --all a tab shows as spaces too: 90 % of 10 lines is no journal by the rule,
+    # and the pair is said with the command that merges it
+    assert any("sources dedupe 2 --against 1" in n for n in notes)
     tokyo = tmp_path / "tokyo.short"
     with open(tokyo, "wb") as fh:
         cmd = ["journalctl", "--no-pager", "--all", "-o", "short",

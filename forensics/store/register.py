@@ -16,21 +16,14 @@ from pathlib import Path
 import duckdb
 
 from ..errors import ForensicsError
-from ..parsers.tables import SOURCE_OF_FILE, read_parquet
+from ..parsers.tables import read_parquet
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .integrity import check
 from .records import COUNTED
 from .records import TABLES as RECORD_TABLES
-from .renderings import across
+from .renderings import LEVELS, NEVER, Side, compare, dups, notes_for, offset, repeats, take_from
 from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
-from .stage import IDENTITY, SourceResult, Staged, sql_path, write_query
-
-# Candidates' message bytes compared in one pass of dedupe. The exact comparison joins
-# candidates with the stored entries, messages included: a 3 GB source that repeats a
-# stored 742 MB one (2.4 GB of candidates) ran out of memory in one join with DuckDB at
-# 512 MB, and peaked at 1,302 MB RSS with 1 GB; in passes of 256 MB it fits in 512 MB
-# (978 MB peak RSS, 173 s against 160 s in one pass). Passes of 64 MB: 264 s.
-DEDUPE_PASS_BYTES = 256 << 20
+from .stage import KEY, SourceResult, Staged, sql_path, write_query
 
 
 def ensure_run(con: duckdb.DuckDBPyConnection, run: str, tags: dict[str, str]) -> None:
@@ -55,38 +48,63 @@ def register(
     ensure_run(con, run, tags)
     moved: list[Path] = []
     out: list[SourceResult] = []
-    held = [root / p for p in registered(con, "entries", damaged)]  # grows as sources register
+    held = _held(con, root, damaged)  # grows as sources register
     taken = dict(
         con.execute(  # run -> the source whose results it holds
             "SELECT run, min(source_id) FROM results WHERE run IS NOT NULL GROUP BY run"
         ).fetchall()
     )
     todo = [st for st in staged if st.result.status == "ingested" and st.folder is not None]
-    shared = _shared_keys(con, todo, held)
+    _shared_keys(con, todo, held)
     try:
         for st in staged:
             out.append(st.result)
             if st in todo:
-                _one(con, st, run, tags, root, moved, (held, taken, set(damaged)), shared)
+                _one(con, st, run, tags, root, moved, (held, taken))
         reinstall(con, named=False)  # the caller's refresh_derived installs those
     except BaseException:
         for m in moved:
             shutil.rmtree(m, ignore_errors=True)
         raise
     finally:
-        con.execute("DROP TABLE IF EXISTS _shared")
+        con.execute("DROP TABLE IF EXISTS _shared; DROP TABLE IF EXISTS _holders")
     return out, moved
 
 
-def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: list[Path]) -> bool:
+def _held(con: duckdb.DuckDBPyConnection, root: Path, damaged: set[int]) -> dict[int, Side]:
+    """The sound registered sources that hold entries, as sides of a comparison."""
+    out: dict[int, Side] = {}
+    for sid, fmt, path in con.execute(
+        """SELECT s.source_id, s.format, h.path FROM shards h JOIN sources s USING (source_id)
+           WHERE h.table_name = 'entries' ORDER BY s.source_id, h.path"""
+    ).fetchall():
+        if sid not in damaged:
+            out.setdefault(sid, Side(sid, fmt, [])).files.append(root / path)
+    return out
+
+
+def _key_from(con: duckdb.DuckDBPyConnection) -> int:
+    """The first source whose stored key is KEY's hash; an older catalog's sources are
+    keyed on the fly (once set, the mark stays)."""
+    row = first_row(con, "SELECT value FROM meta WHERE key = 'entry_key_from'")
+    if row is not None:
+        return int(row[0])
+    first = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
+    con.execute("INSERT INTO meta VALUES ('entry_key_from', ?)", [str(first)])
+    return first
+
+
+def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: dict) -> None:
     """The dedupe keys that more than one source holds, this ingest's and the registered
-    ones (`_shared`): one pass over every key, so that only a source holding such a key
-    is compared entry by entry (each against all before it cost time in the square of the
-    sources). Whether there is any."""
+    ones (`_shared`), and which registered source holds each (`_holders`): one pass over
+    every key, so that a source is compared only with those that share a key (each
+    against all before it cost time in the square of the sources)."""
     files = [(i, Path(st.folder or "") / n) for i, st in enumerate(todo)
              for n in st.files.get("entries", [])]  # fmt: skip
+    con.execute("CREATE OR REPLACE TEMP TABLE _shared (key UBIGINT)")
+    con.execute("CREATE OR REPLACE TEMP TABLE _holders (key UBIGINT, source_id BIGINT)")
     if not files or (len(todo) == 1 and not held):
-        return False
+        return
     which = ", ".join(f"({sql_path(f)}, {i})" for i, f in files)
     con.execute(  # every new key once, with its source (read once, used twice below)
         f"""CREATE OR REPLACE TEMP TABLE _new AS
@@ -94,15 +112,19 @@ def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: list[
             FROM {read_parquet([f for _, f in files], "filename = true")} p
             JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
     )
-    old = (f"SELECT key FROM {read_parquet(held)}" if held
-           else "SELECT NULL::UBIGINT AS key")  # fmt: skip
+    first = _key_from(con)
+    parts = [f"SELECT DISTINCT {'key' if sid >= first else f'hash({KEY})'} AS key, "
+             f"{sid} AS source_id FROM {read_parquet(side.files)}"
+             for sid, side in held.items()]  # fmt: skip
     con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _shared AS
+        f"""CREATE OR REPLACE TEMP TABLE _old AS
+            {" UNION ALL ".join(parts) or "SELECT NULL::UBIGINT AS key, 0 AS source_id"};
+            INSERT INTO _shared
             SELECT key FROM _new GROUP BY key HAVING count(*) > 1
-            UNION SELECT key FROM _new n SEMI JOIN ({old}) o ON n.key = o.key;
-            DROP TABLE _new"""
+            UNION SELECT key FROM _new n SEMI JOIN _old o ON n.key = o.key;
+            INSERT INTO _holders SELECT key, source_id FROM _old SEMI JOIN _shared USING (key);
+            DROP TABLE _new; DROP TABLE _old"""
     )
-    return bool(scalar(con, "SELECT count(*) FROM _shared"))
 
 
 def _one(
@@ -112,13 +134,11 @@ def _one(
     tags: dict[str, str],
     root: Path,
     moved: list[Path],
-    grows: tuple[list[Path], dict[str, int], set[int]],
-    shared: bool,
+    grows: tuple[dict[int, Side], dict[str, int]],
 ) -> None:
-    """One staged source into the catalog; `grows`: the entries' files dedupe compares
-    with and the runs holding a results file's rows (each grows as sources register),
-    and the damaged sources (checked once a registration)."""
-    held, taken, damaged = grows
+    """One staged source into the catalog; `grows`: the registered sources dedupe compares
+    with and the runs holding a results file's rows (each grows as sources register)."""
+    held, taken = grows
     res = st.result
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
     if dup is not None:
@@ -136,14 +156,15 @@ def _one(
     staged = Path(st.folder or "")
     writer = ShardWriter(staged, SCHEMA_VERSION)
     writer.files = {t: list(f) for t, f in st.files.items()}
-    _dedupe(con, writer, res, root, sid, held if shared else [], damaged)
+    _dedupe(con, writer, res, root, sid, held)
     target = _move_in(root, sid, staged)
     moved.append(target)
     for table, names in writer.files.items():
-        files = [target / name for name in names]
-        list_files(con, root, sid, table, files)
-        if table == "entries":
-            held += files  # the next source dedupes against this one
+        list_files(con, root, sid, table, [target / name for name in names])
+    if names := writer.files.get("entries"):
+        held[sid] = Side(sid, res.format, [target / n for n in names])
+        con.execute(f"""INSERT INTO _holders SELECT DISTINCT key, {sid}
+                        FROM {read_parquet(held[sid].files)} SEMI JOIN _shared USING (key)""")
     con.execute(
         """INSERT INTO sources (source_id, run, path, sha256, bytes, format, compression, lines,
                                 entries, duplicates, rejoined, quarantined, markers, notes)
@@ -156,20 +177,40 @@ def _one(
 
 
 def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,
-            root: Path, sid: int, held: list[Path], damaged: set[int]) -> None:  # fmt: skip
-    """The staged source's copies of registered entries dropped: exactly (`held`: the
-    registered entries' files, when a key is shared), then across renderings."""
+            root: Path, sid: int, held: dict[int, Side]) -> None:  # fmt: skip
+    """The staged source against every registered source it shares a key with, by the
+    rule of the pair (renderings.py): its copies dropped, or the registered source's where
+    this one is the richer; the pairs no rule merges, said."""
     if not writer.files.get("entries"):
         return
-    if held and _holds_shared(con, writer):
-        against = (f"(SELECT *, {SOURCE_OF_FILE} AS source_id "
-                   f"FROM {read_parquet(held, 'filename = true')})")  # fmt: skip
-        if dropped := drop_duplicates(con, writer, against=against):
-            _recount(writer, res, dropped)
-    dropped, said = across(con, writer, res.format, root, damaged, _split, sid)
-    if dropped:
-        _recount(writer, res, dropped)
-    res.notes = [*res.notes, *said]
+    sharing = {r for (r,) in con.execute(
+        f"""SELECT DISTINCT h.source_id FROM _holders h
+            SEMI JOIN (SELECT key FROM {read_parquet(writer.paths("entries"))}) k
+              ON h.key = k.key""").fetchall()}  # fmt: skip
+    notes: list[str] = []
+    for other in list(held.values()):
+        if not writer.paths("entries"):
+            break  # every entry went: nothing left to compare
+        mine = Side(sid, res.format, writer.paths("entries"))
+        if other.sid not in sharing:
+            if mine.fmt in NEVER or other.fmt in NEVER:
+                notes += repeats(con, mine, other)
+            elif mine.fmt != other.fmt and mine.fmt in LEVELS and other.fmt in LEVELS:
+                notes += offset(con, mine, other)
+            continue
+        p = compare(con, mine, other)
+        if p.merged and mine.richness > other.richness:
+            take_from(con, root, other.sid, p.theirs, _split)
+            held[other.sid] = _held(con, root, set()).get(other.sid, Side(other.sid, other.fmt, []))
+            notes += notes_for(p, sid, other.sid, other.sid)
+        elif p.merged:
+            dups(con, p.mine)
+            _split(con, writer)
+            _recount(writer, res, p.merged)
+            notes += notes_for(p, sid, other.sid, sid)
+        else:
+            notes += notes_for(p, sid, other.sid, sid) or repeats(con, mine, other)
+    res.notes = [*res.notes, *notes]
 
 
 def _move_in(root: Path, sid: int, staged: Path) -> Path:
@@ -211,81 +252,6 @@ def _claim_runs(
                 "name this file's run with --run (or merge them later: `forensics runs merge`)"
             )
     taken.update(dict.fromkeys(runs, sid))
-
-
-def _holds_shared(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> bool:
-    return bool(
-        scalar(
-            con,
-            f"""SELECT count(*) FROM (SELECT key FROM {read_parquet(writer.paths("entries"))}
-            SEMI JOIN _shared USING (key))""",
-        )
-    )
-
-
-def drop_duplicates(
-    con: duckdb.DuckDBPyConnection, writer: ShardWriter, against: str = "entries"
-) -> int:
-    """Drop the staged source's entries that a registered source already holds
-    (overlapping exports); they go to its `dropped_entries` file, their records and
-    quarantined records with them. Entries dropped.
-
-    Identity is the tuple of what an entry says, compared exactly (the hash only finds
-    candidates). A source may repeat an identical entry (same second, same text); so may
-    the stored ones: an entry is dropped only up to the count one stored source already
-    holds (multiset overlap). Candidates are compared in passes over key ranges (key
-    modulo the number of passes), each about DEDUPE_PASS_BYTES of messages.
-    `against`: the relation of registered entries (a view of `entries`).
-    """
-    new = read_parquet(writer.paths("entries"))
-    cols = IDENTITY.split(", ")
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _cand AS
-            SELECT s.entry_no, s.key, strlen(s.message) AS size
-            FROM {new} s SEMI JOIN (SELECT key FROM {against}) e ON s.key = e.key"""
-    )
-    n_cand, size = first_row(con, "SELECT count(*), coalesce(sum(size), 0) FROM _cand")
-    if not n_cand:
-        con.execute("DROP TABLE _cand")
-        return 0
-    passes = max(1, -(-int(size) // DEDUPE_PASS_BYTES))
-    eq = " AND ".join(f"e.{c} IS NOT DISTINCT FROM c.{c}" for c in cols)
-    con.execute("CREATE OR REPLACE TEMP TABLE _dups (entry_no BIGINT)")
-    for part in range(passes):
-        # Copies of one key fall in one pass: counting them per key stays whole.
-        con.execute(
-            f"""
-            INSERT INTO _dups
-            WITH c AS (
-                SELECT s.entry_no, s.key, {", ".join(f"s.{c}" for c in cols)}
-                FROM {new} s SEMI JOIN _cand k
-                  ON k.entry_no = s.entry_no AND k.key % {passes} = {part}
-            ), held AS (
-                SELECT entry_no, max(n) AS held FROM (
-                    SELECT c.entry_no, e.source_id, count(*) AS n
-                    FROM c JOIN (SELECT * FROM {against} WHERE key % {passes} = {part}) e
-                      ON e.key = c.key AND {eq}
-                    GROUP BY ALL
-                ) GROUP BY entry_no
-            ), ranked AS (
-                -- The k-th copy in this source goes when another source holds k or more.
-                -- Copies are counted per key, not per whole identity (a window over the
-                -- messages themselves ran out of memory): two identities sharing a key
-                -- only count each other's copies (fewer drop); `held` is exact, so no
-                -- entry that no other source holds is ever dropped.
-                SELECT c.entry_no, h.held,
-                       row_number() OVER (PARTITION BY c.key ORDER BY c.entry_no) AS occ
-                FROM c JOIN held h USING (entry_no)
-            )
-            SELECT entry_no FROM ranked WHERE occ <= held
-            """
-        )
-    n = scalar(con, "SELECT count(*) FROM _dups")
-    con.execute("DROP TABLE _cand")
-    if n:
-        _split(con, writer)
-    con.execute("DROP TABLE _dups")
-    return n
 
 
 def _split(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> None:

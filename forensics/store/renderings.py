@@ -1,126 +1,344 @@
-"""One journal in two renderings is one set of entries.
+"""Two sources are one journal only where the entries say so; two logs that only look
+alike stay two.
 
-Exact dedupe (register.drop_duplicates) compares an entry's whole identity: it holds
-between export, json and binary (one cursor) and between text renderings of one
-resolution. A text rendering carries no cursor, boot or monotonic time, and some carry
-whole seconds only, so beside a richer rendering of the same journal nothing matched and
-every count doubled. Here two sources of different richness are matched on what both
-carry: time floored to the coarser resolution, host, identifier, pid and message, as a
-multiset (a line a source really repeats stays). The richer rendering's entries are
-kept whichever came first: a poorer one arriving later drops its copies; a richer one
-arriving later takes them from the poorer source registered before (its files written
-anew, the copies kept in its `dropped_entries`, so removing the richer one restores them).
-
-Renderings the rule cannot match (`cat`: no time or host; `short-monotonic`: no wall
-clock; plain logs: another process's framing) are named, not deduped: ingest says how
-much of an earlier source the new one repeats.
+(a) Identity. Entries that both carry journald's identity (export, json, json-seq, binary
+    `.journal`) are one entry when boot id, monotonic time, wall time, host and message
+    are equal: a host's own journal and journal-remote's copy of it differ in cursor but
+    not in these. Entries that differ in them are never one, whatever their text.
+(b) Alignment. Where either side lacks that identity (text renderings, plain logs, JSON
+    lines), the two are compared per host over their common span (the overlap of their
+    first-to-last times on that host, at the coarser resolution) and aligned in order on
+    (floored time, identifier, pid, message): an occurrence-numbered join, then the
+    longest chain of pairs increasing on both sides (alignment.py). A `[N blob data]`
+    message (journalctl without --all) matches any message at its place. They are one
+    journal on that host when the chain holds at least SHARE of the smaller side's entries
+    in the span and at least MIN_ENTRIES, or every entry of both (two logs identical line
+    for line: no content can tell them apart); then exactly the matched entries leave the poorer
+    side (at equal richness, the source registered later). Entries outside the span, and
+    hosts below the share, stay.
+(c) A text rendering's boot comes from `-- Boot … --` markers; where none precedes an entry
+    its boot is unknown, and an unknown boot matches any boot.
+(d) An entry without a time or a message never matches; a part a format never carries (a
+    plain log's pid) is compared as absent on both sides. `cat` (no time) and
+    `short-monotonic` (no wall clock) are never merged automatically.
+(e) A pair not merged that repeats at least REPEATS_NOTED of the other's entries is said,
+    with the command that merges it by the same alignment without the share test
+    (`forensics sources dedupe N --against K`; for `cat`, by message alone). Every merge
+    keeps what it dropped in `dropped_entries` and names the command that puts it back.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import polars as pl
 
 from ..parsers.tables import read_parquet
+from ..plural import counted
+from .alignment import gaps, longest_chain
 from .database import SCHEMA_VERSION, first_row, scalar
 from .shards import ShardWriter, list_files, source_folder
 
-# rendering -> (richness, resolution in µs): the richer keeps its entries
+# rendering -> (richness, resolution in µs; 0: read from the times themselves)
 _RICH = (2, 1)
 _PRECISE = (1, 1)
 _SECONDS = (0, 1_000_000)
+RICH = ("export", "json", "json-seq", "journal")
 LEVELS: dict[str, tuple[int, int]] = {
-    **dict.fromkeys(("export", "json", "json-seq", "journal"), _RICH),
+    **dict.fromkeys(RICH, _RICH),
     **dict.fromkeys(("short-iso-precise", "short-precise", "short-unix"), _PRECISE),
     **dict.fromkeys(("short", "short-iso", "short-full", "with-unit"), _SECONDS),
 }
-REPEATS_NOTED = 0.2  # a share of repeated messages worth a note where no rule matches
-_WHAT = "host, ident, pid, message"
+NEVER = ("cat", "short-monotonic")  # no wall clock: merged only when asked
+SHARE = 0.99  # of the smaller side's entries in the span, aligned: one journal
+MIN_ENTRIES = 20  # and at least this many aligned
+REPEATS_NOTED = 0.2  # a pair not merged that repeats this share of the other: said
+BLOB = r"^\[[0-9.]+[KMGT]?B? blob data\]$"  # journalctl without --all
 
 
-def _numbered(files: list[Path], res: int) -> str:
-    """Entries with their loose identity's hash and their occurrence within it."""
-    k = f"hash(ts_us // {res}, {_WHAT})"
-    return f"""(SELECT entry_no, ts_us // {res} AS t, {_WHAT}, {k} AS k,
-                       row_number() OVER (PARTITION BY {k} ORDER BY entry_no) AS occ
-                FROM {read_parquet(files)} WHERE ts_us IS NOT NULL)"""
+@dataclass
+class Side:
+    """One source in a comparison: its id, rendering and entries' files."""
+
+    sid: int
+    fmt: str
+    files: list[Path]
+
+    @property
+    def richness(self) -> int:
+        return LEVELS.get(self.fmt, (0, 0))[0]
 
 
-def matches(new: list[Path], old: list[Path], res: int) -> str:
-    """SQL of (new_no, old_no): the new entries the old source holds too, one for one."""
-    eq = " AND ".join(f"n.{c} IS NOT DISTINCT FROM o.{c}" for c in _WHAT.split(", "))
-    return f"""SELECT n.entry_no AS new_no, o.entry_no AS old_no
-               FROM {_numbered(new, res)} n JOIN {_numbered(old, res)} o
-                 ON n.k = o.k AND n.occ = o.occ AND n.t = o.t AND {eq}"""
+@dataclass
+class Pairing:
+    """What a comparison found: the rule, the merged pairs (mine, theirs), and per host
+    (aligned, mine in the span, theirs in the span, merged)."""
+
+    rule: str
+    mine: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    theirs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    hosts: dict[str | None, tuple[int, int, int, bool]] = field(default_factory=dict)
+    blobs: int = 0
+
+    @property
+    def merged(self) -> int:
+        return len(self.mine)
+
+    def repeated(self) -> float:
+        """The largest share of the other side's entries in a span that aligned on a host
+        that was not merged."""
+        return max((n / theirs for n, _, theirs, ok in self.hosts.values()
+                    if not ok and theirs), default=0.0)  # fmt: skip
 
 
-def _registered(con: duckdb.DuckDBPyConnection, damaged: set[int]) -> list[tuple[int, str]]:
-    rows = con.execute("SELECT source_id, format FROM sources ORDER BY source_id").fetchall()
-    return [(sid, fmt) for sid, fmt in rows if sid not in damaged]
+def _resolution(con: duckdb.DuckDBPyConnection, side: Side) -> int:
+    """A rendering's time resolution; for a form not in LEVELS, read off its times (whole
+    seconds, milliseconds or finer)."""
+    res = LEVELS.get(side.fmt, (0, 0))[1]
+    if res:
+        return res
+    row = first_row(
+        con,
+        f"""SELECT bool_and(ts_us % 1000000 = 0), bool_and(ts_us % 1000 = 0)
+                             FROM {read_parquet(side.files)} WHERE ts_us IS NOT NULL""",
+    )
+    if row is None or row[0] is None:
+        return 1
+    return 1_000_000 if row[0] else 1000 if row[1] else 1
 
 
-def _entry_files(con: duckdb.DuckDBPyConnection, root: Path, sid: int) -> list[Path]:
-    return [root / p for (p,) in con.execute(
-        "SELECT path FROM shards WHERE source_id = ? AND table_name = 'entries' ORDER BY path",
-        [sid]).fetchall()]  # fmt: skip
+def compare(
+    con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side, forced: bool = False
+) -> Pairing:
+    """The entries of `mine` that `theirs` holds, by the rule that applies to the pair;
+    `forced`: without the share test (and for `cat`/`short-monotonic`, by message alone)."""
+    if not mine.files or not theirs.files:
+        return Pairing("none")
+    if mine.fmt in RICH and theirs.fmt in RICH:
+        return _identity(con, mine, theirs)
+    if mine.fmt in NEVER or theirs.fmt in NEVER:
+        return _aligned(con, mine, theirs, 0, forced=True) if forced else Pairing("none")
+    res = max(_resolution(con, mine), _resolution(con, theirs))
+    return _aligned(con, mine, theirs, res, forced)
 
 
-def across(
-    con: duckdb.DuckDBPyConnection,
-    writer: ShardWriter,
-    fmt: str,
-    root: Path,
-    damaged: set[int],
-    split,
-    me: int,
-) -> tuple[int, list[str]]:
-    """Match the staged source (`writer`, rendering `fmt`) with every registered source
-    of another richness: its own copies dropped (`split` them out), or the registered
-    source's. (entries the staged source dropped, notes)."""
-    if not writer.paths("entries"):
-        return 0, []
-    level = LEVELS.get(fmt)
-    dropped, notes = 0, []
-    for sid, other in _registered(con, damaged):
-        theirs = _entry_files(con, root, sid)
-        if not theirs or other == fmt:
-            continue
-        if level is None or LEVELS.get(other) is None:
-            notes += _repeats(con, writer.paths("entries"), theirs, me, sid)
-        elif LEVELS[other][0] != level[0]:  # one richness: the exact identity matched them
-            n, said = _pair(con, writer, root, split, (me, level), (sid, LEVELS[other], theirs))
-            dropped, notes = dropped + n, [*notes, *said]
-    con.execute("DROP TABLE IF EXISTS _pairs")
-    return dropped, notes
+_ID = ("boot_id", "mono_us", "ts_us", "host", "message")
 
 
-def _pair(con, writer: ShardWriter, root: Path, split, new: tuple, old: tuple) -> tuple:
-    """One registered source of another richness against the staged one: (entries the
-    staged one dropped, notes). `new`: (source id, (richness, resolution)); `old` the
-    same and its entries' files."""
-    (me, (rich, res)), (sid, (their_rich, their_res), theirs) = new, old
-    mine = writer.paths("entries")
-    sql = matches(mine, theirs, max(res, their_res))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _pairs AS {sql}")
-    n = scalar(con, "SELECT count(*) FROM _pairs")
-    poorer_is_new = rich < their_rich
-    notes = _blobs(con, mine if poorer_is_new else theirs, "new_no" if poorer_is_new
-                   else "old_no", me if poorer_is_new else sid)  # fmt: skip
-    if not n:
-        return 0, notes + _offset(con, mine, theirs, me, sid)
-    if not poorer_is_new:
-        _take_from(con, root, sid, split)
-        return 0, [*notes, f"{n:,} entries of source {sid} are this one's in a poorer "
-                   "rendering: these kept (cursor, boot, monotonic time), its copies set "
-                   "aside"]  # fmt: skip
-    con.execute("CREATE OR REPLACE TEMP TABLE _dups AS SELECT new_no AS entry_no FROM _pairs")
-    split(con, writer)  # this one is the poorer: its copies go
-    return n, [*notes, f"{n:,} entries are source {sid}'s in another rendering: dropped "
-               "here, that richer one kept"]  # fmt: skip
+def _identity(con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side) -> Pairing:
+    """(a): entries equal in boot, monotonic and wall time, host and message; a copy an
+    entry's own source repeats is matched once (occurrence-numbered)."""
+
+    def rel(files: list[Path]) -> str:
+        known = " AND ".join(f"{c} IS NOT NULL" for c in _ID if c != "host")
+        return f"""(SELECT entry_no, {", ".join(_ID)}, hash({", ".join(_ID)}) AS h,
+                           row_number() OVER (PARTITION BY hash({", ".join(_ID)})
+                                              ORDER BY entry_no) AS occ
+                    FROM {read_parquet(files)} WHERE {known})"""
+
+    eq = " AND ".join(f"n.{c} IS NOT DISTINCT FROM o.{c}" for c in _ID)
+    rows = con.execute(f"""SELECT n.entry_no, o.entry_no FROM {rel(mine.files)} n
+                           JOIN {rel(theirs.files)} o ON n.h = o.h AND n.occ = o.occ AND {eq}
+                           ORDER BY 1""").fetchall()  # fmt: skip
+    got = np.array(rows, dtype=np.int64).reshape(-1, 2)
+    return Pairing("identity", got[:, 0], got[:, 1])
 
 
-def _take_from(con: duckdb.DuckDBPyConnection, root: Path, sid: int, split) -> None:
+def _numbered(files: list[Path], res: int, name: str) -> str:
+    """A temp table of a side's timed entries: floored time, the line's hash and its
+    occurrence within it (by message alone when `res` is 0), whether it is a blob."""
+    if res:
+        t, what = f"ts_us // {res}", "host, ident, pid, message"
+        timed = "ts_us IS NOT NULL AND message IS NOT NULL"
+    else:
+        t, what, timed = "0", "message", "message IS NOT NULL"
+    return f"""CREATE OR REPLACE TEMP TABLE {name} AS
+               SELECT entry_no, {"host" if res else "NULL::VARCHAR AS host"}, {t} AS t,
+                      ident, pid, message, boot_id,
+                      hash({t}, {what}) AS h, regexp_matches(message, '{BLOB}') AS blob
+               FROM {read_parquet(files)} WHERE {timed}"""
+
+
+def _aligned(
+    con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side, res: int, forced: bool
+) -> Pairing:
+    """(b)–(d): per host over the common span, the longest in-order chain of matched
+    entries; merged where it holds SHARE of the smaller side (or `forced`)."""
+    con.execute(_numbered(mine.files, res, "_al_n"))
+    con.execute(_numbered(theirs.files, res, "_al_o"))
+    try:
+        _in_span(con)
+        found = _candidates(con, res)
+        counts = _span_counts(con)
+        out = Pairing("alignment")
+        mine_no, theirs_no = [], []
+        for host, (n_mine, n_theirs) in counts.items():
+            new, old = found.get(host, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            keep = longest_chain(new, old)
+            new, old = new[keep], old[keep]
+            if res:
+                new, old, filled = _fill_blobs(con, host, new, old)
+                out.blobs += filled
+            ok = forced or _one_journal(len(new), n_mine, n_theirs)
+            out.hosts[host] = (len(new), n_mine, n_theirs, ok and len(new) > 0)
+            if ok:
+                mine_no.append(new)
+                theirs_no.append(old)
+        if mine_no:
+            out.mine, out.theirs = np.concatenate(mine_no), np.concatenate(theirs_no)
+        return out
+    finally:
+        con.execute("DROP TABLE IF EXISTS _al_n; DROP TABLE IF EXISTS _al_o")
+
+
+def _one_journal(aligned: int, mine: int, theirs: int) -> bool:
+    """The share test: SHARE of the smaller side and MIN_ENTRIES aligned, or the two
+    identical line for line over the span (no content tells them apart)."""
+    if aligned and aligned == mine == theirs:
+        return True
+    return aligned >= MIN_ENTRIES and aligned >= SHARE * min(mine, theirs)
+
+
+def _in_span(con: duckdb.DuckDBPyConnection) -> None:
+    """Each side's entries cut to the common span of their host, occurrence-numbered."""
+    con.execute("""CREATE OR REPLACE TEMP TABLE _al_span AS
+                   SELECT n.host, greatest(n.lo, o.lo) AS lo, least(n.hi, o.hi) AS hi
+                   FROM (SELECT host, min(t) AS lo, max(t) AS hi FROM _al_n GROUP BY 1) n
+                   JOIN (SELECT host, min(t) AS lo, max(t) AS hi FROM _al_o GROUP BY 1) o
+                     ON n.host IS NOT DISTINCT FROM o.host
+                   WHERE greatest(n.lo, o.lo) <= least(n.hi, o.hi)""")
+    for name in ("_al_n", "_al_o"):
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE {name} AS
+                        SELECT x.*, row_number() OVER (PARTITION BY x.h ORDER BY x.entry_no)
+                                    AS occ
+                        FROM {name} x JOIN _al_span s ON x.host IS NOT DISTINCT FROM s.host
+                         AND x.t BETWEEN s.lo AND s.hi""")
+    con.execute("DROP TABLE _al_span")
+
+
+def _candidates(con: duckdb.DuckDBPyConnection, res: int) -> dict:
+    """host -> (mine's entry numbers, theirs') of the occurrence-numbered join."""
+    eq = ("n.host IS NOT DISTINCT FROM o.host AND n.t = o.t AND n.ident IS NOT DISTINCT FROM "
+          "o.ident AND n.pid IS NOT DISTINCT FROM o.pid AND " if res else "")  # fmt: skip
+    rows = con.execute(f"""SELECT n.host, n.entry_no, o.entry_no FROM _al_n n JOIN _al_o o
+                           ON n.h = o.h AND n.occ = o.occ AND {eq} n.message = o.message
+                          AND (n.boot_id IS NULL OR o.boot_id IS NULL OR n.boot_id = o.boot_id)
+                           ORDER BY 1, 2""").fetchall()  # fmt: skip
+    out: dict = {}
+    for host, a, b in rows:
+        out.setdefault(host, ([], []))
+        out[host][0].append(a)
+        out[host][1].append(b)
+    return {h: (np.array(a, np.int64), np.array(b, np.int64)) for h, (a, b) in out.items()}
+
+
+def _span_counts(con: duckdb.DuckDBPyConnection) -> dict:
+    rows = con.execute("""SELECT coalesce(n.host, o.host), coalesce(n.k, 0), coalesce(o.k, 0)
+                          FROM (SELECT host, count(*) AS k FROM _al_n GROUP BY 1) n
+                          FULL JOIN (SELECT host, count(*) AS k FROM _al_o GROUP BY 1) o
+                            ON n.host IS NOT DISTINCT FROM o.host""").fetchall()
+    return {h: (a, b) for h, a, b in rows}
+
+
+def _fill_blobs(
+    con: duckdb.DuckDBPyConnection, host, new: np.ndarray, old: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """A `[N blob data]` entry matches the entry at its place on the other side: in a gap
+    of the chain that holds as many unmatched entries on both sides, the k-th with the
+    k-th, where their time, identifier and pid agree and either is a blob."""
+    sides = []
+    for name in ("_al_n", "_al_o"):
+        sides.append(con.execute(f"""SELECT entry_no, t, ident, pid, blob FROM {name}
+                                     WHERE host IS NOT DISTINCT FROM ? ORDER BY entry_no""",
+                                 [host]).fetchall())  # fmt: skip
+    if not any(r[4] for side in sides for r in side):
+        return new, old, 0
+    rows = [{r[0]: r for r in side} for side in sides]
+    free = [np.array(sorted(set(rows[i]) - set(links.tolist())), np.int64)
+            for i, links in enumerate((new, old))]  # fmt: skip
+    add_new, add_old = [], []
+    for a, b in gaps(new, old, free[0], free[1]):
+        for x, y in zip(a.tolist(), b.tolist(), strict=True):
+            ra, rb = rows[0][x], rows[1][y]
+            if ra[1:4] == rb[1:4] and (ra[4] or rb[4]):
+                add_new.append(x)
+                add_old.append(y)
+    if not add_new:
+        return new, old, 0
+    order = np.argsort(np.concatenate([new, add_new]))
+    return (np.concatenate([new, add_new])[order], np.concatenate([old, add_old])[order],
+            len(add_new))  # fmt: skip
+
+
+def notes_for(p: Pairing, me: int, other: int, dropped_from: int) -> list[str]:
+    """What ingest says of one comparison: a merge and how to undo it, or a pair that
+    repeats much of the other and how to merge it."""
+    out = []
+    if p.merged:
+        how = ("the same boot, monotonic and wall time, host and message" if p.rule ==
+               "identity" else "aligned in order, line for line")  # fmt: skip
+        kept = other if dropped_from == me else me
+        out.append(f"{counted(p.merged, 'entry', 'entries')} of source {dropped_from} "
+                   f"{'is' if p.merged == 1 else 'are'} source {kept}'s "
+                   f"({how}): set aside in source {dropped_from}'s dropped entries; "
+                   f"`forensics sources restore {dropped_from}` puts them back")  # fmt: skip
+    if p.blobs:
+        out.append(f"{counted(p.blobs, '`[… blob data]` message')} (journalctl without "
+                   "--all) matched the entry at its place")  # fmt: skip
+    share = p.repeated()
+    if share >= REPEATS_NOTED:
+        out.append(f"source {me} repeats {100 * share:.0f} % of source {other}'s entries in "
+                   f"their common span, short of one journal ({100 * SHARE:.0f} % of the smaller "
+                   f"side in order and {MIN_ENTRIES} entries, or every line): "
+                   f"both kept; `forensics sources dedupe {me} --against {other}` merges "
+                   "them")  # fmt: skip
+    return out
+
+
+def repeats(con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side) -> list[str]:
+    """A note where `mine` repeats much of `theirs`'s messages but no rule aligns them
+    (`cat`, `short-monotonic`, a plain log beside its unit's journal)."""
+    row = first_row(
+        con,
+        f"""SELECT count(*) FILTER (WHERE o.h IS NOT NULL), count(*)
+            FROM (SELECT hash(message) AS h FROM {read_parquet(mine.files)}) n
+            LEFT JOIN (SELECT DISTINCT hash(message) AS h FROM {read_parquet(theirs.files)}) o
+              ON n.h = o.h""",
+    )
+    same, total = row or (0, 0)
+    if not total or same / total < REPEATS_NOTED:
+        return []
+    how = f"`forensics sources dedupe {mine.sid} --against {theirs.sid}` merges them"
+    return [f"source {mine.sid} repeats {100 * same / total:.0f} % of source {theirs.sid} "
+            f"(renderings that cannot be matched entry for entry; {how}); counts may "
+            "double"]  # fmt: skip
+
+
+def offset(con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side) -> list[str]:
+    """Nothing matched: do most lines match at a whole number of hours apart (a rendering
+    in a local time zone)? Said, not mended: the times as read are kept."""
+    one = "SELECT host, ident, pid, message, any_value(ts_us) AS ts_us FROM {} " \
+          "WHERE ts_us IS NOT NULL GROUP BY ALL HAVING count(*) = 1"  # fmt: skip
+    a, b = read_parquet(mine.files), read_parquet(theirs.files)
+    row = first_row(
+        con,
+        f"""SELECT round((n.ts_us - o.ts_us) / 3.6e9)::BIGINT AS h, count(*) AS k,
+                   (SELECT count(*) FROM {a}) AS total
+            FROM ({one.format(a)}) n JOIN ({one.format(b)}) o USING (host, ident, pid, message)
+            GROUP BY 1 ORDER BY 2 DESC LIMIT 1""",
+    )
+    if row is None or not row[0] or row[1] < max(1, row[2] // 2):
+        return []
+    return [f"source {mine.sid} matches source {theirs.sid} only {row[0]:+d} h apart "
+            f"({row[1]:,} lines): a rendering in a local time zone? Not deduped; counts "
+            "may double"]  # fmt: skip
+
+
+def take_from(con: duckdb.DuckDBPyConnection, root: Path, sid: int, numbers: np.ndarray,
+              split) -> None:  # fmt: skip
     """The registered source's matched entries (and their records) out of its listed
     files into its `dropped_entries`; its files written anew beside the old ones (those
     unlisted in this transaction, removed by the next writer's sweep)."""
@@ -132,8 +350,7 @@ def _take_from(con: duckdb.DuckDBPyConnection, root: Path, sid: int, split) -> N
     ).fetchall():
         writer.files.setdefault(table, []).append(Path(path).name)
     before = {t: list(f) for t, f in writer.files.items()}
-    con.execute("CREATE OR REPLACE TEMP TABLE _dups AS SELECT old_no AS entry_no FROM _pairs")
-    n = scalar(con, "SELECT count(*) FROM _dups")
+    dups(con, numbers)
     split(con, writer)
     for table, names in writer.files.items():
         if names == before.get(table):
@@ -142,62 +359,20 @@ def _take_from(con: duckdb.DuckDBPyConnection, root: Path, sid: int, split) -> N
             rel = (folder / name).relative_to(root).as_posix()
             con.execute("DELETE FROM shards WHERE path = ?", [rel])
         list_files(con, root, sid, table, [folder / x for x in names])
+    n = len(numbers)
     con.execute("UPDATE sources SET entries = entries - ?, duplicates = duplicates + ? "
                 "WHERE source_id = ?", [n, n, sid])  # fmt: skip
 
 
-BLOB = r"^\[[0-9.]+[KMGT]?B? blob data\]$"  # journalctl without --all
+def dups(con: duckdb.DuckDBPyConnection, numbers: np.ndarray) -> None:
+    """`_dups`: the entry numbers a split takes out."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _dups (entry_no BIGINT)")
+    if len(numbers):
+        batch = pl.DataFrame({"entry_no": np.unique(numbers).astype(np.int64)}).to_arrow()
+        con.register("_dups_in", batch)
+        con.execute("INSERT INTO _dups SELECT entry_no FROM _dups_in")
+        con.unregister("_dups_in")
 
 
-def _blobs(con: duckdb.DuckDBPyConnection, files: list[Path], side: str, sid: int) -> list[str]:
-    """The poorer rendering's `[N blob data]` entries (journalctl without --all) that
-    matched nothing: named, since their richer copies stay too."""
-    n = scalar(
-        con,
-        f"""SELECT count(*) FROM {read_parquet(files)}
-            WHERE regexp_matches(message, '{BLOB}')
-              AND entry_no NOT IN (SELECT {side} FROM _pairs)""",
-    )
-    if not n:
-        return []
-    return [f"source {sid} shows {n:,} messages as `[… blob data]` (journalctl without "
-            "--all): they match no other rendering, and counts may double"]  # fmt: skip
-
-
-def _offset(
-    con: duckdb.DuckDBPyConnection, mine: list[Path], theirs: list[Path], me: int, sid: int
-) -> list[str]:
-    """Nothing matched: do most lines match at a whole number of hours apart (a rendering
-    in a local time zone)? Said, not mended: the times as read are kept."""
-    one = "SELECT host, ident, pid, message, any_value(ts_us) AS ts_us FROM {} " \
-          "WHERE ts_us IS NOT NULL GROUP BY ALL HAVING count(*) = 1"  # fmt: skip
-    row = first_row(
-        con,
-        f"""SELECT round((n.ts_us - o.ts_us) / 3.6e9)::BIGINT AS h, count(*) AS k,
-                   (SELECT count(*) FROM {read_parquet(mine)}) AS total
-            FROM ({one.format(read_parquet(mine))}) n
-            JOIN ({one.format(read_parquet(theirs))}) o USING (host, ident, pid, message)
-            GROUP BY 1 ORDER BY 2 DESC LIMIT 1""",
-    )
-    if row is None or not row[0] or row[1] < max(1, row[2] // 2):
-        return []
-    return [f"source {me} matches source {sid} only {row[0]:+d} h apart ({row[1]:,} lines): "
-            "a rendering in a local time zone? Not deduped; counts may double"]  # fmt: skip
-
-
-def _repeats(
-    con: duckdb.DuckDBPyConnection, mine: list[Path], theirs: list[Path], me: int, sid: int
-) -> list[str]:
-    """A note where the new source repeats much of a registered one no rule can match."""
-    row = first_row(
-        con,
-        f"""SELECT count(*) FILTER (WHERE o.h IS NOT NULL), count(*)
-            FROM (SELECT hash(message) AS h FROM {read_parquet(mine)}) n
-            LEFT JOIN (SELECT DISTINCT hash(message) AS h FROM {read_parquet(theirs)}) o
-              ON n.h = o.h""",
-    )
-    same, total = row or (0, 0)
-    if not total or same / total < REPEATS_NOTED:
-        return []
-    return [f"source {me} repeats {100 * same / total:.0f} % of source {sid} (renderings that "
-            "cannot be matched entry for entry); counts may double"]  # fmt: skip
+def count_dups(con: duckdb.DuckDBPyConnection) -> int:
+    return scalar(con, "SELECT count(*) FROM _dups")

@@ -26,13 +26,16 @@ from .database import (
     connect_read_only,
     first_row,
     reinstall,
+    scalar,
     shard_root,
 )
 from .derived import STAMP, refresh_derived
 from .integrity import check, inside
 from .records import TABLES as RECORD_TABLES
 from .records import _records_of
-from .register import drop_duplicates
+from .register import _held as held_sides
+from .register import _split
+from .renderings import Side, compare, dups, take_from
 from .shards import ShardWriter, list_files, rows_in
 from .stage import arrow_batches, write_quarantine, write_query
 
@@ -232,12 +235,78 @@ def _delete(files: list[Path]) -> None:
             f.parent.rmdir()
 
 
+def restore_source(
+    db: str | os.PathLike | None,
+    source_id: int,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+) -> dict:
+    """Every entry dedupe set aside in one source (its `dropped_entries`) back among its
+    entries, whatever other source holds them too: the undo of a merge ingest or
+    `dedupe` made."""
+    con = connect(db, wait, waiting)
+    gone: list[Path] = []
+    try:
+        run, path = _source(con, source_id)
+        if damage := check(con, shard_root(con)).of(source_id):
+            raise ForensicsError(damage.line())
+        dropped = _files(con, source_id).get("dropped_entries", [])
+        back = 0
+        with committing(con):
+            if dropped:
+                back, gone = _restore(con, source_id, run, dropped, compare_others=False)
+                _changed(con)
+        return {"source_id": source_id, "path": path, "restored": back}
+    finally:
+        con.close()
+        _delete(gone)
+
+
+def dedupe_source(
+    db: str | os.PathLike | None,
+    source_id: int,
+    against: int,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+) -> dict:
+    """One source's entries that another holds, set aside in its `dropped_entries`: the
+    same alignment as ingest's without the share test (`cat` and `short-monotonic` by
+    message alone); `forensics sources restore` undoes it."""
+    if source_id == against:
+        raise ForensicsError("a source cannot be deduped against itself")
+    con = connect(db, wait, waiting)
+    try:
+        _, path = _source(con, source_id)
+        _source(con, against)
+        root = shard_root(con)
+        for sid in (source_id, against):
+            if damage := check(con, root).of(sid):
+                raise ForensicsError(damage.line())
+        sides = held_sides(con, root, set())
+        if source_id not in sides or against not in sides:
+            return {"source_id": source_id, "against": against, "path": path, "dropped": 0}
+        p = compare(con, sides[source_id], sides[against], forced=True)
+        with committing(con):
+            if p.merged:  # its old files go at the next writer's sweep
+                take_from(con, root, source_id, p.mine, _split)
+                _changed(con)
+        return {"source_id": source_id, "against": against, "path": path,
+                "dropped": p.merged}  # fmt: skip
+    finally:
+        con.close()
+
+
 def _restore(
-    con: duckdb.DuckDBPyConnection, source_id: int, run: str, dropped: list[Path]
+    con: duckdb.DuckDBPyConnection,
+    source_id: int,
+    run: str,
+    dropped: list[Path],
+    compare_others: bool = True,
 ) -> tuple[int, list[Path]]:
-    """A later source's dropped entries that no remaining source holds, back among its
-    entries (their records read again with the built-in patterns: the user patterns of
-    its ingest are not stored). (entries restored, files no longer listed)."""
+    """A source's dropped entries that no remaining source holds (all of them, without
+    `compare_others`), back among its entries (their records read again with the built-in
+    patterns: the user patterns of its ingest are not stored). (entries restored, files
+    no longer listed)."""
     writer = ShardWriter(dropped[0].parent, SCHEMA_VERSION)
     # a copy to work on: the listed files stay whole until the transaction commits
     write_query(
@@ -246,8 +315,15 @@ def _restore(
         "entries",
         f"SELECT * FROM {read_parquet(dropped)} ORDER BY entry_no",
     )
-    against = f"(SELECT * FROM entries WHERE source_id <> {int(source_id)})"
-    drop_duplicates(con, writer, against=against)
+    fmt = scalar(con, "SELECT format FROM sources WHERE source_id = ?", [source_id])
+    others = _sides(con, skip=source_id) if compare_others else []
+    for other in others:  # what another source still holds stays out
+        if not writer.paths("entries"):
+            break
+        p = compare(con, Side(source_id, fmt, writer.paths("entries")), other)
+        if p.merged:
+            dups(con, p.mine)
+            _split(con, writer)
     back, still = writer.paths("entries"), writer.paths("dropped_entries")
     n = sum(rows_in(f) for f in back)
     if n == 0:
@@ -278,6 +354,13 @@ def _restore(
     )
     reinstall(con)
     return n, dropped
+
+
+def _sides(con: duckdb.DuckDBPyConnection, skip: int) -> list[Side]:
+    """The other sound sources' entries, as sides of a comparison."""
+    root = shard_root(con)
+    return [s for sid, s in held_sides(con, root, check(con, root).sources).items()
+            if sid != skip]  # fmt: skip
 
 
 def _check_labels(host: str | None, run: str | None) -> None:

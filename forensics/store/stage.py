@@ -45,7 +45,10 @@ from .records import TABLES as RECORD_TABLES
 from .shards import ROW_GROUP_ROWS, ShardWriter, rows_in
 
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
-IDENTITY = "cursor, boot_id, mono_us, host, ts_us, unit, ident, pid, message"
+# An entry's dedupe key hashes what every rendering of it shows alike (its second, host
+# and message): it finds the sources worth comparing, and the rules of renderings.py
+# decide which entries are one.
+KEY = "ts_us // 1000000, host, message"
 
 
 @dataclass
@@ -380,9 +383,7 @@ def keyed(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> pa.Table:
     each message once more (13 → 10 ms a 16 MB batch, the writer's cast included)."""
     # (`parts` comes from DuckDB too: pyarrow's scalars and arrays from numpy import
     # pandas where it is installed, 0.15 s of an ingest)
-    made = arrow_table(
-        con.from_arrow(batch).select(f"1::SMALLINT AS parts, hash({IDENTITY}) AS key")
-    )
+    made = arrow_table(con.from_arrow(batch).select(f"1::SMALLINT AS parts, hash({KEY}) AS key"))
     own = dict(zip(batch.column_names, batch.columns, strict=True))
     own |= {"parts": made["parts"], "key": made["key"]}  # a read entry is one part
     return pa.table({n: own[n] for n in ENTRIES.names if n != "source_id"})
@@ -458,10 +459,7 @@ def _rejoin(con: duckdb.DuckDBPyConnection, writer: ShardWriter, text: bool) -> 
         """
     )
     gone = con.execute("SELECT count(*) FROM _joined WHERE entry_no <> head").fetchall()[0][0]
-    identity = ", ".join(
-        "coalesce(m.message, s.message)" if c == "message" else f"s.{c}"
-        for c in IDENTITY.split(", ")
-    )
+    identity = "s.ts_us // 1000000, s.host, coalesce(m.message, s.message)"
     new = write_query(con, writer, "entries", f"""
         SELECT s.* REPLACE (
             coalesce(m.message, s.message) AS message,
