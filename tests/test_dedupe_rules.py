@@ -181,3 +181,21 @@ def test_json_lines_logs_without_journal_fields_are_never_one(tmp_path: Path) ->
     db = tmp_path / "j.duckdb"
     _ingest(db, a, b, fmt="json")
     assert _count(db) == 100
+
+
+def test_the_chain_keeps_pairs_in_both_orders_only() -> None:
+    import numpy as np
+
+    from forensics.store.alignment import gaps, longest_chain
+
+    new = np.array([1, 2, 3, 4, 5])
+    old = np.array([10, 30, 20, 40, 50])  # 2 and 3 cross: one of them goes
+    kept = longest_chain(new, old)
+    assert len(kept) == 4 and list(np.diff(old[kept]) > 0) == [True] * 3
+    assert list(longest_chain(new[::-1], old[::-1])) != []  # unsorted input is sorted
+    assert len(longest_chain(np.array([1, 2, 3]), np.array([3, 2, 1]))) == 1
+    # between links (1,10) and (4,40): new 2,3 and old 20,30 free at one place
+    (a, b), *_ = gaps(np.array([1, 4]), np.array([10, 40]), np.array([2, 3]),
+                      np.array([20, 30]))  # fmt: skip
+    assert list(a) == [2, 3] and list(b) == [20, 30]
+    assert gaps(np.array([1, 4]), np.array([10, 40]), np.array([2]), np.array([20, 30])) == []

@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 import forensics
+from forensics.store.sources import dedupe_source
 from forensics.errors import ForensicsError
 from forensics.store import SCHEMA_VERSION
 from forensics.store.shards import folder, source_folder
@@ -31,14 +32,13 @@ def test_same_file_twice_is_skipped(renderings, db: Path) -> None:
     assert counts(db) == (1, N, 0)
 
 
-@pytest.mark.parametrize("pass_bytes", [64 << 20, 64])  # one dedupe pass; many
 @pytest.mark.parametrize("fmt", ["json", "short-iso-precise", "short-monotonic"])
 def test_overlapping_exports_add_no_duplicates(
-    renderings, tmp_path: Path, db: Path, fmt: str, pass_bytes: int, monkeypatch
+    renderings, tmp_path: Path, db: Path, fmt: str
 ) -> None:
-    from forensics.store import register as ingest_module
-
-    monkeypatch.setattr(ingest_module, "DEDUPE_PASS_BYTES", pass_bytes)
+    """Two cuts of one rendering that overlap: by identity (json), line for line over the
+    common span (short-iso-precise); short-monotonic, with no wall clock, is said and
+    merged only when asked (`sources dedupe`)."""
     lines = renderings[fmt].read_bytes().splitlines(keepends=True)
     # Cut at entry starts (never inside a multi-line entry or the LineMax pair 9-10).
     starts = [i for i, ln in enumerate(lines) if not ln.startswith(b" ")]
@@ -47,27 +47,30 @@ def test_overlapping_exports_add_no_duplicates(
     (tmp_path / "late").write_bytes(b"".join(lines[a:]))
     r1 = forensics.ingest([str(tmp_path / "early")], db)
     r2 = forensics.ingest([str(tmp_path / "late")], db)
-    assert r2.sources[0].duplicates > 0
-    assert r1.sources[0].entries + r2.sources[0].entries == N
+    if fmt == "short-monotonic":
+        assert any("sources dedupe 2 --against 1" in n for n in r2.sources[0].notes)
+        assert r2.sources[0].duplicates == 0
+        assert dedupe_source(db, 2, 1)["dropped"] == 4  # by message alone, in order
+    else:
+        assert r2.sources[0].duplicates > 0
+        assert r1.sources[0].entries + r2.sources[0].entries == N
     assert sorted(messages(db)) == sorted(
         e.message.decode("utf-8", "replace") for e in corpus.expected()
     )
 
 
-def test_identical_lines_in_one_source_are_both_kept(
-    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from forensics.store import register as ingest_module
-
+def test_identical_lines_in_one_source_are_both_kept(tmp_path: Path, db: Path) -> None:
     line = b"Nov 29 07:00:01 decode-0 python3[1]: tick\n"
     (tmp_path / "a.log").write_bytes(line * 3)
     (tmp_path / "b.log").write_bytes(line * 2 + b"Nov 29 07:00:02 decode-0 python3[1]: tock\n")
     forensics.ingest([str(tmp_path / "a.log")], db, year=2026)
-    monkeypatch.setattr(ingest_module, "DEDUPE_PASS_BYTES", 1)  # a pass per byte of "tick"s
     res = forensics.ingest([str(tmp_path / "b.log")], db, year=2026)
-    # a.log already holds three "tick"s: b.log's two are the same entries, "tock" is new.
-    assert res.sources[0].duplicates == 2
-    assert messages(db) == ["tick", "tick", "tick", "tock"]
+    # two lines are too few to call b.log a.log's (two containers may print them): kept
+    assert res.sources[0].duplicates == 0
+    assert any("sources dedupe 2 --against 1" in n for n in res.sources[0].notes)
+    # asked: a.log already holds three "tick"s; b.log's two are the same, "tock" is new
+    assert dedupe_source(db, 2, 1)["dropped"] == 2
+    assert sorted(messages(db)) == ["tick", "tick", "tick", "tock"]
 
 
 def test_garbage_lines_are_quarantined_with_line_and_reason(tmp_path: Path, db: Path) -> None:
@@ -383,59 +386,6 @@ def test_runs_and_tags(renderings, db: Path) -> None:
     con.close()
     assert tags == [("flag-on", {"overlap": "1", "tp": "8"})]
     assert runs == [("flag-on",)]
-
-
-@pytest.mark.parametrize(
-    ("stored", "incoming", "kept"),
-    [
-        # "b" shares the key of "a" (a hash collision) and no other source holds it
-        (["a"], ["b", "a", "a"], ["b", "a"]),
-        # both held once: the copies of a shared key count each other, so fewer drop —
-        # never an entry that no other source holds
-        (["a", "b"], ["b", "a", "a"], ["a", "a"]),
-        (["a", "a"], ["a", "a", "a"], ["a"]),
-    ],
-)
-def test_dedupe_on_colliding_keys_drops_only_what_another_source_holds(
-    db: Path, stored: list[str], incoming: list[str], kept: list[str]
-) -> None:
-    import pyarrow as pa
-
-    from forensics.store import SCHEMA_VERSION
-    from forensics.store.register import drop_duplicates
-    from forensics.store.shards import ShardWriter
-
-    def rows(messages: list[str]) -> pa.Table:
-        n = len(messages)
-        return pa.table({"entry_no": list(range(1, n + 1)), "ts_us": [0] * n, "host": ["h"] * n,
-                         "message": messages, "parts": pa.array([1] * n, pa.int16()),
-                         "key": pa.array([7] * n, pa.uint64())})  # fmt: skip
-
-    staged = db.parent / "staged"
-    staged.mkdir()
-    writer = ShardWriter(staged, SCHEMA_VERSION)
-    writer.write("entries", _filled(rows(incoming)))
-    writer.close()
-    con = duckdb.connect()
-    try:
-        con.from_arrow(_filled(rows(stored))).create("held")
-        against = "(SELECT 1 AS source_id, * FROM held)"
-        dropped = drop_duplicates(con, writer, against=against)
-        left = con.sql(
-            f"SELECT message FROM read_parquet('{writer.paths('entries')[0]}') ORDER BY entry_no"
-        ).fetchall()
-        gone = (
-            con.sql(
-                f"SELECT count(*) FROM read_parquet('{writer.paths('dropped_entries')[0]}')"
-            ).fetchall()[0][0]
-            if dropped
-            else 0
-        )
-    finally:
-        con.close()
-    assert gone == dropped
-    assert [m for (m,) in left] == kept
-    assert dropped == len(incoming) - len(kept)
 
 
 def _filled(t):

@@ -204,7 +204,7 @@ def migrate_catalog(con: duckdb.DuckDBPyConnection, path: Path, version: int) ->
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                     [str(SCHEMA_VERSION)])  # fmt: skip
         _install(con, path)
-    mark_folder(root, mark)
+    mark_folder(root, mark, path)
 
 
 def migrate_in_place(con: duckdb.DuckDBPyConnection, version: int) -> None:
@@ -348,7 +348,7 @@ def committing(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnec
         yield con
         mark = stamp(con)
     with contextlib.suppress(OSError, ForensicsError):  # ForensicsError: in memory
-        mark_folder(shard_root(con), mark)
+        mark_folder(shard_root(con), mark, catalog_path(con))
 
 
 @contextmanager

@@ -202,7 +202,7 @@ def verify(db=None) -> Verified:
     try:
         root = shard_root(con)
         damage, files, nbytes = verify_files(con, root)
-        how, why = state(con, root)
+        how, why = state(con, root, db_path(db))
     finally:
         con.close()
     return Verified(db_path(db), files, nbytes, damage, how, why)

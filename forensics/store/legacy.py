@@ -68,7 +68,7 @@ def convert(path: Path) -> Path:
         if wal.exists():
             os.rename(wal, backup.with_name(backup.name + ".wal"))
         os.rename(tmp, path)
-        mark_folder(root, mark)
+        mark_folder(root, mark, path)
         return backup
     except BaseException:
         for m in moved:

@@ -37,11 +37,11 @@ class Mark:
     generation: int
     token: str
     previous: str = ""
+    catalog: str = ""  # the file name of the catalog that wrote the folder's mark
 
     def doc(self) -> bytes:
-        return orjson.dumps(
-            {"identity": self.identity, "generation": self.generation, "token": self.token}
-        )
+        return orjson.dumps({"identity": self.identity, "generation": self.generation,
+                             "token": self.token, "catalog": self.catalog})  # fmt: skip
 
 
 def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -89,15 +89,19 @@ def stamp(con: duckdb.DuckDBPyConnection) -> Mark:
 def folder_mark(root: Path) -> Mark | None:
     try:
         doc = orjson.loads((root / MARK).read_bytes())
-        return Mark(str(doc["identity"]), int(doc["generation"]), str(doc["token"]))
+        return Mark(str(doc["identity"]), int(doc["generation"]), str(doc["token"]),
+                    catalog=str(doc.get("catalog") or ""))  # fmt: skip
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return Mark("?", -1, "?")  # unreadable: never the catalog's
 
 
-def mark_folder(root: Path, mark: Mark) -> None:
-    """The folder's file, replaced whole (a reader never sees half of it)."""
+def mark_folder(root: Path, mark: Mark, catalog: Path | None = None) -> None:
+    """The folder's file, replaced whole (a reader never sees half of it), naming the
+    catalog that wrote it (`catalog`, else the folder's own name's)."""
+    name = catalog.name if catalog is not None else root.name.removesuffix(".shards") + ".duckdb"
+    mark = Mark(mark.identity, mark.generation, mark.token, mark.previous, name)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f"{MARK}.{os.getpid()}.tmp"
     with open(tmp, "wb") as fh:
@@ -114,10 +118,18 @@ def _holds_sources(root: Path) -> bool:
         return False
 
 
-def state(con: duckdb.DuckDBPyConnection, root: Path) -> tuple[str, str]:
+def state(
+    con: duckdb.DuckDBPyConnection, root: Path, catalog: Path | None = None
+) -> tuple[str, str]:
     """(whole | behind | foreign | lagging | new, why): how this catalog stands with its
-    folder."""
+    folder. A catalog under another name than the one that marked the folder, while that
+    one is still beside it, is a copy (`cp inc.duckdb inc.bak` shares `inc.shards`): it
+    stands behind, whatever its generation; where that one is gone, it was renamed."""
     mine, theirs = catalog_mark(con), folder_mark(root)
+    if (theirs is not None and catalog is not None and theirs.catalog
+            and theirs.catalog != catalog.name and (root.parent / theirs.catalog).exists()):
+        return "behind", (f"{root.name} is {theirs.catalog}'s, beside it: this catalog "
+                          f"({catalog.name}) is a copy of it")  # fmt: skip
     if theirs is None:
         if not _holds_sources(root):
             return "new", ""
@@ -144,8 +156,10 @@ WAY = "`forensics copy SRC DST` makes a copy with its own shard folder"
 def check_writable(con: duckdb.DuckDBPyConnection, catalog: Path, root: Path) -> None:
     """A writer's open: refused with one line unless the pair is whole (a folder that
     missed the last commit is brought up to date)."""
-    how, why = state(con, root)
+    how, why = state(con, root, catalog)
     if how in ("whole", "new"):
+        if how == "whole" and (m := folder_mark(root)) and m.catalog != catalog.name:
+            mark_folder(root, m, catalog)  # renamed (the one it named is gone): re-marked
         return
     if how == "lagging":
         mark = catalog_mark(con)
@@ -153,7 +167,7 @@ def check_writable(con: duckdb.DuckDBPyConnection, catalog: Path, root: Path) ->
             with_identity(con)
             mark = catalog_mark(con)
         if mark is not None:
-            mark_folder(root, mark)
+            mark_folder(root, mark, catalog)
         return
     raise ForensicsError(f"{catalog} is read-only here: {why}; {WAY}")
 
@@ -167,7 +181,7 @@ def with_identity(con: duckdb.DuckDBPyConnection) -> None:
 
 def reading_note(con: duckdb.DuckDBPyConnection, catalog: Path, root: Path) -> str | None:
     """The one line a reader shows when the pair is not whole (it reads all the same)."""
-    how, why = state(con, root)
+    how, why = state(con, root, catalog)
     if how in ("behind", "foreign"):
         return f"{catalog} opened read-only: {why}; {WAY}"
     return None

@@ -74,7 +74,7 @@ def _own_identity(catalog: Path) -> None:
             _install(con, catalog)
     finally:
         con.close()
-    mark_folder(folder(catalog.resolve()), mark)
+    mark_folder(folder(catalog.resolve()), mark, catalog)
 
 
 def move_incident(src: str | os.PathLike | None, dst: str | os.PathLike) -> Path:

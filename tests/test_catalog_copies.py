@@ -1,0 +1,54 @@
+"""The folder knows its catalog: a byte copy of the catalog beside the original (which
+shares its shard folder) reads, and writes and deletes nothing there; a catalog renamed
+(the one the folder names is gone) writes, and the folder is marked with its new name."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+import forensics
+from forensics.errors import ForensicsError
+from forensics.store.sources import remove_source
+
+from . import corpus
+
+
+def _incident(renderings: dict[str, Path], tmp_path: Path) -> Path:
+    db = tmp_path / "inc.duckdb"
+    forensics.ingest([str(renderings["export"])], db)
+    return db
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*.parquet")}
+
+
+def test_a_copy_beside_the_original_deletes_none_of_its_files(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    db = _incident(renderings, tmp_path)
+    shards = tmp_path / "inc.shards"
+    before = _files(shards)
+    bak = tmp_path / "inc.bak"
+    shutil.copy2(db, bak)
+    with pytest.raises(ForensicsError, match=r"inc\.bak is read-only here: .*is a copy of it"):
+        remove_source(bak, 1)
+    assert _files(shards) == before
+    assert forensics.verify(db).damage.files == []  # the original is whole
+    rows = forensics.query("SELECT count(*) AS n FROM entries", bak)["n"][0]
+    assert rows == len(corpus.expected())  # the copy reads
+
+
+def test_a_renamed_catalog_writes_and_the_folder_names_it(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    db = _incident(renderings, tmp_path)
+    renamed = tmp_path / "inc.db"  # same stem: the same shard folder
+    db.rename(renamed)
+    assert remove_source(renamed, 1)["removed"]["entries"] == len(corpus.expected())
+    mark = orjson.loads((tmp_path / "inc.shards" / ".identity").read_bytes())
+    assert mark["catalog"] == "inc.db"
