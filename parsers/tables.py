@@ -412,7 +412,8 @@ default string compression (measured on the benchmark journal).""", (
     C("fields", "VARCHAR", "every other field, a JSON object", compression="zstd",
       user_text=True),
     C("parts", "SMALLINT", "pieces joined into it (> 1: rejoined)", not_null=True, default="1"),
-    C("key", "UBIGINT", "hash of its second, host and message: finds the sources to compare in dedupe", not_null=True),
+    C("key", "UBIGINT", "hash of its second, host and message: which sources dedupe compares",
+      not_null=True),
 ), provenance=())  # fmt: skip
 RECORD = PROVENANCE[:-1]  # the probes' records keep where they came from, without a pattern
 CHECKSUMS = Table("checksums", "checksum", """One `forensics:checksum` record

@@ -52,3 +52,21 @@ def test_a_renamed_catalog_writes_and_the_folder_names_it(
     assert remove_source(renamed, 1)["removed"]["entries"] == len(corpus.expected())
     mark = orjson.loads((tmp_path / "inc.shards" / ".identity").read_bytes())
     assert mark["catalog"] == "inc.db"
+
+
+def test_a_comma_in_the_incidents_path_is_refused_in_one_line(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    where = tmp_path / "a,b"
+    where.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "forensics", "ingest", str(renderings["export"]),
+         "--db", str(where / "inc.duckdb")], capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    (line,) = proc.stderr.strip().splitlines()
+    assert "cannot hold a ','" in line and "a,b" in line
+    assert not (where / "inc.duckdb").exists()

@@ -13,10 +13,10 @@ import duckdb
 import pytest
 
 import forensics
-from forensics.store.sources import dedupe_source
 from forensics.errors import ForensicsError
 from forensics.store import SCHEMA_VERSION
 from forensics.store.shards import folder, source_folder
+from forensics.store.sources import dedupe_source
 
 from . import corpus
 from .helpers import cli, counts, legacy_copy, messages, plain

@@ -76,6 +76,7 @@ def _connect(
 ) -> duckdb.DuckDBPyConnection:
     """A connection; while another process holds the file's lock, retried for up to
     `wait` seconds (`waiting` is called once, when the wait begins)."""
+    _searchable(path)
     deadline = time.monotonic() + wait
     pause = 0.05
     while True:
@@ -103,6 +104,15 @@ def _connect(
     # the stored views name their shards relative to the shard folder
     con.execute("SET file_search_path = ?", [str(folder(path.resolve()))])
     return con
+
+
+def _searchable(path: Path) -> None:
+    """DuckDB's file_search_path is a comma-separated list: a shard folder whose path holds
+    a comma would be read as two folders, and every view would fail."""
+    if "," in str(folder(path.resolve())):
+        raise ForensicsError(f"{path}: an incident's path cannot hold a ',' (DuckDB reads "
+                             "its shard folder's path as a list); move it, or give --db a "
+                             "path without one")  # fmt: skip
 
 
 class Locked(ForensicsError):

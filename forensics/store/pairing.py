@@ -126,8 +126,13 @@ def state(
     one is still beside it, is a copy (`cp inc.duckdb inc.bak` shares `inc.shards`): it
     stands behind, whatever its generation; where that one is gone, it was renamed."""
     mine, theirs = catalog_mark(con), folder_mark(root)
-    if (theirs is not None and catalog is not None and theirs.catalog
-            and theirs.catalog != catalog.name and (root.parent / theirs.catalog).exists()):
+    if (
+        theirs is not None
+        and catalog is not None
+        and theirs.catalog
+        and theirs.catalog != catalog.name
+        and (root.parent / theirs.catalog).exists()
+    ):
         return "behind", (f"{root.name} is {theirs.catalog}'s, beside it: this catalog "
                           f"({catalog.name}) is a copy of it")  # fmt: skip
     if theirs is None:
