@@ -279,3 +279,23 @@ def test_one_sided_rooms_have_unknown_exposure(tmp_path: Path, db: Path) -> None
     assert (room.table.exposed_total, room.table.control_total) == (1, 1)
     chosen = forensics.correlate(db, bad=("mismatch", "missing_dst")).associations[0]
     assert chosen.excluded == 0 and chosen.table.exposed_total == 2
+
+
+def test_a_nul_head_is_quarantined_and_the_lines_after_it_stored(tmp_path: Path) -> None:
+    """logrotate's copytruncate leaves a hole of NUL bytes where the writer went on at
+    its old offset: the hole is quarantined with its offset, the lines after it stored
+    (the whole file was refused as binary)."""
+    log = tmp_path / "sglang.log"
+    lines = b"".join(b"2026-11-29T07:00:0%d.000001+0000 decode-0 python3[1]: line %d\n" % (i, i)
+                     for i in range(3))  # fmt: skip
+    log.write_bytes(b"\x00" * 300_000 + lines)
+    db = tmp_path / "n.duckdb"
+    res = forensics.ingest([str(log)], db)
+    assert res.sources[0].entries == 3
+    q = forensics.query("SELECT line, reason FROM quarantine", db).rows()
+    assert q == [(1, "300,000 NUL bytes at offset 0, before line 1 (a file truncated while "
+                     "written: logrotate's copytruncate?)")]  # fmt: skip
+    only = tmp_path / "hole.log"
+    only.write_bytes(b"\x00" * 1000)
+    with pytest.raises(forensics.ForensicsError, match="1,000 NUL bytes and nothing else"):
+        forensics.ingest([str(only)], tmp_path / "h.duckdb")

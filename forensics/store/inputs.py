@@ -208,6 +208,7 @@ class Opened:
     compression: str | None
     mtime: float | None
     size: int | None
+    nul_head: int = 0  # NUL bytes skipped at the start (a file truncated while written)
 
 
 SNIFF_BYTES = 256 << 10
@@ -247,19 +248,39 @@ def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Ope
     if kind is not None:
         stream = io.BufferedReader(_Checked(stream, inp.name, kind), buffer_size=1 << 20)  # type: ignore[assignment]
     head = _read_head(stream)
+    head, nul = _past_nuls(head, stream)
     stream = io.BufferedReader(_Prefixed(head, stream), buffer_size=1 << 20)  # type: ignore[assignment]
-    return Opened(
-        stream, head, hasher, kind, st.st_mtime if st else None, st.st_size if st else None
-    )
+    return Opened(stream, head, hasher, kind, st.st_mtime if st else None,
+                  st.st_size if st else None, nul)  # fmt: skip
 
 
-def _read_head(stream: BinaryIO) -> bytes:
-    parts = []
-    got = 0
-    while got < SNIFF_BYTES:
-        data = stream.read(SNIFF_BYTES - got)
+def _past_nuls(head: bytes, stream: BinaryIO) -> tuple[bytes, int]:
+    """A head of NUL bytes skipped: logrotate's copytruncate leaves one where the writer
+    went on at its old offset (a sparse hole), and the log's lines follow it. (the head
+    past them, how many were skipped)."""
+    if not head.startswith(b"\x00"):
+        return head, 0
+    skipped = 0
+    while head and not head.lstrip(b"\x00"):
+        skipped += len(head)
+        head = _read_head(stream)
+    rest = head.lstrip(b"\x00")
+    skipped += len(head) - len(rest)
+    if rest and len(rest) < SNIFF_BYTES:
+        rest += _read_head_upto(stream, SNIFF_BYTES - len(rest))
+    return rest, skipped
+
+
+def _read_head_upto(stream: BinaryIO, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        data = stream.read(n - got)
         if not data:
             break
         parts.append(data)
         got += len(data)
     return b"".join(parts)
+
+
+def _read_head(stream: BinaryIO) -> bytes:
+    return _read_head_upto(stream, SNIFF_BYTES)

@@ -120,7 +120,9 @@ def _stage(
     inp: Input, folder: Path, opts: Options, progress: Callable[[int], None] | None
 ) -> Staged:
     opened = open_input(inp, progress)
-    what = not_a_log(opened.head)
+    what = not_a_log(opened.head) if not opened.nul_head else None
+    if opened.nul_head and not opened.head:
+        what = f"{opened.nul_head:,} NUL bytes and nothing else"
     if what is not None and opts.fmt is None:
         # one file that is no log never costs the others found beside it; one named is an
         # error, but an empty one only says so
@@ -139,6 +141,9 @@ def _stage(
     if found_json and (why := no_journal_json(opened.head)) is not None:
         return _skipped(inp, opened, why)
     ctx = ReadContext(name=inp.name, year=opts.year, host=opts.host, mtime=opened.mtime)
+    if opened.nul_head:  # said with its offset, as a line no reader could take
+        ctx.reject(1, f"{opened.nul_head:,} NUL bytes at offset 0, before line 1 (a file "
+                   "truncated while written: logrotate's copytruncate?)", "")  # fmt: skip
     if inp.is_stdin and opts.host is None:
         ctx.note(
             "stdin without --host: entries take the host the input names, else none "
