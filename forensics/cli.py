@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -1238,11 +1239,30 @@ def _failure(exc: BaseException, interrupted: bool, debug: bool) -> tuple[str, i
     usage = _usage_error(exc)
     if usage is not None:
         return usage, 2
+    if (full := _disk(exc)) is not None:
+        return full, 2
     if debug:
         traceback.print_exception(exc)
     hint = "" if debug else f" (run with --debug or {DEBUG_ENV}=1 for the traceback)"
     first = (str(exc).splitlines() or [""])[0]
     return f"unexpected {type(exc).__name__}: {first}{hint}", 1
+
+
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
+def _disk(exc: BaseException) -> str | None:
+    """A write the disk refused (full, over quota, read-only): one line naming the path,
+    not an unexpected error. pyarrow's own OSError carries the reason in its text only."""
+    if not isinstance(exc, OSError):
+        return None
+    if exc.errno in _DISK_ERRNOS:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or os.strerror(exc.errno)}"
+    first = (str(exc).splitlines() or [""])[0]
+    if "No space left on device" in first or "Disk quota exceeded" in first:
+        return f"{first}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -299,3 +299,16 @@ def test_a_nul_head_is_quarantined_and_the_lines_after_it_stored(tmp_path: Path)
     only.write_bytes(b"\x00" * 1000)
     with pytest.raises(forensics.ForensicsError, match="1,000 NUL bytes and nothing else"):
         forensics.ingest([str(only)], tmp_path / "h.duckdb")
+
+
+def test_a_full_disk_is_one_line_naming_the_path_and_exit_2() -> None:
+    import errno
+
+    from forensics.cli import _failure
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/inc.shards/entries-1.parquet")
+    line, code = _failure(full, interrupted=False, debug=False)
+    assert (line, code) == ("/inc.shards/entries-1.parquet: No space left on device", 2)
+    arrow = OSError("IOError: error writing /x.parquet: No space left on device")
+    assert _failure(arrow, interrupted=False, debug=False)[1] == 2
+    assert _failure(OSError("other"), interrupted=False, debug=False)[1] == 1
