@@ -32,7 +32,7 @@ _WHERE = {
     "demo": ".synthetic.demo",
     "export": ".sql",
     "follow": ".analyses.follow",
-    "ingest": ".store.ingest",
+    "ingest": ".writing",
     "list_queries": ".named",
     "list_sources": ".store.sources",
     "move_incident": ".store.relocate",
@@ -105,9 +105,10 @@ if TYPE_CHECKING:
     from .named import list_queries, run_named
     from .sql import export, query, query_rows
     from .store import connect, connect_read_only
-    from .store.ingest import IngestResult, SourceResult, ingest
+    from .store.ingest import IngestResult, SourceResult
     from .store.integrity import verify
     from .store.relocate import copy_incident, move_incident
     from .store.sources import list_sources
     from .store.summary import summarize
     from .synthetic.demo import demo
+    from .writing import ingest

@@ -191,7 +191,7 @@ def ingest(
 
         hash_ahead(paths)  # while the readers load
     from .store.ingest import RaySettings
-    from .store.ingest import ingest as run_ingest
+    from .writing import ingest as run_ingest
 
     progress = _ingest_progress()
     with progress or contextlib.nullcontext():
@@ -307,7 +307,7 @@ def sources_remove(
 
     Example: forensics sources remove 3
     """
-    from .store.sources import remove_source
+    from .writing import remove_source
 
     res = remove_source(db, source_id, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"removed source {source_id} ({res['path']}): " + ", ".join(
@@ -327,9 +327,9 @@ def sources_relabel(
 
     Example: forensics sources relabel 3 --host decode-1
     """
-    from .store.sources import relabel_source
+    from .writing import relabel_source
 
-    res = relabel_source(db, source_id, host, run, wait=wait, waiting=_waiting(wait))
+    res = relabel_source(db, source_id, host=host, run=run, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"relabelled source {source_id} ({res['path']}): " + ", ".join(
         f"{n:,} {c}" for c, n in res["changed"].items()))  # fmt: skip
 
@@ -348,7 +348,7 @@ def sources_dedupe(
 
     Example: forensics sources dedupe 3 --against 1
     """
-    from .store.sources import dedupe_source
+    from .writing import dedupe_source
 
     res = dedupe_source(db, source_id, against, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"source {source_id}: {res['dropped']:,} entries set aside as source "
@@ -366,7 +366,7 @@ def sources_restore(
 
     Example: forensics sources restore 2
     """
-    from .store.sources import restore_source
+    from .writing import restore_source
 
     res = restore_source(db, source_id, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"source {source_id}: {res['restored']:,} entries put back")
@@ -384,7 +384,7 @@ def runs(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None:
     """
     if ctx.invoked_subcommand:
         return
-    from .store.runs import list_runs
+    from .analyses.runs import list_runs
 
     rows = list_runs(db)
     if json:
@@ -412,7 +412,7 @@ def runs_rename(
 
     Example: forensics runs rename default incident
     """
-    from .store.runs import rename_run
+    from .writing import rename_run
 
     res = rename_run(db, old, new, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"renamed run {old} to {new}: " + _changes(res["changed"]))
@@ -430,7 +430,7 @@ def runs_merge(
 
     Example: forensics runs merge repro-part2 repro
     """
-    from .store.runs import rename_run
+    from .writing import rename_run
 
     res = rename_run(db, run, into, merge=True, wait=wait, waiting=_waiting(wait))
     _done(res, json, f"merged run {run} into {into}: " + _changes(res["changed"]))

@@ -104,3 +104,63 @@ def test_verdicts_and_statuses_are_declared_once() -> None:
     assert "uncompared" in statuses.UNJUDGED and "uncompared" not in statuses.NO_REPLY
     assert "'uncompared'" not in statuses.NO_REPLY_SQL and "'uncompared'" in statuses.UNJUDGED_SQL
     assert len({v.name for v in statuses.VERDICT_TABLE}) == len(statuses.VERDICT_TABLE)
+
+
+_MAPPED = {"forensics": "forensics", "parsers": "forensics.parsers",
+           "queries": "forensics.queries", "dashboards": "forensics.dashboards"}  # fmt: skip
+
+
+def _unit_imports() -> dict[str, set[str]]:
+    """forensics.X -> the other forensics.Y it imports (X a package or a top module),
+    relative and absolute imports resolved, inside functions too."""
+    out: dict[str, set[str]] = {}
+    for top, pkg in _MAPPED.items():
+        for p in (ROOT / top).rglob("*.py"):
+            parts = [*pkg.split("."), *p.relative_to(ROOT / top).with_suffix("").parts]
+            base = parts[:-1]  # the module's package (an __init__'s is its own)
+            unit = ".".join(parts[:2])
+            for n in ast.walk(ast.parse(p.read_text())):
+                names = []
+                if isinstance(n, ast.ImportFrom) and n.level:
+                    up = base[: len(base) - (n.level - 1)]
+                    names = [".".join([*up, *(n.module or "").split(".")]).rstrip(".")]
+                    if not n.module:
+                        names = [".".join([*up, a.name]) for a in n.names]
+                elif isinstance(n, ast.ImportFrom) and (n.module or "").startswith("forensics."):
+                    names = [n.module or ""]
+                elif isinstance(n, ast.Import):
+                    names = [a.name for a in n.names if a.name.startswith("forensics.")]
+                for name in names:
+                    other = ".".join(name.split(".")[:2])
+                    if other != unit and "." in other:
+                        out.setdefault(unit, set()).add(other)
+    return out
+
+
+def test_the_store_imports_nothing_above_it() -> None:
+    """The store is the bottom layer but the readers: it is handed what the analyses
+    derive (writing.py), never imports them, the read scope or anything else above."""
+    below = {"forensics.errors", "forensics.parsers", "forensics.plural", "forensics.queries",
+             "forensics.statuses", "forensics.timefmt"}  # fmt: skip
+    assert _unit_imports()["forensics.store"] <= below
+
+
+def test_no_circle_between_or_within_packages() -> None:
+    """Between the units of the product (packages and top modules; the package's own lazy
+    __init__ and __main__ aside) no import circle, and within every package none but the
+    two known ones (the catalog's late imports; the probes' kernels and digest)."""
+    units = {
+        u: d
+        for u, d in _unit_imports().items()
+        if u not in ("forensics.__init__", "forensics.__main__")
+    }
+    units.pop("forensics", None)
+    assert not _cycles(units)
+    known = {("database", "shards"), ("database", "integrity"),
+             ("database", "integrity", "shards"), ("digest", "kernels")}  # fmt: skip
+    for top in PRODUCT:
+        for d in [
+            ROOT / top,
+            *(p for p in (ROOT / top).rglob("*") if (p / "__init__.py").exists()),
+        ]:
+            assert _cycles(_imports(d)) <= known, d

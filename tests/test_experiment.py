@@ -14,6 +14,7 @@ import pytest
 
 import forensics.experiment as ex
 from forensics import compare
+from forensics.analyses.runs import list_runs
 from forensics.errors import ForensicsError
 from forensics.experiment.ddmin import BAD, GOOD, UNDECIDED, ddmin
 from forensics.experiment.plan import keys_markdown, load_plan
@@ -24,7 +25,6 @@ from forensics.experiment.sequential import (
     AbTest,
     CheckTest,
 )
-from forensics.store.runs import list_runs
 
 from .helpers import cli
 

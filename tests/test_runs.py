@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import forensics
+from forensics.analyses.runs import list_runs
 from forensics.errors import ForensicsError
-from forensics.store.runs import list_runs, rename_run
+from forensics.store.runs import rename_run
 from forensics.store.sources import relabel_source
 
 from .helpers import cli, counts

@@ -79,7 +79,7 @@ def run_block(plan: Plan, arm: Arm, k: int, name: str, out: Path, db: Path | Non
     if res.interrupted:
         raise KeyboardInterrupt
     if db is not None:
-        from ..store.ingest import ingest
+        from ..writing import ingest
 
         got = ingest([str(path)], db, run=run, tags=tags)
         if any(s.status == "failed" for s in got.sources):

@@ -4,6 +4,7 @@ recomputing them)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 
 import duckdb
 
@@ -76,10 +77,15 @@ def _fresh_derived(con: duckdb.DuckDBPyConnection, hashes: dict[str, str], fp: s
     return fresh
 
 
-def refresh_derived(con: duckdb.DuckDBPyConnection) -> list[str]:
+Deriver = Callable[[duckdb.DuckDBPyConnection], object]
+
+
+def refresh_derived(con: duckdb.DuckDBPyConnection, derivers: Sequence[Deriver] = ()) -> list[str]:
     """Store every named view's rows (those not already fresh) for this data, and install
     the file's named views; the names recomputed. Run inside the writer's transaction,
-    after its last change."""
+    after its last change. `derivers`: the answers stored with the data that the layers
+    above compute (handed in: the store imports nothing above it; one left out is
+    computed as it is read, the stamp on its rows saying they are stale)."""
     hashes, fp = _query_hashes(), _fingerprint(con)
     fresh = _fresh_derived(con, hashes, fp)
     done = []
@@ -98,8 +104,6 @@ def refresh_derived(con: duckdb.DuckDBPyConnection) -> list[str]:
         con.execute(f"CREATE OR REPLACE VIEW main.{q.name} AS {q.sql}")
         # what depends on this view reads the stored rows, not its SQL again
         con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS SELECT * FROM main.{DERIVED}{q.name}")
-    # the lines near each transfer: an answer's rows the analyses compute, stored alike
-    from ..analyses.suspects.stored import store_near
-
-    store_near(con)
+    for derive in derivers:  # the lines near each transfer: an analysis's rows, stored alike
+        derive(con)
     return done

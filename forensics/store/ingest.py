@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -27,7 +27,7 @@ from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
 from .database import Legacy, Locked, committing, db_path, open_writer
-from .derived import refresh_derived
+from .derived import Deriver, refresh_derived
 from .inputs import Input, expand
 from .integrity import check
 from .points import ENV as PAUSE_ENV
@@ -112,6 +112,7 @@ def ingest(
     waiting: Callable[[], None] | None = None,
     workers: int | None = None,
     ray: RaySettings | None = None,
+    derivers: Sequence[Deriver] = (),
 ) -> IngestResult:
     """Read every path into the database; all or nothing.
 
@@ -120,7 +121,8 @@ def ingest(
     `waiting` is called once when the wait begins. `workers`: processes reading inputs
     (default: one an input, up to the cores). `ray`: `paths` are HOST:PATH inputs, each
     read by a Ray task on that host's node; one that fails registers nothing, the others
-    register (IngestResult.failed).
+    register (IngestResult.failed). `derivers`: the answers stored with the data
+    (`forensics.ingest` hands the analyses' own).
     """
     named, run = run is not None, run or "default"
     opts = Options(run=run, named=named, fmt=fmt, year=year, host=host,
@@ -149,7 +151,7 @@ def ingest(
             else:
                 staged = _staged_or_said(inputs, where, opts, progress, workers, root)
             timings["read_s"] = time.perf_counter() - t0
-            return _register(path, staged, run, tags or {}, wait, waiting, timings)
+            return _register(path, staged, run, tags or {}, (wait, waiting), timings, derivers)
     finally:
         if not root_existed:
             _drop_if_unused(root)
@@ -219,10 +221,11 @@ def _register(
     staged: list[Staged],
     run: str,
     tags: dict[str, str],
-    wait: float,
-    waiting: Callable[[], None] | None,
+    waits: tuple[float, Callable[[], None] | None],
     timings: dict[str, float],
+    derivers: Sequence[Deriver],
 ) -> IngestResult:
+    wait, waiting = waits
     with writer_lock(folder(path), wait, waiting):
         con, made = open_writer(path, wait, waiting, views="tables")
         reached("catalog-opened")
@@ -232,7 +235,7 @@ def _register(
                 t0 = time.perf_counter()
                 results, moved = register(con, staged, run, tags)
                 t1 = time.perf_counter()
-                refresh_derived(con)  # the answers' views over the new data, stored with it
+                refresh_derived(con, derivers)  # the answers over the new data, stored with it
                 timings["register_s"], timings["derived_s"] = t1 - t0, time.perf_counter() - t1
         except BaseException:
             for m in moved:

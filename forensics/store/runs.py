@@ -5,33 +5,15 @@ rename writes those files anew with the new name, in one transaction, tags kept.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import ForensicsError
 from ..parsers.tables import read_parquet
-from ..statuses import UNJUDGED_SQL
 from .database import committing, connect, shard_root
+from .derived import Deriver
 from .integrity import check
 from .sources import _changed, _delete, _files, _holding, merged_tags, rewrite
-
-
-def list_runs(db: str | os.PathLike | None = None) -> list[dict]:
-    """Every run, oldest first: its tags, sources, judged requests and corrupted ones."""
-    from ..scope import scoped
-
-    with scoped(db) as s:
-        rows = s.con.execute(
-            f"""SELECT r.run, r.created::VARCHAR,
-                       (SELECT count(*) FROM sources WHERE run = r.run),
-                       (SELECT count(*) FILTER (WHERE NOT {UNJUDGED_SQL}) FROM results
-                        WHERE run = r.run),
-                       (SELECT count(*) FILTER (WHERE corrupted AND NOT {UNJUDGED_SQL})
-                        FROM results WHERE run = r.run)
-                FROM runs r ORDER BY r.created, r.rowid"""
-        ).fetchall()
-        return [{"run": r, "tags": s.tags.get(r, {}), "created": c, "sources": n,
-                 "judged": j, "corrupted": k} for r, c, n, j, k in rows]  # fmt: skip
 
 
 def rename_run(
@@ -41,6 +23,7 @@ def rename_run(
     merge: bool = False,
     wait: float = 0.0,
     waiting: Callable[[], None] | None = None,
+    derivers: Sequence[Deriver] = (),
 ) -> dict:
     """Every row of run `old` moved to run `new` (its tags kept; a merge into an existing
     run keeps both runs' tags, the existing run's winning where they differ)."""
@@ -68,7 +51,7 @@ def rename_run(
                 con.execute("UPDATE runs SET tags = ? WHERE run = ?", [tags, new])
                 con.execute("UPDATE sources SET run = ? WHERE run = ?", [new, old])
                 con.execute("DELETE FROM runs WHERE run = ?", [old])
-                _changed(con)
+                _changed(con, derivers)
         except BaseException:
             _delete(written)
             gone = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
@@ -29,7 +29,7 @@ from .database import (
     scalar,
     shard_root,
 )
-from .derived import STAMP, refresh_derived
+from .derived import STAMP, Deriver, refresh_derived
 from .integrity import check, inside
 from .records import TABLES as RECORD_TABLES
 from .records import _records_of
@@ -78,7 +78,7 @@ def _source(con: duckdb.DuckDBPyConnection, source_id: int) -> tuple[str, str]:
     return row
 
 
-def _changed(con: duckdb.DuckDBPyConnection) -> None:
+def _changed(con: duckdb.DuckDBPyConnection, derivers: Sequence[Deriver] = ()) -> None:
     """Rows moved under the views: their stored rows are recomputed (the data's
     fingerprint does not see a host change, so every stamp goes)."""
     reinstall(con)
@@ -87,7 +87,7 @@ def _changed(con: duckdb.DuckDBPyConnection) -> None:
         "DELETE FROM runs WHERE run NOT IN (SELECT run FROM sources) "
         "AND run NOT IN (SELECT run FROM results)"
     )  # a results file's header runs
-    refresh_derived(con)
+    refresh_derived(con, derivers)
 
 
 def _files(con: duckdb.DuckDBPyConnection, source_id: int) -> dict[str, list[Path]]:
@@ -141,6 +141,7 @@ def remove_source(
     source_id: int,
     wait: float = 0.0,
     waiting: Callable[[], None] | None = None,
+    derivers: Sequence[Deriver] = (),
 ) -> dict:
     """Every row of one source, gone. Entries that later sources dropped as duplicates of
     stored ones come back to them where no remaining source holds them (from the
@@ -166,7 +167,7 @@ def remove_source(
                 if back:
                     restored[sid] = back
                 gone += old
-            _changed(con)
+            _changed(con, derivers)
         gone += [f for fs in mine.values() for f in fs]
         out = {"source_id": source_id, "run": run, "path": path,
                "removed": {t: n for t, n in removed.items() if n}}  # fmt: skip
@@ -240,6 +241,7 @@ def restore_source(
     source_id: int,
     wait: float = 0.0,
     waiting: Callable[[], None] | None = None,
+    derivers: Sequence[Deriver] = (),
 ) -> dict:
     """Every entry dedupe set aside in one source (its `dropped_entries`) back among its
     entries, whatever other source holds them too: the undo of a merge ingest or
@@ -255,7 +257,7 @@ def restore_source(
         with committing(con):
             if dropped:
                 back, gone = _restore(con, source_id, run, dropped, compare_others=False)
-                _changed(con)
+                _changed(con, derivers)
         return {"source_id": source_id, "path": path, "restored": back}
     finally:
         con.close()
@@ -268,6 +270,7 @@ def dedupe_source(
     against: int,
     wait: float = 0.0,
     waiting: Callable[[], None] | None = None,
+    derivers: Sequence[Deriver] = (),
 ) -> dict:
     """One source's entries that another holds, set aside in its `dropped_entries`: the
     same alignment as ingest's without the share test (`cat` and `short-monotonic` by
@@ -289,7 +292,7 @@ def dedupe_source(
         with committing(con):
             if p.merged:  # its old files go at the next writer's sweep
                 take_from(con, root, source_id, p.mine, _split)
-                _changed(con)
+                _changed(con, derivers)
         return {"source_id": source_id, "against": against, "path": path,
                 "dropped": p.merged}  # fmt: skip
     finally:
@@ -387,6 +390,7 @@ def relabel_source(
     run: str | None = None,
     wait: float = 0.0,
     waiting: Callable[[], None] | None = None,
+    derivers: Sequence[Deriver] = (),
 ) -> dict:
     """Give one source's rows another host (entries and records) and/or run: its files
     written anew with the new values, listed in place of the old in one transaction.
@@ -416,7 +420,7 @@ def relabel_source(
                 if run is not None:
                     _to_run(con, source_id, run, held)
                     changed["sources.run"] = 1
-                _changed(con)
+                _changed(con, derivers)
         except BaseException:
             _delete(new)
             old = []

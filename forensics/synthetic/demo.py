@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..dashboards.write import DashboardResult, dashboard
-from ..store.ingest import IngestResult, ingest
+from ..store.ingest import IngestResult
+from ..writing import ingest
 from . import incident
 from .journal_writer import journal_remote_available, render, write_journal
 from .profile import write_profile
