@@ -298,10 +298,13 @@ def _install(
     from .integrity import check
     from .shards import install_table_views
 
+    from .shards import Unreadable
+
     root = folder(p.resolve())  # p, not the connection's file: `:memory:` has none
-    if skip is None:
-        skip = check(con, root).sources
-    install_table_views(con, root, temp=temp, skip=skip)
+    try:
+        install_table_views(con, root, temp=temp, skip=check(con, root).sources | (skip or set()))
+    except Unreadable:  # found damaged now: the check names it, its source left out
+        install_table_views(con, root, temp=temp, skip=check(con, root).sources)
     if named:
         install_views(con, temp=temp)
 

@@ -30,6 +30,7 @@ class Bad:
 class Damage:
     files: list[Bad] = field(default_factory=list)
     inputs: dict[int, str] = field(default_factory=dict)  # source id -> its input's path
+    folder_missing: str = ""  # the shard folder, where it is gone as a whole
 
     @property
     def sources(self) -> frozenset[int]:
@@ -40,10 +41,15 @@ class Damage:
 
     def of(self, source_id: int) -> Damage:
         """The damage of one source (empty when it is sound)."""
-        return Damage([b for b in self.files if b.source_id == source_id], self.inputs)
+        return Damage([b for b in self.files if b.source_id == source_id], self.inputs,
+                      self.folder_missing)  # fmt: skip
 
     def line(self) -> str:
         """One line: the first damaged source, its file, and the way out."""
+        if self.folder_missing:
+            return (f"the shard folder {self.folder_missing} is missing: was the catalog "
+                    "moved without it? `forensics mv` moves both (`forensics sources "
+                    "remove N` forgets a source)")  # fmt: skip
         b = self.files[0]
         more = len(self.sources) - 1
         also = f" (and {more} more source{'s' * (more > 1)}: `forensics verify`)" if more else ""
@@ -87,6 +93,49 @@ def _inputs(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     return dict(con.execute("SELECT source_id, path FROM sources").fetchall())
 
 
+# Files whose Parquet footer could not be parsed though their size and magic were right
+# (a byte flipped inside it): found when a view over them failed, remembered by path,
+# size and time so that every later check of this process names them.
+_UNREADABLE: dict[tuple[str, int, int], str] = {}
+MAGIC = b"PAR1"
+
+
+def unreadable(files: list[Path]) -> list[Path]:
+    """Which of these files no Parquet reader can open (each footer parsed); remembered
+    for `check`. Called where a view over them failed without naming the file."""
+    import pyarrow.parquet as pq
+
+    bad = []
+    for f in files:
+        try:
+            pq.read_metadata(f)
+        except Exception as exc:  # noqa: BLE001 (any reader's complaint is damage)
+            st = os.stat(f)
+            first = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+            _UNREADABLE[(str(f), st.st_size, st.st_mtime_ns)] = (
+                f"is not a readable Parquet file ({first})"
+            )
+            bad.append(f)
+    return bad
+
+
+def _magic(f: Path, st: os.stat_result) -> str | None:
+    """A Parquet file starts and ends with PAR1: garbage or a zeroed footer of the right
+    size is caught here, on every open, for two small reads."""
+    if (why := _UNREADABLE.get((str(f), st.st_size, st.st_mtime_ns))) is not None:
+        return why
+    try:
+        with open(f, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(max(0, st.st_size - 4))
+            tail = fh.read(4)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if head != MAGIC or tail != MAGIC or st.st_size < 12:
+        return "is not a Parquet file (garbage, or its footer is damaged)"
+    return None
+
+
 def _cheap(root: Path, rel: str, size: int | None) -> str | None:
     f = inside(root, rel)
     if f is None:
@@ -103,7 +152,7 @@ def _cheap(root: Path, rel: str, size: int | None) -> str | None:
         return f"has {st.st_size:,} bytes, {size:,} registered"
     if not os.access(f, os.R_OK):
         return "cannot be read (permission denied)"
-    return None
+    return _magic(f, st)
 
 
 def check(con: duckdb.DuckDBPyConnection, root: Path) -> Damage:
@@ -115,7 +164,16 @@ def check(con: duckdb.DuckDBPyConnection, root: Path) -> Damage:
             dmg.files.append(Bad(sid, rel, why))
     if dmg:
         dmg.inputs = _inputs(con)
+        _folder_gone(con, root, dmg)
     return dmg
+
+
+def _folder_gone(con: duckdb.DuckDBPyConnection, root: Path, dmg: Damage) -> None:
+    """Every file missing and the folder unmarked: the folder, not its files, is gone."""
+    rows = con.execute("SELECT count(*) FROM shards").fetchall()[0][0]
+    gone = bool(rows) and len(dmg.files) == rows and all(b.why == "is missing" for b in dmg.files)
+    if gone and not (root / ".identity").exists():
+        dmg.folder_missing = str(root)
 
 
 def verify_files(con: duckdb.DuckDBPyConnection, root: Path) -> tuple[Damage, int, int]:
@@ -131,6 +189,7 @@ def verify_files(con: duckdb.DuckDBPyConnection, root: Path) -> tuple[Damage, in
         if why:
             dmg.files.append(Bad(sid, rel, why))
     dmg.inputs = _inputs(con)
+    _folder_gone(con, root, dmg)
     return dmg, files, nbytes
 
 

@@ -179,7 +179,21 @@ def install_table_views(
             files[table].append(str(root / path) if temp else path)
     kind = "TEMP VIEW" if temp else "VIEW"
     for name, t in SHARDED.items():
-        con.execute(f"CREATE OR REPLACE {kind} {name} AS {t.view(files[name])}")
+        try:
+            con.execute(f"CREATE OR REPLACE {kind} {name} AS {t.view(files[name])}")
+        except duckdb.Error:
+            from .integrity import unreadable
+
+            # a footer no reader parses (a flipped byte; DuckDB may not say which file):
+            # each file of the table read on its own, the bad ones remembered as damage
+            if not unreadable([root / f for f in files[name]]):
+                raise
+            raise Unreadable(name) from None
+
+
+class Unreadable(Exception):
+    """A table's view could not be made: one of its files is damaged (now known to the
+    integrity check, so a second try leaves its source out)."""
 
 
 @contextmanager
