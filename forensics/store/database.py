@@ -296,9 +296,7 @@ def _install(
     commands that work beside it see the others; `skip`: those sources, when the caller
     has checked already), then the named queries' views."""
     from .integrity import check
-    from .shards import install_table_views
-
-    from .shards import Unreadable
+    from .shards import Unreadable, install_table_views
 
     root = folder(p.resolve())  # p, not the connection's file: `:memory:` has none
     try:

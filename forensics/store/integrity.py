@@ -109,7 +109,7 @@ def unreadable(files: list[Path]) -> list[Path]:
     for f in files:
         try:
             pq.read_metadata(f)
-        except Exception as exc:  # noqa: BLE001 (any reader's complaint is damage)
+        except Exception as exc:
             st = os.stat(f)
             first = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
             _UNREADABLE[(str(f), st.st_size, st.st_mtime_ns)] = (
