@@ -86,3 +86,31 @@ def test_a_catalog_moved_without_its_folder_says_so(tmp_path: Path) -> None:
         forensics.report(alone / db.name)
     v = forensics.verify(alone / db.name)
     assert v.damage.folder_missing.endswith("elsewhere/inc.shards")
+
+
+def test_an_interrupted_remove_keeps_every_registered_file(
+    renderings: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the remove began giving another source back its dropped entries: the
+    commit never came, so that source's registered `dropped_entries` file stays (it was
+    deleted, and the catalog then named a missing file)."""
+    from forensics.store import sources
+
+    db = tmp_path / "x.duckdb"
+    forensics.ingest([str(renderings["short"])], db, fmt="short", year=2026)
+    forensics.ingest([str(renderings["export"])], db)  # richer: takes source 1's copies
+    before = sorted(p.name for p in (tmp_path / "x.shards").rglob("*.parquet"))
+    assert any(n.startswith("dropped_entries-") for n in before)
+
+    def interrupted(*_a, **_k) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sources, "_changed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        remove_source(db, 2)
+    monkeypatch.undo()
+    after = {p.name for p in (tmp_path / "x.shards").rglob("*.parquet")}
+    assert set(before) <= after  # every registered file is still there
+    assert forensics.verify(db).damage.files == []
+    kept = forensics.query("SELECT count(*) AS n FROM dropped_entries", db)["n"][0]
+    assert kept == 14 and remove_source(db, 2)["restored"] == {1: kept}

@@ -150,6 +150,7 @@ def remove_source(
     while another process holds it."""
     con = connect(db, wait, waiting)
     gone: list[Path] = []
+    committed = False
     try:
         run, path = _source(con, source_id)
         later, files = _droppers(con, source_id)
@@ -168,6 +169,7 @@ def remove_source(
                     restored[sid] = back
                 gone += old
             _changed(con, derivers)
+        committed = True  # files are deleted only now: an interrupted remove kept them
         gone += [f for fs in mine.values() for f in fs]
         out = {"source_id": source_id, "run": run, "path": path,
                "removed": {t: n for t, n in removed.items() if n}}  # fmt: skip
@@ -176,7 +178,7 @@ def remove_source(
         return out
     finally:
         con.close()
-        _delete(gone)
+        _delete(gone if committed else [])
 
 
 def rewrite(
@@ -248,6 +250,7 @@ def restore_source(
     `dedupe` made."""
     con = connect(db, wait, waiting)
     gone: list[Path] = []
+    committed = False
     try:
         run, path = _source(con, source_id)
         if damage := check(con, shard_root(con)).of(source_id):
@@ -258,10 +261,11 @@ def restore_source(
             if dropped:
                 back, gone = _restore(con, source_id, run, dropped, compare_others=False)
                 _changed(con, derivers)
+        committed = True
         return {"source_id": source_id, "path": path, "restored": back}
     finally:
         con.close()
-        _delete(gone)
+        _delete(gone if committed else [])
 
 
 def dedupe_source(
