@@ -1103,8 +1103,14 @@ def verify(db: DbOpt = None, json: JsonOpt = False) -> None:
 
 @app.command(name="copy")
 def copy_cmd(
-    dst: Annotated[Path, typer.Argument(help="The copy's catalog (or a folder to put it in).")],
+    dst: Annotated[
+        str,
+        typer.Argument(
+            help="The copy's catalog (or a folder to put it in: one that exists, or DIR/)."
+        ),
+    ],
     db: DbOpt = None,
+    wait: WaitOpt = 0.0,
 ) -> None:
     """Copy the incident (catalog and shard folder) with an identity of its own: both
     read and write independently. A copy of the .duckdb file alone shares the original's
@@ -1114,21 +1120,28 @@ def copy_cmd(
     """
     from .store.relocate import copy_incident
 
-    out.print(f"copied {db_path(db)} to {copy_incident(db, dst)}")
+    out.print(f"copied {db_path(db)} to {copy_incident(db, dst, wait, _waiting(wait))}")
 
 
 @app.command(name="mv")
 def mv_cmd(
-    dst: Annotated[Path, typer.Argument(help="The new catalog path (or a folder to move to).")],
+    dst: Annotated[
+        str,
+        typer.Argument(
+            help="The new catalog path (or a folder to move to: one that exists, or DIR/)."
+        ),
+    ],
     db: DbOpt = None,
+    wait: WaitOpt = 0.0,
 ) -> None:
-    """Rename or move the incident: the catalog and its shard folder together.
+    """Rename or move the incident: the catalog and its shard folder together. One that
+    was interrupted is finished by running it again.
 
     Example: forensics mv flag-off.duckdb --db incident.duckdb
     """
     from .store.relocate import move_incident
 
-    out.print(f"moved {db_path(db)} to {move_incident(db, dst)}")
+    out.print(f"moved {db_path(db)} to {move_incident(db, dst, wait, _waiting(wait))}")
 
 
 @app.command()

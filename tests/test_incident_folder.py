@@ -271,7 +271,7 @@ def test_another_catalog_with_the_same_stem_is_refused(inputs: list[Path], tmp_p
     db, other = tmp_path / "x.duckdb", tmp_path / "x.db"
     forensics.ingest([str(inputs[0])], db)
     w = cli("ingest", str(inputs[1]), "--db", str(other))
-    assert w.returncode == 2 and b"belongs to another catalog" in w.stderr, w.stderr
+    assert w.returncode == 2 and b"x.db) is a copy of it" in w.stderr, w.stderr
     assert not other.exists()  # the catalog it made, removed
     assert [s["source_id"] for s in forensics.list_sources(db)] == [1]
     assert cli("verify", "--db", str(db)).returncode == 0

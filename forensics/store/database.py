@@ -21,6 +21,7 @@ from ..errors import ForensicsError
 from ..parsers import tables
 from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
+from .intents import interrupted
 from .pairing import check_writable, mark_folder, new_identity, reading_note, stamp
 
 SCHEMA_VERSION = 8
@@ -72,11 +73,18 @@ def db_path(path: str | os.PathLike | None) -> Path:
 
 
 def _connect(
-    path: Path, read_only: bool, wait: float = 0.0, waiting: Callable[[], None] | None = None
+    path: Path,
+    read_only: bool,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+    intent_ok: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """A connection; while another process holds the file's lock, retried for up to
-    `wait` seconds (`waiting` is called once, when the wait begins)."""
+    `wait` seconds (`waiting` is called once, when the wait begins). Refused where a copy
+    or move of the catalog was interrupted (`intent_ok`: the copy or move itself)."""
     _searchable(path)
+    if not intent_ok and (line := interrupted(path)) is not None:
+        raise ForensicsError(line)
     deadline = time.monotonic() + wait
     pause = 0.05
     while True:
@@ -314,19 +322,21 @@ def reinstall(con: duckdb.DuckDBPyConnection, named: bool = True) -> None:
 
 
 def connect_read_only(
-    path: str | os.PathLike | None = None, damaged_ok: bool = False
+    path: str | os.PathLike | None = None, damaged_ok: bool = False, intent_ok: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """A checked read-only connection. A damaged source (integrity.py) is refused with one
     line naming it and the way out, unless `damaged_ok` (`sources` lists it)."""
     from .integrity import check
 
     p = db_path(path)
+    if not intent_ok and (line := interrupted(p)) is not None:
+        raise ForensicsError(line)
     if not p.exists():
         raise ForensicsError(
             f"no database at {p}: run `forensics ingest` first, or name one with --db PATH "
             "or FORENSICS_DB"
         )
-    con = _connect(p, read_only=True, wait=READ_WAIT)
+    con = _connect(p, read_only=True, wait=READ_WAIT, intent_ok=intent_ok)
     try:
         _check(con, p)
     except ForensicsError:

@@ -10,26 +10,54 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+
+import orjson
 
 from ..errors import ForensicsError
 from .database import _connect, _install, connect_read_only, db_path, transaction
+from .intents import _clear_intent, _intent_file, _write_intent
 from .pairing import MARK, mark_folder, new_identity
+from .points import reached
 from .shards import LOCK, STAGING, WRITER, folder, writer_lock
 
 
-def _targets(src: str | os.PathLike | None, dst: str | os.PathLike) -> tuple[Path, Path]:
-    s, d = db_path(src), Path(dst)
-    if not s.exists():
-        raise ForensicsError(f"no database at {s}: name one with --db PATH or FORENSICS_DB")
-    if d.is_dir():
+def _resuming(op: str, s: Path, d: Path) -> bool:
+    """Whether this command finishes an interrupted one of the same pair."""
+    f = _intent_file(d)
+    if not f.exists():
+        return False
+    try:
+        doc = orjson.loads(f.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return doc.get("op") == op and Path(doc.get("src", "")) == s and Path(doc.get("dst", "")) == d
+
+
+def _targets(
+    src: str | os.PathLike | None, dst: str | os.PathLike, op: str
+) -> tuple[Path, Path, bool]:
+    """(source catalog, destination catalog, whether an interrupted one is resumed)."""
+    s = db_path(src).absolute()
+    text = os.fspath(dst)
+    d = Path(text).absolute()
+    if d.is_dir() or text.endswith(("/", os.sep)):  # `copy DST/`: a folder
         d = d / s.name
-    for p in (d, folder(d), d.with_name(d.name + ".wal")):
-        if p.exists() or p.is_symlink():
-            raise ForensicsError(f"{p} is in the way: choose another name")
-    if folder(d.resolve()) == folder(s.resolve()):
+    resume = _resuming(op, s, d)
+    if not s.exists() and not (resume and op == "mv"):
+        raise ForensicsError(f"no database at {s}: name one with --db PATH or FORENSICS_DB")
+    root = folder(s.resolve()) if s.exists() else folder(s)
+    if d.parent.resolve() == root.resolve() or root.resolve() in d.parent.resolve().parents:
+        raise ForensicsError(f"{d} lies inside {root.name}, the shard folder it would copy: "
+                             "choose a place outside it")  # fmt: skip
+    if not resume:
+        for p in (d, folder(d), d.with_name(d.name + ".wal")):
+            if p.exists() or p.is_symlink():
+                raise ForensicsError(f"{p} is in the way: choose another name")
+    if folder(d.resolve()) == root:
         raise ForensicsError(f"{d} would share {folder(s).name} with {s}: choose another stem")
-    return s, d
+    return s, d, resume
 
 
 def _skip(_dir: str, names: list[str]) -> list[str]:
@@ -38,36 +66,52 @@ def _skip(_dir: str, names: list[str]) -> list[str]:
             or n.endswith(".tmp")]  # fmt: skip
 
 
-def copy_incident(src: str | os.PathLike | None, dst: str | os.PathLike) -> Path:
-    """A copy of the incident at `dst` (a catalog path, or a folder to put it in) with a
-    shard folder and an identity of its own: both read and write independently."""
-    s, d = _targets(src, dst)
+def copy_incident(
+    src: str | os.PathLike | None,
+    dst: str | os.PathLike,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+) -> Path:
+    """A copy of the incident at `dst` (a catalog path, or a folder to put it in: an
+    existing one, or one named with a trailing slash) with a shard folder and an identity
+    of its own: both read and write independently. A copy that was interrupted is made
+    anew (its partial files first removed)."""
+    s, d, resume = _targets(src, dst, "copy")
     d.parent.mkdir(parents=True, exist_ok=True)
     root = folder(s.resolve())
-    try:
-        with writer_lock(root):
-            con = connect_read_only(s)  # held: no writer commits while the bytes are copied
-            try:
-                shutil.copy2(s, d)
-                wal = s.with_name(s.name + ".wal")
-                if wal.exists():
-                    shutil.copy2(wal, d.with_name(d.name + ".wal"))
-                if root.is_dir():
-                    # a link inside is copied as a link and never read: no shard is one
-                    shutil.copytree(root, folder(d), symlinks=True, ignore=_skip)
-            finally:
-                con.close()
+    with writer_lock(root, wait, waiting):
+        if resume:
+            _remove_copy(d)
+        _write_intent("copy", s, d)
+        con = connect_read_only(s, intent_ok=True)  # held: no writer commits meanwhile
+        try:
+            shutil.copy2(s, d)
+            reached("copy-catalog-copied")
+            wal = s.with_name(s.name + ".wal")
+            if wal.exists():
+                shutil.copy2(wal, d.with_name(d.name + ".wal"))
+            if root.is_dir():
+                # a link inside is copied as a link and never read: no shard is one
+                shutil.copytree(root, folder(d), symlinks=True, ignore=_skip)
+        except BaseException:
+            _remove_copy(d)
+            _clear_intent(s, d)
+            raise
+        finally:
+            con.close()
         _own_identity(d)
-    except BaseException:
-        for p in (d, d.with_name(d.name + ".wal")):
-            p.unlink(missing_ok=True)
-        shutil.rmtree(folder(d), ignore_errors=True)
-        raise
+        _clear_intent(s, d)
     return d
 
 
+def _remove_copy(d: Path) -> None:
+    for p in (d, d.with_name(d.name + ".wal")):
+        p.unlink(missing_ok=True)
+    shutil.rmtree(folder(d), ignore_errors=True)
+
+
 def _own_identity(catalog: Path) -> None:
-    con = _connect(catalog, read_only=False)
+    con = _connect(catalog, read_only=False, intent_ok=True)
     try:
         with transaction(con):
             mark = new_identity(con)
@@ -77,26 +121,52 @@ def _own_identity(catalog: Path) -> None:
     mark_folder(folder(catalog.resolve()), mark, catalog)
 
 
-def move_incident(src: str | os.PathLike | None, dst: str | os.PathLike) -> Path:
+def move_incident(
+    src: str | os.PathLike | None,
+    dst: str | os.PathLike,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+) -> Path:
     """The incident renamed or moved: the catalog (and its .wal) and its shard folder (a
-    link stays a link). Readers already open keep reading the files they opened."""
-    s, d = _targets(src, dst)
+    link stays a link, a relative one rewritten for its new place). Readers already open
+    keep reading the files they opened. Its intent is written first: a move killed midway
+    is finished by running it again; one that fails (a full disk) is undone."""
+    s, d, _ = _targets(src, dst, "mv")
     d.parent.mkdir(parents=True, exist_ok=True)
     root = folder(s)
-    with writer_lock(folder(s.resolve())):
-        con = _connect(s, read_only=False)  # the file's lock: no other writer meanwhile
-        con.close()
+    held = folder(s.resolve()) if s.exists() or not folder(d).exists() else folder(d)
+    with writer_lock(held, wait, waiting):
+        if s.exists():
+            # the file's lock: no writer meanwhile
+            con = _connect(s, read_only=False, wait=wait, intent_ok=True)
+            con.close()
+        _write_intent("mv", s, d)
         moved: list[tuple[Path, Path]] = []
         try:
             for a, b in ((s, d), (s.with_name(s.name + ".wal"), d.with_name(d.name + ".wal"))):
                 if a.exists():
                     shutil.move(a, b)
                     moved.append((a, b))
+            reached("mv-catalog-moved")
             if root.exists() or root.is_symlink():
-                shutil.move(root, folder(d))
+                _move_folder(root, folder(d))
         except BaseException:
             for a, b in reversed(moved):
                 with contextlib.suppress(OSError):
                     shutil.move(b, a)
+            if root.exists():  # a partial copy across file systems
+                shutil.rmtree(folder(d), ignore_errors=True)
+            _clear_intent(s, d)
             raise
+        _clear_intent(s, d)
     return d
+
+
+def _move_folder(root: Path, to: Path) -> None:
+    """The shard folder moved; a relative link to it rewritten to point where it did."""
+    if root.is_symlink() and not os.path.isabs(target := os.readlink(root)):
+        where = os.path.normpath(os.path.join(root.parent, target))
+        to.symlink_to(os.path.relpath(where, to.parent))
+        root.unlink()
+        return
+    shutil.move(root, to)

@@ -1,0 +1,48 @@
+"""A copy or move of an incident writes its intent beside the source and the destination
+before anything moves, and removes it when done: a command that finds one (at either
+place) says how to finish, and a rerun of the same copy or move finishes it. A
+destination holding a partial copy is never opened as an incident."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import orjson
+
+INTENT = ".relocating"  # beside a catalog: a copy or move of it began and did not end
+
+
+def _intent_file(catalog: Path) -> Path:
+    return catalog.with_name(catalog.name + INTENT)
+
+
+def interrupted(catalog: Path) -> str | None:
+    """The line any command says where a copy or move of (or into) this catalog was
+    interrupted, or None."""
+    f = _intent_file(catalog)
+    try:
+        doc = orjson.loads(f.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError):
+        doc = {}
+    op, dst = doc.get("op", "mv"), doc.get("dst", "?")
+    src = doc.get("src", str(catalog))
+    return (f"a {'move' if op == 'mv' else 'copy'} of {src} to {dst} was interrupted: rerun "
+            f"`forensics {op} {shlex.quote(dst)} --db {shlex.quote(src)}` to finish")  # fmt: skip
+
+
+def _write_intent(op: str, s: Path, d: Path) -> None:
+    """The intent, beside the source and the destination, before anything moves."""
+    doc = orjson.dumps({"op": op, "src": str(s), "dst": str(d)})
+    for where in (s, d):
+        tmp = _intent_file(where).with_suffix(".tmp")
+        tmp.write_bytes(doc)
+        os.replace(tmp, _intent_file(where))
+
+
+def _clear_intent(s: Path, d: Path) -> None:
+    for where in (d, s):
+        _intent_file(where).unlink(missing_ok=True)

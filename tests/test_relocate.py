@@ -1,0 +1,138 @@
+"""copy and mv recoverable: each writes its intent beside the source and the destination
+first; a kill -9 midway leaves a pair any command names with the way to finish, and a
+rerun finishes it; a failed move is undone; `copy DST/` is a folder; a copy into its own
+shard folder is refused; a relative link to the shard folder is rewritten for its new
+place."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import forensics
+from forensics.store import relocate
+
+from .helpers import cli
+
+
+def _incident(renderings: dict[str, Path], where: Path) -> Path:
+    db = where / "inc.duckdb"
+    where.mkdir(parents=True, exist_ok=True)
+    forensics.ingest([str(renderings["export"])], db)
+    return db
+
+
+def _entries(db: Path) -> int:
+    return forensics.query("SELECT count(*) AS n FROM entries", db)["n"][0]
+
+
+def _killed_at(point: str, *args: str) -> None:
+    """`forensics ARGS` held at `point` (forensics/store/points.py), then killed -9."""
+    reached_r, reached_w = os.pipe()
+    resume_r, resume_w = os.pipe()
+    env = {**os.environ, "FORENSICS_PAUSE_AT": point, "FORENSICS_PAUSE_FD": str(reached_w),
+           "FORENSICS_RESUME_FD": str(resume_r)}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", *args], env=env,
+                            pass_fds=(reached_w, resume_r), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    os.close(reached_w)
+    os.close(resume_r)
+    with os.fdopen(reached_r, "rb") as fh:
+        assert fh.readline() == f"{point}\n".encode(), proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    os.close(resume_w)
+
+
+def test_a_move_killed_midway_is_named_at_both_places_and_finished(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    src = _incident(renderings, tmp_path / "a")
+    n = _entries(src)
+    dst = tmp_path / "b" / "moved.duckdb"
+    _killed_at("mv-catalog-moved", "mv", str(dst), "--db", str(src))
+    assert dst.exists() and not src.exists()  # split: the catalog went, the folder not
+    for where in (src, dst):
+        r = cli("report", "--db", str(where))
+        assert r.returncode == 2
+        assert f"a move of {src} to {dst} was interrupted: rerun `forensics mv {dst} --db " \
+               f"{src}` to finish" in r.stderr.decode()  # fmt: skip
+    i = cli("ingest", str(renderings["json"]), "--db", str(src))
+    assert i.returncode == 2 and b"was interrupted" in i.stderr  # never a new catalog there
+    assert not src.exists()
+    done = cli("mv", str(dst), "--db", str(src))
+    assert done.returncode == 0, done.stderr
+    assert _entries(dst) == n
+    assert not (tmp_path / "a" / "inc.shards").exists()
+    assert forensics.verify(dst).damage.files == []
+
+
+def test_a_copy_killed_midway_is_never_opened_and_is_made_anew(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    src = _incident(renderings, tmp_path / "a")
+    dst = tmp_path / "c" / "copy.duckdb"
+    _killed_at("copy-catalog-copied", "copy", str(dst), "--db", str(src))
+    r = cli("report", "--db", str(dst))
+    assert r.returncode == 2 and b"a copy of" in r.stderr and b"was interrupted" in r.stderr
+    again = cli("copy", str(dst), "--db", str(src))
+    assert again.returncode == 0, again.stderr
+    assert _entries(dst) == _entries(src)
+    assert cli("sources", "remove", "1", "--db", str(dst)).returncode == 0  # its own folder
+    assert forensics.verify(src).damage.files == []
+
+
+def test_a_failed_move_is_undone(
+    renderings: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk midway (the folder's copy across file systems): the catalog goes back,
+    no partial copy is left at the destination, and the source works."""
+    src = _incident(renderings, tmp_path / "a")
+    dst = tmp_path / "b" / "moved.duckdb"
+
+    def full(root: Path, to: Path) -> None:
+        shutil.copytree(root, to)  # part of it written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(to))
+
+    monkeypatch.setattr(relocate, "_move_folder", full)
+    with pytest.raises(OSError):
+        relocate.move_incident(src, dst)
+    assert src.exists() and not dst.exists() and not (tmp_path / "b" / "moved.shards").exists()
+    assert _entries(src) > 0
+
+
+def test_copy_into_a_folder_named_with_a_slash_and_never_into_its_own_shards(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    src = _incident(renderings, tmp_path / "a")
+    r = cli("copy", f"{tmp_path / 'new'}/", "--db", str(src))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "new" / "inc.duckdb").is_file()
+    inside = cli("copy", str(tmp_path / "a" / "inc.shards" / "x.duckdb"), "--db", str(src))
+    assert inside.returncode == 2
+    assert b"lies inside inc.shards" in inside.stderr and inside.stderr.count(b"\n") == 1
+
+
+def test_a_relative_link_to_the_shard_folder_is_rewritten(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    src = _incident(renderings, tmp_path / "a")
+    store = tmp_path / "disk" / "inc.shards"
+    store.parent.mkdir()
+    shutil.move(tmp_path / "a" / "inc.shards", store)
+    (tmp_path / "a" / "inc.shards").symlink_to(os.path.relpath(store, tmp_path / "a"))
+    n = _entries(src)
+    dst = tmp_path / "deeper" / "still" / "moved.duckdb"
+    m = cli("mv", str(dst), "--db", str(src))
+    assert m.returncode == 0, m.stderr
+    link = dst.with_suffix(".shards")
+    assert link.is_symlink() and not os.path.isabs(os.readlink(link))
+    assert link.resolve() == store.resolve()
+    assert _entries(dst) == n
