@@ -136,3 +136,25 @@ def test_a_relative_link_to_the_shard_folder_is_rewritten(
     assert link.is_symlink() and not os.path.isabs(os.readlink(link))
     assert link.resolve() == store.resolve()
     assert _entries(dst) == n
+
+
+@pytest.mark.parametrize("point", ["source-moved-in", "registered", "committed"])
+def test_a_first_ingest_killed_anywhere_leaves_a_folder_the_next_command_repairs(
+    renderings: dict[str, Path], tmp_path: Path, point: str
+) -> None:
+    """kill -9 of a first ingest after its source folder was renamed in, before or after
+    its commit: the next ingest writes (it was read-only for ever: "holds another
+    catalog's files"), and the folder equals a clean run's."""
+    db = tmp_path / "inc.duckdb"
+    _killed_at(point, "ingest", str(renderings["export"]), "--db", str(db))
+    again = cli("ingest", str(renderings["export"]), "--db", str(db))
+    assert again.returncode == 0, again.stderr
+    clean = tmp_path / "clean" / "inc.duckdb"
+    clean.parent.mkdir()
+    forensics.ingest([str(renderings["export"])], clean)
+    assert _entries(db) == _entries(clean)
+    assert forensics.verify(db).damage.files == []
+    shards = db.with_suffix(".shards")
+    assert sorted(p.name for p in shards.iterdir()) == sorted(
+        p.name for p in clean.with_suffix(".shards").iterdir()
+    )  # no leftover: no unlisted source folder, no half-written mark

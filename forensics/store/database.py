@@ -22,6 +22,7 @@ from ..parsers import tables
 from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
 from .intents import interrupted
+from .points import reached
 from .pairing import check_writable, mark_folder, new_identity, reading_note, stamp
 
 SCHEMA_VERSION = 8
@@ -368,6 +369,7 @@ def committing(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnec
     with transaction(con):
         yield con
         mark = stamp(con)
+    reached("committed")
     with contextlib.suppress(OSError, ForensicsError):  # ForensicsError: in memory
         mark_folder(shard_root(con), mark, catalog_path(con))
 

@@ -235,6 +235,7 @@ def _register(
                 t0 = time.perf_counter()
                 results, moved = register(con, staged, run, tags)
                 t1 = time.perf_counter()
+                reached("registered")
                 refresh_derived(con, derivers)  # the answers over the new data, stored with it
                 timings["register_s"], timings["derived_s"] = t1 - t0, time.perf_counter() - t1
         except BaseException:

@@ -139,7 +139,9 @@ def state(
         if not _holds_sources(root):
             return "new", ""
         if not con.execute("SELECT count(*) FROM shards").fetchall()[0][0]:
-            return "foreign", f"{root.name} holds another catalog's files"
+            # A first ingest killed after it renamed its source in, before its commit
+            # marked the folder: files no catalog lists, which the writer's sweep removes.
+            return "new", ""
         return "lagging", "the shard folder's identity file is missing"
     if mine is None:
         return "foreign", f"{root.name} belongs to another catalog"

@@ -13,6 +13,9 @@ ENV = ("FORENSICS_PAUSE_AT", "FORENSICS_PAUSE_FD", "FORENSICS_RESUME_FD")
 POINTS = (
     "ingest-start",  # inputs expanded, nothing read or opened for writing yet
     "catalog-opened",  # the catalog held for registration (made by this ingest or not)
+    "source-moved-in",  # a staged source renamed into the shard folder, not committed
+    "registered",  # every source registered, the stored answers not yet refreshed
+    "committed",  # the catalog committed, the shard folder not yet marked
     "copy-catalog-copied",  # a copy's catalog written, its shard folder not yet
     "mv-catalog-moved",  # a move's catalog moved, its shard folder not yet
 )

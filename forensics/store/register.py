@@ -22,6 +22,7 @@ from .integrity import check
 from .records import COUNTED
 from .records import TABLES as RECORD_TABLES
 from .renderings import LEVELS, NEVER, Side, compare, dups, notes_for, offset, repeats, take_from
+from .points import reached
 from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
 from .stage import KEY, SourceResult, Staged, sql_path, write_query
 
@@ -159,6 +160,7 @@ def _one(
     _dedupe(con, writer, res, root, sid, held)
     target = _move_in(root, sid, staged)
     moved.append(target)
+    reached("source-moved-in")
     for table, names in writer.files.items():
         list_files(con, root, sid, table, [target / name for name in names])
     if names := writer.files.get("entries"):

@@ -306,6 +306,10 @@ def sweep(root: Path, listed: set[str]) -> list[str]:
     try:
         for entry in sorted(os.scandir(rootfd), key=lambda e: e.name):
             name = entry.name
+            if name.startswith(".identity.") and name.endswith(".tmp") and _dead(name):
+                os.unlink(name, dir_fd=rootfd)  # a mark half written by a killed writer
+                removed.append(name)
+                continue
             if not name.startswith((STAGING, "source_id=")):
                 continue
             if entry.is_symlink():
@@ -320,6 +324,21 @@ def sweep(root: Path, listed: set[str]) -> list[str]:
     finally:
         os.close(rootfd)
     return removed
+
+
+def _dead(tmp_mark: str) -> bool:
+    """Whether the writer that named `.identity.PID.tmp` is gone."""
+    try:
+        pid = int(tmp_mark.split(".")[2])
+    except (IndexError, ValueError):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return pid == os.getpid()  # this process writes none while it sweeps
 
 
 def _sweep_source(rootfd: int, rel: Path, listed: set[str]) -> list[str]:
