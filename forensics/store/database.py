@@ -22,8 +22,8 @@ from ..parsers import tables
 from ..parsers.tables import PATTERN_TABLES
 from .derived import install_views
 from .intents import interrupted
-from .points import reached
 from .pairing import check_writable, mark_folder, new_identity, reading_note, stamp
+from .points import reached
 
 SCHEMA_VERSION = 8
 # The first schema of a catalog and shards: a catalog of it or later is migrated in place

@@ -19,10 +19,10 @@ from ..errors import ForensicsError
 from ..parsers.tables import read_parquet
 from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
 from .integrity import check
+from .points import reached
 from .records import COUNTED
 from .records import TABLES as RECORD_TABLES
 from .renderings import LEVELS, NEVER, Side, compare, dups, notes_for, offset, repeats, take_from
-from .points import reached
 from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
 from .stage import KEY, SourceResult, Staged, sql_path, write_query
 
