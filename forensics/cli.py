@@ -300,7 +300,7 @@ def sources(ctx: typer.Context, db: DbOpt = None, json: JsonOpt = False) -> None
 def sources_remove(
     source_id: Annotated[int, typer.Argument(help="The source's id (forensics sources).")],
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
     json: JsonOpt = False,
 ) -> None:
     """Remove every row of one source (refused, with why, when that could lose entries).
@@ -320,7 +320,7 @@ def sources_relabel(
     host: Annotated[str | None, typer.Option(help="Its host, for entries and records.")] = None,
     run: Annotated[str | None, typer.Option(help="Its run.")] = None,
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
     json: JsonOpt = False,
 ) -> None:
     """Give one source's rows another host or run (an ingest with the wrong --host).
@@ -339,7 +339,7 @@ def sources_dedupe(
     source_id: Annotated[int, typer.Argument(help="The source whose copies go.")],
     against: Annotated[int, typer.Option(help="The source that keeps them.")],
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
     json: JsonOpt = False,
 ) -> None:
     """Set aside one source's entries that another holds, aligned in order as ingest
@@ -359,7 +359,7 @@ def sources_dedupe(
 def sources_restore(
     source_id: Annotated[int, typer.Argument(help="The source's id (forensics sources).")],
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
     json: JsonOpt = False,
 ) -> None:
     """Put back every entry dedupe set aside in one source (the undo of a merge).
@@ -405,7 +405,7 @@ def runs_rename(
     old: Annotated[str, typer.Argument(help="The run's name now.")],
     new: Annotated[str, typer.Argument(help="Its new name (not taken).")],
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
     json: JsonOpt = False,
 ) -> None:
     """Give a run another name: every row of it, in every source, tags kept.
@@ -423,7 +423,7 @@ def runs_merge(
     run: Annotated[str, typer.Argument(help="The run whose rows move.")],
     into: Annotated[str, typer.Argument(help="The run they join (made when new).")],
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
     json: JsonOpt = False,
 ) -> None:
     """Put one run's rows into another (both runs' tags kept, the second's winning).
@@ -1110,7 +1110,7 @@ def copy_cmd(
         ),
     ],
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
 ) -> None:
     """Copy the incident (catalog and shard folder) with an identity of its own: both
     read and write independently. A copy of the .duckdb file alone shares the original's
@@ -1132,7 +1132,7 @@ def mv_cmd(
         ),
     ],
     db: DbOpt = None,
-    wait: WaitOpt = 0.0,
+    wait: WaitOpt = 60.0,
 ) -> None:
     """Rename or move the incident: the catalog and its shard folder together. One that
     was interrupted is finished by running it again.

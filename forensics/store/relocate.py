@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import ForensicsError
-from .database import _connect, _install, connect_read_only, db_path, transaction
+from .database import _connect, _install, db_path, transaction
 from .intents import _clear_intent, _intent_file, _write_intent
 from .pairing import MARK, mark_folder, new_identity
 from .points import reached
@@ -82,8 +82,9 @@ def copy_incident(
     with writer_lock(root, wait, waiting):
         if resume:
             _remove_copy(d)
+        # the file's lock held: no client writes while the bytes are copied
+        con = _connect(s, read_only=False, wait=wait, waiting=waiting, intent_ok=True)
         _write_intent("copy", s, d)
-        con = connect_read_only(s, intent_ok=True)  # held: no writer commits meanwhile
         try:
             shutil.copy2(s, d)
             reached("copy-catalog-copied")
