@@ -101,6 +101,8 @@ def _args(name: str, h: dict, tmp: Path) -> tuple[list[str], set[int]]:
         "demo": (["--dir", str(tmp / "demo [bold]d")], {0}),
         "sources remove": (["99", *db], {2}),
         "sources relabel": (["4", "--host", HOST, *db], {0}),
+        "sources dedupe": (["4", "--against", "2", *db], {0}),
+        "sources restore": (["4", *db], {0}),
         "runs": ([*db], {0}),
         "templates": ([*db, "--new-since", "incident"], {0}),
         "runs rename": ([RUN, f"{RUN}-again", "--db", str(tmp / "m [bold]x.duckdb")], {0}),

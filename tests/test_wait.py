@@ -57,8 +57,12 @@ def test_every_writer_waits_and_reads_its_inputs_meanwhile(tmp_path: Path) -> No
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
-        for args in (["sources", "remove", "1"], ["sources", "relabel", "1", "--host", "h"],
-                     ["copy", str(tmp_path / "c.duckdb")], ["mv", str(tmp_path / "m.duckdb")]):
+        for args in (
+            ["sources", "remove", "1"],
+            ["sources", "relabel", "1", "--host", "h"],
+            ["copy", str(tmp_path / "c.duckdb")],
+            ["mv", str(tmp_path / "m.duckdb")],
+        ):
             r = cli(*args, "--wait", "0", "--db", str(db))  # every writer waits 60 s unasked
             assert r.returncode == 2 and b"--wait SECONDS" in r.stderr, r.stderr
         staged = threading.Event()

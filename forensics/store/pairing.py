@@ -132,6 +132,7 @@ def state(
         and theirs.catalog
         and theirs.catalog != catalog.name
         and (root.parent / theirs.catalog).exists()
+        and Path(theirs.catalog).stem + root.suffix == root.name  # that one's folder too
     ):
         return "behind", (f"{root.name} is {theirs.catalog}'s, beside it: this catalog "
                           f"({catalog.name}) is a copy of it")  # fmt: skip

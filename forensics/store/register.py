@@ -193,6 +193,8 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
     for other in list(held.values()):
         if not writer.paths("entries"):
             break  # every entry went: nothing left to compare
+        if not other.files:
+            continue  # a source whose entries a richer one took, every one
         mine = Side(sid, res.format, writer.paths("entries"))
         if other.sid not in sharing:
             if mine.fmt in NEVER or other.fmt in NEVER:
