@@ -70,3 +70,35 @@ def test_a_comma_in_the_incidents_path_is_refused_in_one_line(
     (line,) = proc.stderr.strip().splitlines()
     assert "cannot hold a ','" in line and "a,b" in line
     assert not (where / "inc.duckdb").exists()
+
+
+def test_an_ingest_opens_one_catalog_and_checks_it_at_most_twice(
+    renderings: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one writer (store/catalog.py): one connection to the catalog per ingest, the
+    first and the next; integrity checked at open and after the moves, not by each step
+    (it was 5 times an ingest)."""
+    import sys
+
+    from forensics.store import database, integrity
+
+    counts = {"connections": 0, "checks": 0}
+    real_connect, real_check = database._connect, integrity.check
+
+    def connecting(*a, **k):
+        counts["connections"] += 1
+        return real_connect(*a, **k)
+
+    def checking(*a, **k):
+        counts["checks"] += 1
+        return real_check(*a, **k)
+
+    monkeypatch.setattr(database, "_connect", connecting)
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("forensics.store") and getattr(mod, "check", None) is real_check:
+            monkeypatch.setattr(mod, "check", checking)
+    db = tmp_path / "one.duckdb"
+    for path, fmt in ((renderings["export"], None), (renderings["short"], "short")):
+        counts.update(connections=0, checks=0)
+        forensics.ingest([str(path)], db, fmt=fmt, year=2026)
+        assert counts == {"connections": 1, "checks": 2}, (path.name, counts)

@@ -24,8 +24,8 @@ from .derived import install_views
 from .intents import interrupted
 from .pairing import check_writable, mark_folder, new_identity, reading_note, stamp
 from .points import reached
+from .version import SCHEMA_VERSION
 
-SCHEMA_VERSION = 8
 # The first schema of a catalog and shards: a catalog of it or later is migrated in place
 # (CATALOG_MIGRATIONS), one before it written anew (legacy.py).
 CATALOG_VERSION = 7
@@ -309,7 +309,8 @@ def _install(
 
     root = folder(p.resolve())  # p, not the connection's file: `:memory:` has none
     try:
-        install_table_views(con, root, temp=temp, skip=check(con, root).sources | (skip or set()))
+        install_table_views(con, root, temp=temp, skip=check(con, root).sources if skip is None
+                            else skip)  # fmt: skip
     except Unreadable:  # found damaged now: the check names it, its source left out
         install_table_views(con, root, temp=temp, skip=check(con, root).sources)
     if named:

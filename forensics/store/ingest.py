@@ -26,20 +26,22 @@ from ..errors import ForensicsError
 from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
-from .database import Legacy, Locked, committing, db_path, open_writer
+from .catalog import Catalog, open_catalog
+from .database import Legacy, Locked, db_path, open_writer
 from .derived import Deriver, refresh_derived
 from .inputs import Input, expand
-from .integrity import check
+from .intents import interrupted
+from .pairing import current
 from .points import ENV as PAUSE_ENV
 from .points import reached
 from .register import register
-from .shards import WRITER, folder, staging, writer_lock
+from .shards import WRITER, folder, staging
 from .stage import Options, SourceResult, Staged, stage
 from .summary import Summary, summarize
 from .upgrade import upgrade
 
 if TYPE_CHECKING:
-    import duckdb
+    pass
 
 YEARS = (1970, 9999)  # what --year may be: journald's clock starts at the epoch
 # Inputs smaller than this in all are read in this process unless `workers` asks: a
@@ -136,7 +138,9 @@ def ingest(
     else:
         inputs = expand(paths, skip=(path, path.with_name(path.name + ".wal")), skip_dirs=(root,))
     reached("ingest-start")
-    if path.exists():  # a catalog this version cannot write fails before any input is read
+    # a catalog this version cannot write fails before any input is read; one whose folder
+    # says this code wrote it last is not opened twice
+    if path.exists() and not (current(path) and interrupted(path) is None):
         _writable(path)
     root_existed = root.exists()
     timings: dict[str, float] = {}
@@ -226,14 +230,14 @@ def _register(
     derivers: Sequence[Deriver],
 ) -> IngestResult:
     wait, waiting = waits
-    with writer_lock(folder(path), wait, waiting):
-        con, made = open_writer(path, wait, waiting, views="tables")
+    with open_catalog(path, wait, waiting, views="tables") as cat:
+        con, made = cat.con, cat.made
         reached("catalog-opened")
         moved: list[Path] = []
         try:
-            with committing(con):
+            with cat.committing():
                 t0 = time.perf_counter()
-                results, moved = register(con, staged, run, tags)
+                results, moved = register(cat, staged, run, tags)
                 t1 = time.perf_counter()
                 reached("registered")
                 refresh_derived(con, derivers)  # the answers over the new data, stored with it
@@ -246,25 +250,18 @@ def _register(
                 for p in (path, path.with_name(path.name + ".wal")):
                     p.unlink(missing_ok=True)
             raise
-        try:
-            return _result(con, path, run, results, timings)
-        finally:
-            con.close()
+        return _result(cat, run, results, timings)
 
 
 def _result(
-    con: duckdb.DuckDBPyConnection,
-    path: Path,
-    run: str,
-    results: list[SourceResult],
-    timings: dict[str, float],
+    cat: Catalog, run: str, results: list[SourceResult], timings: dict[str, float]
 ) -> IngestResult:
     """What the commit stored, read on the writer's connection: the summary of the new
-    sources and the line naming a damaged source beside them."""
-    res = IngestResult(path, run, results, timings)
-    res.summary = summarize(con, res.source_ids)
-    damage = check(con, folder(path))
-    res.damage = damage.line() if damage else None
+    sources and the line naming a damaged source beside them (as checked after the
+    moves)."""
+    res = IngestResult(cat.path, run, results, timings)
+    res.summary = summarize(cat.con, res.source_ids)
+    res.damage = cat.damage.line() if cat.damage else None
     return res
 
 

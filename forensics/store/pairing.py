@@ -26,6 +26,7 @@ import duckdb
 import orjson
 
 from ..errors import ForensicsError
+from .version import SCHEMA_VERSION
 
 MARK = ".identity"
 KEYS = ("identity", "generation", "token", "previous_token")
@@ -38,10 +39,12 @@ class Mark:
     token: str
     previous: str = ""
     catalog: str = ""  # the file name of the catalog that wrote the folder's mark
+    schema: int = 0  # the schema of the pd-forensics that wrote it
 
     def doc(self) -> bytes:
         return orjson.dumps({"identity": self.identity, "generation": self.generation,
-                             "token": self.token, "catalog": self.catalog})  # fmt: skip
+                             "token": self.token, "catalog": self.catalog,
+                             "schema": SCHEMA_VERSION})  # fmt: skip
 
 
 def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -90,7 +93,8 @@ def folder_mark(root: Path) -> Mark | None:
     try:
         doc = orjson.loads((root / MARK).read_bytes())
         return Mark(str(doc["identity"]), int(doc["generation"]), str(doc["token"]),
-                    catalog=str(doc.get("catalog") or ""))  # fmt: skip
+                    catalog=str(doc.get("catalog") or ""),
+                    schema=int(doc.get("schema") or 0))  # fmt: skip
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
@@ -109,6 +113,14 @@ def mark_folder(root: Path, mark: Mark, catalog: Path | None = None) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, root / MARK)
+
+
+def current(catalog: Path) -> bool:
+    """Whether the folder's mark says this catalog, of this schema, wrote it last: a
+    writer may then skip the probe that opens the catalog before reading its inputs (a
+    copy, a renamed catalog, an older one and a folder with no mark are probed)."""
+    mark = folder_mark(catalog.with_name(catalog.stem + ".shards"))
+    return mark is not None and mark.catalog == catalog.name and mark.schema == SCHEMA_VERSION
 
 
 def _holds_sources(root: Path) -> bool:

@@ -17,13 +17,13 @@ import duckdb
 
 from ..errors import ForensicsError
 from ..parsers.tables import read_parquet
-from .database import SCHEMA_VERSION, catalog_path, first_row, reinstall, scalar
-from .integrity import check
+from .catalog import Catalog
+from .database import SCHEMA_VERSION, first_row, scalar
 from .points import reached
 from .records import COUNTED
 from .records import TABLES as RECORD_TABLES
 from .renderings import LEVELS, NEVER, Side, compare, dups, notes_for, offset, repeats, take_from
-from .shards import ShardWriter, folder, list_files, registered, rows_in, source_folder, sweep
+from .shards import ShardWriter, list_files, registered, rows_in, source_folder, sweep
 from .stage import KEY, SourceResult, Staged, sql_path, write_query
 
 
@@ -37,15 +37,15 @@ def ensure_run(con: duckdb.DuckDBPyConnection, run: str, tags: dict[str, str]) -
 
 
 def register(
-    con: duckdb.DuckDBPyConnection, staged: list[Staged], run: str, tags: dict[str, str]
+    cat: Catalog, staged: list[Staged], run: str, tags: dict[str, str]
 ) -> tuple[list[SourceResult], list[Path]]:
-    """Register `staged` in the caller's transaction: their results, and the folders moved
-    into the shard folder (the caller removes them if the transaction does not commit).
-    The tables' views follow the new files; the named ones are the caller's next step
-    (refresh_derived)."""
-    root = folder(catalog_path(con))
+    """Register `staged` in the catalog's transaction: their results, and the folders
+    moved into the shard folder (the caller removes them if the transaction does not
+    commit). The tables' views follow the new files (integrity checked again after the
+    moves); the named ones are the caller's next step (refresh_derived)."""
+    con, root = cat.con, cat.root
     sweep(root, set(registered(con)))
-    damaged = check(con, root).sources  # not read: dedupe against the sound sources
+    damaged = cat.damage.sources  # as checked at open: dedupe against the sound sources
     ensure_run(con, run, tags)
     moved: list[Path] = []
     out: list[SourceResult] = []
@@ -61,8 +61,9 @@ def register(
         for st in staged:
             out.append(st.result)
             if st in todo:
-                _one(con, st, run, tags, root, moved, (held, taken))
-        reinstall(con, named=False)  # the caller's refresh_derived installs those
+                _one(con, st, run, tags, root, moved, (held, taken, damaged))
+        cat.recheck()
+        cat.install(named=False)  # the caller's refresh_derived installs those
     except BaseException:
         for m in moved:
             shutil.rmtree(m, ignore_errors=True)
@@ -135,17 +136,18 @@ def _one(
     tags: dict[str, str],
     root: Path,
     moved: list[Path],
-    grows: tuple[dict[int, Side], dict[str, int]],
+    grows: tuple[dict[int, Side], dict[str, int], frozenset[int]],
 ) -> None:
     """One staged source into the catalog; `grows`: the registered sources dedupe compares
-    with and the runs holding a results file's rows (each grows as sources register)."""
-    held, taken = grows
+    with and the runs holding a results file's rows (each grows as sources register), and
+    the damaged sources."""
+    held, taken, damaged = grows
     res = st.result
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
     if dup is not None:
         res.status = "skipped"
         res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
-        if check(con, root).sources & {dup[0]}:
+        if dup[0] in damaged:
             res.reason += f" (damaged: `forensics sources remove {dup[0]}` first)"
         shutil.rmtree(st.folder or "", ignore_errors=True)
         return

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ..errors import ForensicsError
 from ..parsers.tables import read_parquet
-from .database import committing, connect, shard_root
+from .catalog import open_catalog
+from .database import committing
 from .derived import Deriver
-from .integrity import check
 from .sources import _changed, _delete, _files, _holding, merged_tags, rewrite
 
 
@@ -29,19 +29,20 @@ def rename_run(
     run keeps both runs' tags, the existing run's winning where they differ)."""
     if not new.strip():
         raise ForensicsError("a run name cannot be empty")
-    con = connect(db, wait, waiting)
+    cat = open_catalog(db, wait, waiting)
+    con = cat.con
     gone: list[Path] = []
     written: list[Path] = []
     try:
         known = _checked(con, old, new, merge)
-        damaged = check(con, shard_root(con)).sources
+        damaged = cat.damage.sources
         changed: dict[str, int] = {}
         try:
             with committing(con):
                 tags = merged_tags(con, [old, new])
                 for sid in _holders(con, old):
                     if sid in damaged:
-                        raise ForensicsError(check(con, shard_root(con)).of(sid).line())
+                        raise ForensicsError(cat.damage.of(sid).line())
                     _move(con, sid, old, new, changed, (gone, written))
                 con.execute(
                     "INSERT INTO runs (run, tags, created) SELECT ?, ?, created FROM runs "
@@ -51,7 +52,7 @@ def rename_run(
                 con.execute("UPDATE runs SET tags = ? WHERE run = ?", [tags, new])
                 con.execute("UPDATE sources SET run = ? WHERE run = ?", [new, old])
                 con.execute("DELETE FROM runs WHERE run = ?", [old])
-                _changed(con, derivers)
+                _changed(cat, derivers)
         except BaseException:
             _delete(written)
             gone = []
@@ -59,7 +60,7 @@ def rename_run(
         return {"run": old, "into": new, "merged": merge and new in known, "tags": tags,
                 "changed": {k: n for k, n in changed.items() if n}}  # fmt: skip
     finally:
-        con.close()
+        cat.close()
         _delete(gone)
 
 
@@ -112,10 +113,6 @@ def tag_runs(db: str | os.PathLike, runs: list[str], tags: dict[str, str]) -> No
     """Add `tags` to each of `runs` (an experiment's decision, once it is known)."""
     from .register import ensure_run
 
-    con = connect(db)
-    try:
-        with committing(con):
-            for run in runs:
-                ensure_run(con, run, tags)
-    finally:
-        con.close()
+    with open_catalog(db) as cat, cat.committing():
+        for run in runs:
+            ensure_run(cat.con, run, tags)

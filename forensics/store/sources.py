@@ -19,13 +19,12 @@ import pyarrow as pa
 
 from ..errors import ForensicsError
 from ..parsers.tables import SHARDED, read_parquet
+from .catalog import Catalog, open_catalog
 from .database import (
     SCHEMA_VERSION,
     committing,
-    connect,
     connect_read_only,
     first_row,
-    reinstall,
     scalar,
     shard_root,
 )
@@ -78,10 +77,12 @@ def _source(con: duckdb.DuckDBPyConnection, source_id: int) -> tuple[str, str]:
     return row
 
 
-def _changed(con: duckdb.DuckDBPyConnection, derivers: Sequence[Deriver] = ()) -> None:
+def _changed(cat: Catalog, derivers: Sequence[Deriver] = ()) -> None:
     """Rows moved under the views: their stored rows are recomputed (the data's
     fingerprint does not see a host change, so every stamp goes)."""
-    reinstall(con)
+    con = cat.con
+    cat.recheck()  # files moved: checked again, once
+    cat.install()
     con.execute(f"DELETE FROM meta WHERE key LIKE '{STAMP}%'")
     con.execute(
         "DELETE FROM runs WHERE run NOT IN (SELECT run FROM sources) "
@@ -148,7 +149,8 @@ def remove_source(
     `dropped_entries` they kept); refused where a later source kept none (it was
     ingested by a pd-forensics before shards). `wait`: seconds to wait for the catalog
     while another process holds it."""
-    con = connect(db, wait, waiting)
+    cat = open_catalog(db, wait, waiting)
+    con = cat.con
     gone: list[Path] = []
     committed = False
     try:
@@ -162,13 +164,13 @@ def remove_source(
         with committing(con):
             con.execute("DELETE FROM shards WHERE source_id = ?", [source_id])
             con.execute("DELETE FROM sources WHERE source_id = ?", [source_id])
-            reinstall(con)
+            cat.install()
             for sid, _, srun in later:
-                back, old = _restore(con, sid, srun, files[sid]["dropped_entries"])
+                back, old = _restore(cat, sid, srun, files[sid]["dropped_entries"])
                 if back:
                     restored[sid] = back
                 gone += old
-            _changed(con, derivers)
+            _changed(cat, derivers)
         committed = True  # files are deleted only now: an interrupted remove kept them
         gone += [f for fs in mine.values() for f in fs]
         out = {"source_id": source_id, "run": run, "path": path,
@@ -177,7 +179,7 @@ def remove_source(
             out["restored"] = restored
         return out
     finally:
-        con.close()
+        cat.close()
         _delete(gone if committed else [])
 
 
@@ -248,23 +250,24 @@ def restore_source(
     """Every entry dedupe set aside in one source (its `dropped_entries`) back among its
     entries, whatever other source holds them too: the undo of a merge ingest or
     `dedupe` made."""
-    con = connect(db, wait, waiting)
+    cat = open_catalog(db, wait, waiting)
+    con = cat.con
     gone: list[Path] = []
     committed = False
     try:
         run, path = _source(con, source_id)
-        if damage := check(con, shard_root(con)).of(source_id):
+        if damage := cat.damage.of(source_id):
             raise ForensicsError(damage.line())
         dropped = _files(con, source_id).get("dropped_entries", [])
         back = 0
         with committing(con):
             if dropped:
-                back, gone = _restore(con, source_id, run, dropped, compare_others=False)
-                _changed(con, derivers)
+                back, gone = _restore(cat, source_id, run, dropped, compare_others=False)
+                _changed(cat, derivers)
         committed = True
         return {"source_id": source_id, "path": path, "restored": back}
     finally:
-        con.close()
+        cat.close()
         _delete(gone if committed else [])
 
 
@@ -281,13 +284,14 @@ def dedupe_source(
     message alone); `forensics sources restore` undoes it."""
     if source_id == against:
         raise ForensicsError("a source cannot be deduped against itself")
-    con = connect(db, wait, waiting)
+    cat = open_catalog(db, wait, waiting)
+    con = cat.con
     try:
         _, path = _source(con, source_id)
         _source(con, against)
         root = shard_root(con)
         for sid in (source_id, against):
-            if damage := check(con, root).of(sid):
+            if damage := cat.damage.of(sid):
                 raise ForensicsError(damage.line())
         sides = held_sides(con, root, set())
         if source_id not in sides or against not in sides:
@@ -296,15 +300,15 @@ def dedupe_source(
         with committing(con):
             if p.merged:  # its old files go at the next writer's sweep
                 take_from(con, root, source_id, p.mine, _split)
-                _changed(con, derivers)
+                _changed(cat, derivers)
         return {"source_id": source_id, "against": against, "path": path,
                 "dropped": p.merged}  # fmt: skip
     finally:
-        con.close()
+        cat.close()
 
 
 def _restore(
-    con: duckdb.DuckDBPyConnection,
+    cat: Catalog,
     source_id: int,
     run: str,
     dropped: list[Path],
@@ -314,6 +318,7 @@ def _restore(
     `compare_others`), back among its entries (their records read again with the built-in
     patterns: the user patterns of its ingest are not stored). (entries restored, files
     no longer listed)."""
+    con = cat.con
     writer = ShardWriter(dropped[0].parent, SCHEMA_VERSION)
     # a copy to work on: the listed files stay whole until the transaction commits
     write_query(
@@ -323,7 +328,7 @@ def _restore(
         f"SELECT * FROM {read_parquet(dropped)} ORDER BY entry_no",
     )
     fmt = scalar(con, "SELECT format FROM sources WHERE source_id = ?", [source_id])
-    others = _sides(con, skip=source_id) if compare_others else []
+    others = _sides(cat, skip=source_id) if compare_others else []
     for other in others:  # what another source still holds stays out
         if not writer.paths("entries"):
             break
@@ -359,14 +364,13 @@ def _restore(
         "quarantined = quarantined + ? WHERE source_id = ?",
         [n, n, len(rejects), source_id],
     )
-    reinstall(con)
+    cat.install()
     return n, dropped
 
 
-def _sides(con: duckdb.DuckDBPyConnection, skip: int) -> list[Side]:
+def _sides(cat: Catalog, skip: int) -> list[Side]:
     """The other sound sources' entries, as sides of a comparison."""
-    root = shard_root(con)
-    return [s for sid, s in held_sides(con, root, check(con, root).sources).items()
+    return [s for sid, s in held_sides(cat.con, cat.root, cat.damage.sources).items()
             if sid != skip]  # fmt: skip
 
 
@@ -400,12 +404,13 @@ def relabel_source(
     written anew with the new values, listed in place of the old in one transaction.
     `wait`: seconds to wait for the catalog while another process holds it."""
     _check_labels(host, run)
-    con = connect(db, wait, waiting)
+    cat = open_catalog(db, wait, waiting)
+    con = cat.con
     old: list[Path] = []
     new: list[Path] = []
     try:
         old_run, path = _source(con, source_id)
-        if damage := check(con, shard_root(con)).of(source_id):
+        if damage := cat.damage.of(source_id):
             raise ForensicsError(damage.line())  # its files cannot be written anew
         changed: dict[str, int] = {}
         files = _files(con, source_id)
@@ -424,7 +429,7 @@ def relabel_source(
                 if run is not None:
                     _to_run(con, source_id, run, held)
                     changed["sources.run"] = 1
-                _changed(con, derivers)
+                _changed(cat, derivers)
         except BaseException:
             _delete(new)
             old = []
@@ -432,5 +437,5 @@ def relabel_source(
         return {"source_id": source_id, "path": path, "run": run or old_run,
                 "changed": {k: n for k, n in changed.items() if n}}  # fmt: skip
     finally:
-        con.close()
+        cat.close()
         _delete(old)

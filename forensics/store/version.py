@@ -1,0 +1,3 @@
+"""The schema this pd-forensics writes (the catalog's meta and the folder's mark say it)."""
+
+SCHEMA_VERSION = 8
