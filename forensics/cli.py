@@ -1235,6 +1235,8 @@ def _is_abort(exc: BaseException) -> bool:
 
 def _failure(exc: BaseException, interrupted: bool, debug: bool) -> tuple[str, int]:
     """The one line and the exit code for an exception that ended a command."""
+    if isinstance(exc, KeyboardInterrupt) and getattr(exc, "said", None):
+        return exc.said, 130  # after a commit: what was written stays
     if (
         interrupted
         or _is_abort(exc)

@@ -158,3 +158,76 @@ def test_a_first_ingest_killed_anywhere_leaves_a_folder_the_next_command_repairs
     assert sorted(p.name for p in shards.iterdir()) == sorted(
         p.name for p in clean.with_suffix(".shards").iterdir()
     )  # no leftover: no unlisted source folder, no half-written mark
+
+
+def _state(db: Path) -> tuple:
+    """What a user sees of an incident: its sources (id, host of their entries) and
+    entries, and that every registered file is whole."""
+    rows = forensics.query("SELECT source_id, host, count(*) AS n FROM entries GROUP BY ALL "
+                           "ORDER BY ALL", db).rows()  # fmt: skip
+    return tuple(rows), forensics.verify(db).damage.files == []
+
+
+WRITES = {  # a writing command, with the points it passes
+    "ingest": (["ingest", "{json}"], ["catalog-opened", "source-moved-in", "registered",
+                                      "committed"]),
+    "remove": (["sources", "remove", "2"], ["remove-unlisted", "committed"]),
+    "relabel": (["sources", "relabel", "1", "--host", "other"], ["relabel-rewritten",
+                                                                 "committed"]),
+}  # fmt: skip
+
+
+@pytest.mark.slow  # a kill sweep: the newest set runs it
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize(("command", "point"),
+                         [(c, p) for c, (_, ps) in WRITES.items() for p in ps])  # fmt: skip
+def test_a_write_cut_at_any_point_leaves_the_incident_as_before_or_after(
+    renderings: dict[str, Path], tmp_path: Path, command: str, point: str, how: int
+) -> None:
+    """kill -9 or Ctrl-C at every named point of ingest, remove and relabel: the next
+    command finds the incident whole and as before the write (cut before its commit) or
+    as after it (cut after), and the write run again ends as a clean run ends."""
+
+    def made(where: Path) -> Path:
+        db = where / "inc.duckdb"
+        where.mkdir()
+        forensics.ingest([str(renderings["export"])], db)
+        forensics.ingest([str(renderings["short-iso"])], db, run="text", year=2026)
+        return db
+
+    args = [a.replace("{json}", str(renderings["json"])) for a in WRITES[command][0]]
+    clean = made(tmp_path / "clean")
+    before = _state(clean)
+    assert cli(*args, "--db", str(clean)).returncode == 0
+    after = _state(clean)
+    db = made(tmp_path / "cut")
+    _cut_at(point, how, *args, "--db", str(db))
+    assert _state(db) in (before, after)
+    again = cli(*args, "--db", str(db))
+    assert _state(db) == after, again.stderr
+    leftovers = sorted(p.name for p in db.with_suffix(".shards").rglob("*")
+                       if p.name.endswith(".tmp") or p.name.startswith(".ingest-"))  # fmt: skip
+    assert leftovers == []
+
+
+def _cut_at(point: str, how: int, *args: str) -> None:
+    """`forensics ARGS` held at `point`, then killed -9, or sent Ctrl-C and let go on (the
+    interrupt lands in the write)."""
+    reached_r, reached_w = os.pipe()
+    resume_r, resume_w = os.pipe()
+    env = {**os.environ, "FORENSICS_PAUSE_AT": point, "FORENSICS_PAUSE_FD": str(reached_w),
+           "FORENSICS_RESUME_FD": str(resume_r)}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", *args], env=env,
+                            pass_fds=(reached_w, resume_r), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    os.close(reached_w)
+    os.close(resume_r)
+    with os.fdopen(reached_r, "rb") as fh:
+        assert fh.readline() == f"{point}\n".encode(), proc.communicate()
+    proc.send_signal(how)
+    if how == signal.SIGINT:
+        os.write(resume_w, b"x")
+    _, err = proc.communicate(timeout=300)
+    os.close(resume_w)
+    if how == signal.SIGINT:
+        assert proc.returncode == 130 and err.count(b"\n") == 1, err

@@ -370,9 +370,23 @@ def committing(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnec
     with transaction(con):
         yield con
         mark = stamp(con)
-    reached("committed")
-    with contextlib.suppress(OSError, ForensicsError):  # ForensicsError: in memory
-        mark_folder(shard_root(con), mark, catalog_path(con))
+    try:
+        reached("committed")
+        with contextlib.suppress(OSError, ForensicsError):  # ForensicsError: in memory
+            mark_folder(shard_root(con), mark, catalog_path(con))
+    except KeyboardInterrupt:  # the write is whole: said so, never undone by the caller
+        raise CommittedInterrupt(
+            "interrupted after the commit: the write is complete (the next writer marks "
+            "the shard folder)"
+        ) from None
+
+
+class CommittedInterrupt(KeyboardInterrupt):
+    """Ctrl-C after a writer's commit: what it wrote stays, and the line says so."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(said)
+        self.said = said
 
 
 @contextmanager

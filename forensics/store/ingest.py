@@ -27,7 +27,7 @@ from ..parsers.formats import FORMATS
 from ..parsers.patterns import PatternError
 from ..parsers.patterns import load_file as load_patterns
 from .catalog import Catalog, open_catalog
-from .database import Legacy, Locked, db_path, open_writer
+from .database import CommittedInterrupt, Legacy, Locked, db_path, open_writer
 from .derived import Deriver, refresh_derived
 from .inputs import Input, expand
 from .intents import interrupted
@@ -242,6 +242,8 @@ def _register(
                 reached("registered")
                 refresh_derived(con, derivers)  # the answers over the new data, stored with it
                 timings["register_s"], timings["derived_s"] = t1 - t0, time.perf_counter() - t1
+        except CommittedInterrupt:
+            raise  # committed: the moved folders are the catalog's now
         except BaseException:
             for m in moved:
                 shutil.rmtree(m, ignore_errors=True)

@@ -16,6 +16,8 @@ POINTS = (
     "source-moved-in",  # a staged source renamed into the shard folder, not committed
     "registered",  # every source registered, the stored answers not yet refreshed
     "committed",  # the catalog committed, the shard folder not yet marked
+    "remove-unlisted",  # a removed source's rows unlisted, others' entries given back
+    "relabel-rewritten",  # a relabelled source's files written anew, not committed
     "copy-catalog-copied",  # a copy's catalog written, its shard folder not yet
     "mv-catalog-moved",  # a move's catalog moved, its shard folder not yet
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import ForensicsError
 from ..parsers.tables import read_parquet
 from .catalog import open_catalog
-from .database import committing
+from .database import CommittedInterrupt, committing
 from .derived import Deriver
 from .sources import _changed, _delete, _files, _holding, merged_tags, rewrite
 
@@ -53,6 +53,8 @@ def rename_run(
                 con.execute("UPDATE sources SET run = ? WHERE run = ?", [new, old])
                 con.execute("DELETE FROM runs WHERE run = ?", [old])
                 _changed(cat, derivers)
+        except CommittedInterrupt:
+            raise  # committed: what was written is listed, the old files go (finally)
         except BaseException:
             _delete(written)
             gone = []

@@ -22,6 +22,7 @@ from ..parsers.tables import SHARDED, read_parquet
 from .catalog import Catalog, open_catalog
 from .database import (
     SCHEMA_VERSION,
+    CommittedInterrupt,
     committing,
     connect_read_only,
     first_row,
@@ -30,6 +31,7 @@ from .database import (
 )
 from .derived import STAMP, Deriver, refresh_derived
 from .integrity import check, inside
+from .points import reached
 from .records import TABLES as RECORD_TABLES
 from .records import _records_of
 from .register import _held as held_sides
@@ -170,6 +172,7 @@ def remove_source(
                 if back:
                     restored[sid] = back
                 gone += old
+            reached("remove-unlisted")
             _changed(cat, derivers)
         committed = True  # files are deleted only now: an interrupted remove kept them
         gone += [f for fs in mine.values() for f in fs]
@@ -429,7 +432,10 @@ def relabel_source(
                 if run is not None:
                     _to_run(con, source_id, run, held)
                     changed["sources.run"] = 1
+                reached("relabel-rewritten")
                 _changed(cat, derivers)
+        except CommittedInterrupt:
+            raise  # committed: the new files are listed, the old ones go (finally)
         except BaseException:
             _delete(new)
             old = []
