@@ -311,7 +311,11 @@ def _install(
     try:
         install_table_views(con, root, temp=temp, skip=check(con, root).sources if skip is None
                             else skip)  # fmt: skip
-    except Unreadable:  # found damaged now: the check names it, its source left out
+    except Unreadable as exc:  # found damaged now: the check names it, its source left out
+        from .integrity import unreadable
+
+        if not unreadable(exc.files):
+            raise exc.error from None
         install_table_views(con, root, temp=temp, skip=check(con, root).sources)
     if named:
         install_views(con, temp=temp)

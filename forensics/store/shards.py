@@ -181,19 +181,18 @@ def install_table_views(
     for name, t in SHARDED.items():
         try:
             con.execute(f"CREATE OR REPLACE {kind} {name} AS {t.view(files[name])}")
-        except duckdb.Error:
-            from .integrity import unreadable
-
-            # a footer no reader parses (a flipped byte; DuckDB may not say which file):
-            # each file of the table read on its own, the bad ones remembered as damage
-            if not unreadable([root / f for f in files[name]]):
-                raise
-            raise Unreadable(name) from None
+        except duckdb.Error as exc:
+            # perhaps a footer no reader parses (a flipped byte; DuckDB may not say which
+            # file): the caller reads each file on its own (integrity.unreadable)
+            raise Unreadable(name, [root / f for f in files[name]], exc) from exc
 
 
 class Unreadable(Exception):
-    """A table's view could not be made: one of its files is damaged (now known to the
-    integrity check, so a second try leaves its source out)."""
+    """A table's view could not be made over these files: one may be damaged."""
+
+    def __init__(self, table: str, files: list[Path], error: Exception) -> None:
+        super().__init__(table)
+        self.files, self.error = files, error
 
 
 @contextmanager
