@@ -199,3 +199,29 @@ def test_the_chain_keeps_pairs_in_both_orders_only() -> None:
                       np.array([20, 30]))  # fmt: skip
     assert list(a) == [2, 3] and list(b) == [20, 30]
     assert gaps(np.array([1, 4]), np.array([10, 40]), np.array([2]), np.array([20, 30])) == []
+
+
+def test_a_folder_of_every_rendering_counts_each_entry_once(tmp_path: Path) -> None:
+    """One two-host journal as a user may gather it: text renderings of every resolution,
+    json, export, the binary .journal itself and per-host text files, in one folder: each
+    entry once; `cat` (no time) named, not merged (it failed outright before)."""
+    lines = sorted([*_lines(30, "prefill-0", "p"), *_lines(30, "decode-0", "d")],
+                   key=lambda x: x[1])  # fmt: skip
+    j = _journal(tmp_path, "both", lines, "c3" * 16)
+    folder = tmp_path / "incident"
+    folder.mkdir()
+    for fmt in ("short", "short-iso", "short-iso-precise", "short-precise", "json", "export"):
+        render([j], fmt, folder / f"all.{fmt}")
+    (folder / "all.journal").write_bytes(j.read_bytes())
+    for host in HOSTS:
+        with open(folder / f"{host}.log", "wb") as fh:
+            subprocess.run(["journalctl", "--no-pager", "--all", "-o", "short-iso", f"--file={j}",
+                            f"_HOSTNAME={host}"], stdout=fh, check=True,
+                           env={"TZ": "UTC"})  # fmt: skip
+    render([j], "cat", folder / "all.cat")
+    db = tmp_path / "f.duckdb"
+    res = _ingest(db, folder, host="decode-0")
+    assert _count(db, "source_id <> (SELECT source_id FROM sources WHERE format = 'cat')") == 60
+    (cat,) = [s for s in res.sources if s.format == "cat"]
+    assert cat.entries == 60
+    assert any(f"sources dedupe {cat.source_id} --against" in n for n in _notes(res))

@@ -208,14 +208,14 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
         if p.merged and mine.richness > other.richness:
             take_from(con, root, other.sid, p.theirs, _split)
             held[other.sid] = _held(con, root, set()).get(other.sid, Side(other.sid, other.fmt, []))
-            notes += notes_for(p, sid, other.sid, other.sid)
+            notes += notes_for(p, mine, other, other.sid)
         elif p.merged:
             dups(con, p.mine)
             _split(con, writer)
             _recount(writer, res, p.merged)
-            notes += notes_for(p, sid, other.sid, sid)
+            notes += notes_for(p, mine, other, sid)
         else:
-            notes += notes_for(p, sid, other.sid, sid) or repeats(con, mine, other)
+            notes += notes_for(p, mine, other, sid) or repeats(con, mine, other)
     res.notes = [*res.notes, *notes]
 
 
