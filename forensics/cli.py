@@ -1067,12 +1067,12 @@ def repro(
 
 
 @app.command()
-def upgrade(db: DbOpt = None) -> None:
+def upgrade(db: DbOpt = None, wait: WaitOpt = 60.0) -> None:
     """Bring a database written by an older pd-forensics up to this version's schema.
 
     Example: forensics upgrade --db incident.duckdb
     """
-    before, after = upgrade_db(db)
+    before, after = upgrade_db(db, wait, _waiting(wait))
     what = "already at" if before == after else f"schema {before} →"
     out.print(f"{db_path(db)}: {what} schema {after}")
     if before != after and before <= LEGACY_VERSION:

@@ -211,13 +211,16 @@ def _aligned(
     try:
         found = _candidates(con, res)
         counts = _span_counts(con)
+        blobs = {h for (h,) in con.execute(  # the hosts a blob's place is looked up on
+            "SELECT DISTINCT host FROM (SELECT host FROM _al_n WHERE blob "
+            "UNION ALL SELECT host FROM _al_o WHERE blob)").fetchall()}  # fmt: skip
         out = Pairing("alignment")
         mine_no, theirs_no = [], []
         for host, (n_mine, n_theirs) in counts.items():
             new, old = found.get(host, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
             keep = longest_chain(new, old)
             new, old = new[keep], old[keep]
-            if res:
+            if host in blobs:
                 new, old, filled = _fill_blobs(con, host, new, old)
                 out.blobs += filled
             ok = forced or _one_journal(len(new), n_mine, n_theirs)
