@@ -253,7 +253,7 @@ def _candidates(con: duckdb.DuckDBPyConnection, res: int) -> dict:
     got = con.sql(f"""SELECT n.host, n.entry_no AS a, o.entry_no AS b
                       FROM _al_n n JOIN _al_o o ON n.h = o.h AND n.occ = o.occ AND {eq}
                            (n.boot_id IS NULL OR o.boot_id IS NULL OR n.boot_id = o.boot_id)
-                      ORDER BY 1, 2""").pl()  # fmt: skip
+                      """).pl()  # fmt: skip (unsorted: the chain sorts each host's pairs)
     out: dict = {}
     for (host,), part in got.group_by("host", maintain_order=True):
         out[host] = (part["a"].to_numpy().astype(np.int64), part["b"].to_numpy().astype(np.int64))
