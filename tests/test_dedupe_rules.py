@@ -225,3 +225,26 @@ def test_a_folder_of_every_rendering_counts_each_entry_once(tmp_path: Path) -> N
     (cat,) = [s for s in res.sources if s.format == "cat"]
     assert cat.entries == 60
     assert any(f"sources dedupe {cat.source_id} --against" in n for n in _notes(res))
+
+
+def test_plain_logs_of_one_name_in_two_pod_folders_stay_two(tmp_path: Path) -> None:
+    """SGLang's stdout saved as sglang.log in two pods' folders (the host comes from the
+    file name: the same for both), 40 of 50 lines alike in the same seconds; and two `cat`
+    renderings given one --host: all kept, the pairs said."""
+    lines = [f"[2026-11-29 07:00:{i // 10:02d}] Decode batch, #running-req: {i % 7}, "
+             f"#token: {i}, token usage: 0.01, #queue-req: 0\n" for i in range(50)]  # fmt: skip
+    other = [*lines[:40], *(ln.replace("#token:", "#token: 9") for ln in lines[40:])]
+    for pod, text in (("pod-a", lines), ("pod-b", other)):
+        (tmp_path / pod).mkdir()
+        (tmp_path / pod / "sglang.log").write_text("".join(text))
+    db = tmp_path / "p.duckdb"
+    res = _ingest(db, tmp_path / "pod-a" / "sglang.log", tmp_path / "pod-b" / "sglang.log")
+    assert _count(db) == 100
+    assert any("repeats 80 % of source 1" in n for n in _notes(res))
+    a = render([_journal(tmp_path, "a", _lines(50), "a1" * 16)], "cat", tmp_path / "a.cat")
+    b = render([_journal(tmp_path, "b", [*_lines(50)[:40], *_lines(50, tag="b")[40:]],
+                         "b2" * 16)], "cat", tmp_path / "b.cat")  # fmt: skip
+    db2 = tmp_path / "c.duckdb"
+    res = _ingest(db2, a, b, host="decode-0")
+    assert _count(db2) == 100
+    assert any("sources dedupe 2 --against 1" in n for n in _notes(res))
