@@ -7,7 +7,9 @@ command made the catalog, and the damage seen: integrity is checked once at open
 after the command moved files in (`recheck`), never again by each step; the views are
 installed from that damage, not from a check of their own. It commits with the folder's
 mark (`committing`). The store below it imports nothing above it: what the analyses
-derive is handed to the commands that refresh it.
+derive is handed to the commands that refresh it. A copy or a move holds the incident
+the same way (`relocating`: the locks, nothing checked); `upgrade`, which must open a
+catalog no Catalog can be (an older schema), takes the writer lock itself.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from .database import _install, committing, db_path, folder, open_writer
+from .database import _connect, _install, committing, db_path, folder, open_writer
 from .integrity import Damage, check
 from .shards import writer_lock
 
@@ -29,7 +31,7 @@ from .shards import writer_lock
 class Catalog:
     path: Path
     root: Path
-    con: duckdb.DuckDBPyConnection
+    con: duckdb.DuckDBPyConnection | None  # None: a move's catalog already moved
     made: bool  # this command made the catalog (it removes it if it fails)
     damage: Damage
     checks: int = 1  # integrity checks run: at open, and after the moves
@@ -49,6 +51,11 @@ class Catalog:
     def committing(self):
         """All or nothing, the next generation stamped and the folder marked after."""
         return committing(self.con)
+
+    def release_file(self) -> None:
+        """The catalog file let go, the writer lock kept (a move renames the file)."""
+        if self.con is not None:
+            self.con.close()
 
     def close(self) -> None:
         if self.held is not None:
@@ -89,3 +96,26 @@ def open_catalog(
         held.close()
         raise
     return cat
+
+
+def relocating(
+    path: Path,
+    lock: Path,
+    wait: float = 0.0,
+    waiting: Callable[[], None] | None = None,
+) -> Catalog:
+    """The incident held for a copy or a move: the writer lock (on `lock`, the shard
+    folder that holds it) and the catalog file's own lock, nothing made, migrated or
+    checked — a read-only copy of a catalog is what `copy` is for, and a move's catalog
+    may be gone already (an interrupted move being finished)."""
+    held = ExitStack()
+    held.enter_context(writer_lock(lock, wait, waiting))
+    con = None
+    try:
+        if path.exists():
+            con = _connect(path, read_only=False, wait=wait, waiting=waiting, intent_ok=True)
+            held.callback(con.close)
+    except BaseException:
+        held.close()
+        raise
+    return Catalog(path, folder(path.absolute()), con, False, Damage(), checks=0, held=held)

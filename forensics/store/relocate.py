@@ -16,11 +16,12 @@ from pathlib import Path
 import orjson
 
 from ..errors import ForensicsError
+from .catalog import relocating
 from .database import _connect, _install, db_path, transaction
 from .intents import _clear_intent, _intent_file, _write_intent
 from .pairing import MARK, mark_folder, new_identity
 from .points import reached
-from .shards import LOCK, STAGING, WRITER, folder, writer_lock
+from .shards import LOCK, STAGING, WRITER, folder
 
 
 def _resuming(op: str, s: Path, d: Path) -> bool:
@@ -79,11 +80,10 @@ def copy_incident(
     s, d, resume = _targets(src, dst, "copy")
     d.parent.mkdir(parents=True, exist_ok=True)
     root = folder(s.resolve())
-    with writer_lock(root, wait, waiting):
+    # the writer lock and the file's own held: nothing writes while the bytes are copied
+    with relocating(s, root, wait, waiting):
         if resume:
             _remove_copy(d)
-        # the file's lock held: no client writes while the bytes are copied
-        con = _connect(s, read_only=False, wait=wait, waiting=waiting, intent_ok=True)
         _write_intent("copy", s, d)
         try:
             shutil.copy2(s, d)
@@ -98,8 +98,6 @@ def copy_incident(
             _remove_copy(d)
             _clear_intent(s, d)
             raise
-        finally:
-            con.close()
         _own_identity(d)
         _clear_intent(s, d)
     return d
@@ -136,11 +134,8 @@ def move_incident(
     d.parent.mkdir(parents=True, exist_ok=True)
     root = folder(s)
     held = folder(s.resolve()) if s.exists() or not folder(d).exists() else folder(d)
-    with writer_lock(held, wait, waiting):
-        if s.exists():
-            # the file's lock: no writer meanwhile
-            con = _connect(s, read_only=False, wait=wait, intent_ok=True)
-            con.close()
+    with relocating(s, held, wait, waiting) as cat:
+        cat.release_file()  # held until now: no writer meanwhile; the file moves next
         _write_intent("mv", s, d)
         moved: list[tuple[Path, Path]] = []
         try:
