@@ -248,3 +248,28 @@ def test_plain_logs_of_one_name_in_two_pod_folders_stay_two(tmp_path: Path) -> N
     res = _ingest(db2, a, b, host="decode-0")
     assert _count(db2) == 100
     assert any("sources dedupe 2 --against 1" in n for n in _notes(res))
+
+
+def test_sources_keyed_before_this_version_are_keyed_as_they_are_read(tmp_path: Path) -> None:
+    """A catalog whose sources were stored with the old key (the whole identity's hash):
+    their keys are computed from their columns, so a later rendering still finds them."""
+    import duckdb
+
+    lines = _lines(30)
+    j = _journal(tmp_path, "a", lines, "a1" * 16)
+    db = tmp_path / "old.duckdb"
+    _ingest(db, render([j], "export", tmp_path / "a.export"))
+    con = duckdb.connect(str(db))
+    con.execute("DELETE FROM meta WHERE key = 'entry_key_from'")  # as an older catalog
+    con.close()
+    shard = next((tmp_path / "old.shards" / "source_id=1").glob("entries-*.parquet"))
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT * REPLACE (hash(message, 'old') AS key) FROM '{shard}') "
+                f"TO '{shard}.new' (FORMAT parquet)")  # fmt: skip
+    con.close()
+    shard.with_name(shard.name + ".new").replace(shard)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE shards SET bytes = NULL, sha256 = NULL WHERE table_name = 'entries'")
+    con.close()
+    _ingest(db, render([j], "short-iso-precise", tmp_path / "a.log"))
+    assert _count(db) == len(lines)

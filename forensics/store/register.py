@@ -105,6 +105,7 @@ def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: dict)
              for n in st.files.get("entries", [])]  # fmt: skip
     con.execute("CREATE OR REPLACE TEMP TABLE _shared (key UBIGINT)")
     con.execute("CREATE OR REPLACE TEMP TABLE _holders (key UBIGINT, source_id BIGINT)")
+    first = _key_from(con)  # marked by the first registration, whatever it holds
     if not files or (len(todo) == 1 and not held):
         return
     which = ", ".join(f"({sql_path(f)}, {i})" for i, f in files)
@@ -114,7 +115,6 @@ def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: dict)
             FROM {read_parquet([f for _, f in files], "filename = true")} p
             JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
     )
-    first = _key_from(con)
     parts = [f"SELECT DISTINCT {'key' if sid >= first else f'hash({KEY})'} AS key, "
              f"{sid} AS source_id FROM {read_parquet(side.files)}"
              for sid, side in held.items()]  # fmt: skip
