@@ -39,7 +39,7 @@ import polars as pl
 from ..parsers.tables import read_parquet
 from ..plural import counted
 from .alignment import gaps, longest_chain
-from .database import SCHEMA_VERSION, first_row, scalar
+from .database import SCHEMA_VERSION, first_row
 from .shards import ShardWriter, list_files, source_folder
 
 # rendering -> (richness, resolution in µs; 0: read from the times themselves)
@@ -404,7 +404,3 @@ def dups(con: duckdb.DuckDBPyConnection, numbers: np.ndarray) -> None:
         con.register("_dups_in", batch)
         con.execute("INSERT INTO _dups SELECT entry_no FROM _dups_in")
         con.unregister("_dups_in")
-
-
-def count_dups(con: duckdb.DuckDBPyConnection) -> int:
-    return scalar(con, "SELECT count(*) FROM _dups")
