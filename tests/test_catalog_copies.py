@@ -102,3 +102,21 @@ def test_an_ingest_opens_one_catalog_and_checks_it_at_most_twice(
         counts.update(connections=0, checks=0)
         forensics.ingest([str(path)], db, fmt=fmt, year=2026)
         assert counts == {"connections": 1, "checks": 2}, (path.name, counts)
+
+
+def test_a_half_written_mark_of_a_dead_writer_is_swept(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    """A writer killed while it wrote the folder's mark leaves `.identity.PID.tmp`: the
+    next writer removes it (a live writer's is left alone)."""
+    import os
+
+    db = _incident(renderings, tmp_path)
+    shards = tmp_path / "inc.shards"
+    dead = shards / ".identity.999999999.tmp"  # no such process
+    live = shards / f".identity.{os.getppid()}.tmp"
+    for f in (dead, live):
+        f.write_bytes(b'{"identity": "half')
+    forensics.ingest([str(renderings["json"])], db)
+    assert not dead.exists() and live.exists()
+    live.unlink()
