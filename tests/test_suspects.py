@@ -610,3 +610,47 @@ def test_a_family_that_does_not_pass_shows_no_odds_ratio() -> None:
     from forensics.dashboards.figures import _suspect_hover
 
     assert "OR" not in _suspect_hover(line) and "; OR " in _suspect_hover(host)
+
+
+def test_an_association_reversed_within_load_strata_is_never_a_suspect() -> None:
+    """Issue 51: a crude odds ratio above 1 whose Mantel–Haenszel pooled ratio lies below
+    1 (significantly) was labelled "holds within load strata" and called a suspect; and
+    one below 1 crude but above 1 within the strata (masked by load) was filed as less."""
+    import importlib
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    rank = importlib.import_module("forensics.analyses.suspects.rank")  # the module
+
+    # load drives both: the exposed sit in the busy stratum, where corruption is common,
+    # but within each stratum the exposed are corrupted less (reversed) or more (masked)
+    def case(exposed_rate: tuple[float, float], n: int = 400) -> tuple:
+        strata = np.repeat([0, 1], n)
+        exposed = np.r_[np.arange(n) < n // 10, np.arange(n) < 9 * n // 10]
+        y = np.zeros(2 * n, dtype=bool)
+        for k, (lo, hi) in enumerate(((0.02, 0.5), (0.1, 0.9))):
+            idx = np.arange(k * n, (k + 1) * n)
+            rate = np.where(exposed[idx], exposed_rate[k] * hi, lo if k == 0 else hi)
+            y[idx] = (np.arange(n) % 100) < rate * 100
+        p = SimpleNamespace(feature="x", known=np.ones(2 * n, dtype=bool), exposed=exposed,
+                            load=False)  # fmt: skip
+        return p, y, strata
+
+    p, y, strata = case((0.0, 0.5))  # within the strata: fewer corrupted when exposed
+    a = int((p.exposed & y).sum())
+    b = int((p.exposed & ~y).sum())
+    c = int((~p.exposed & y).sum())
+    d = int((~p.exposed & ~y).sum())
+    crude = (a * d) / (b * c)
+    assert crude > 1
+    t = SimpleNamespace(odds_ratio=crude, interval_agrees=True)
+    s = rank._stratified(p, y, strata, (1e-6, t), 0.05)
+    assert s.verdict == rank.REVERSED and s.odds_ratio < 1 and s.p < 0.05
+    assert rank._verdict(t, 1e-6, s, 0.05) == rank.LESS
+    held = rank.Stratified(2.0, 1e-4, "holds within load strata")
+    assert rank._verdict(t, 1e-6, held, 0.05) == rank.SUSPECT
+    low = SimpleNamespace(odds_ratio=0.4, interval_agrees=True)
+    masked = rank.Stratified(3.0, 1e-4, rank.MASKED)
+    assert rank._verdict(low, 1e-6, masked, 0.05) == rank.SUSPECT
+    assert rank._verdict(low, 1e-6, None, 0.05) == rank.LESS

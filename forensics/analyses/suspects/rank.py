@@ -216,7 +216,7 @@ def _judged(
     pairs = []
     for (p, t), q in zip(tested, qs, strict=True):
         quiet = p.family is not None and q >= level
-        strat = None if p.per_run or quiet else _stratified(p, y, strata, q, level)
+        strat = None if p.per_run or quiet else _stratified(p, y, strata, (q, t), level)
         verdict = _verdict(t, q, strat, level, p)
         time_p = _in_time(p, y, minutes) if p.occurrences is not None and not quiet else None
         if verdict == SUSPECT and time_p is not None and time_p >= level:
@@ -472,9 +472,18 @@ def _order(s: Suspect) -> tuple:
     return (TIERS[s.verdict], s.load, s.q, -(s.table.rr_low or 0.0), -s.covers)
 
 
+REVERSED = "reversed within load strata"  # above 1 crude, below 1 within the strata
+MASKED = "masked by load: above 1 within load strata"  # below 1 crude, above within
+
+
 def _stratified(
-    p: Predicate, y: np.ndarray, strata: np.ndarray | None, q: float, level: float
+    p: Predicate, y: np.ndarray, strata: np.ndarray | None, crude: tuple, level: float
 ) -> Stratified | None:
+    """The predicate within load strata (Mantel–Haenszel); `crude`: its q and its table.
+    A significant pooled odds ratio on the other side of 1 from the crude one is said as
+    such: it is never "holds" (issue 51: crude OR 2.0, 0 of 74 exposed corrupted within
+    the strata, was called a suspect)."""
+    q, t = crude
     if strata is None:
         return None
     if p.feature == "concurrency":
@@ -496,11 +505,20 @@ def _stratified(
         why = "a measure of load itself"
     elif q < level and mh_p >= level:
         why = LOAD
+    elif mh_p < level and pooled is not None and _side(pooled) != _side(t.odds_ratio):
+        why = REVERSED if _side(t.odds_ratio) > 0 else MASKED
     elif mh_p < level:
         why = "holds within load strata"
     else:
         why = "not significant within load strata either"
     return Stratified(pooled, mh_p, why)
+
+
+def _side(odds_ratio: float | None) -> int:
+    """Which side of 1 an odds ratio lies on: 1 above, -1 below, 0 at 1 or unknown."""
+    if odds_ratio is None or odds_ratio != odds_ratio or odds_ratio == 1:
+        return 0
+    return 1 if odds_ratio > 1 else -1
 
 
 def _verdict(
@@ -512,7 +530,9 @@ def _verdict(
         return BORDERLINE
     if s is not None and s.verdict == LOAD:
         return LOAD
-    if (t.odds_ratio or 0.0) < 1:
+    if s is not None and s.verdict == REVERSED:
+        return LESS  # within the strata the exposed are corrupted less
+    if (t.odds_ratio or 0.0) < 1 and (s is None or s.verdict != MASKED):
         return LESS
     if p is not None and p.after:
         return AFTER
