@@ -98,7 +98,7 @@ def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -
                         f"{k.corrupted:,} corrupted; {len(k.tested)} predicates tested, "
                         f"{r.method} q)", title_justify="left")  # fmt: skip
         for col in ("#", "predicate", "with", "without", "RR", "OR (exact 95 % CI)", "p", "q",
-                    "covers", "MH p", "verdict"):  # fmt: skip
+                    "covers", "MH OR, p", "verdict"):  # fmt: skip
             if col == "predicate":
                 t.add_column(col, min_width=36, ratio=1)
             else:
@@ -107,7 +107,10 @@ def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -
             x = s.table
             alike = f" (+{len(s.members)} alike)" if s.members else ""
             strat = s.stratified
-            mh = "-" if strat is None or strat.p is None else _bare(fmt_p(strat.p))
+            # the pooled ratio beside its p: a verdict within the strata (less, masked)
+            # follows from it, not from the crude OR
+            mh = ("-" if strat is None or strat.p is None
+                  else f"{fmt_num(strat.odds_ratio)}, {_bare(fmt_p(strat.p))}")  # fmt: skip
             odds = "-"
             if x.has_odds_ratio:
                 ci = fmt_ci(x.or_low, x.or_high).removeprefix("95 % CI ")

@@ -64,3 +64,20 @@ def legacy_copy(db: Path, out: Path) -> Path:
     from forensics.store.legacy import write_legacy
 
     return write_legacy(db, out)
+
+
+def held_at(point: str, *args: str) -> tuple[subprocess.Popen, int]:
+    """`forensics ARGS` run until it reaches `point` (forensics/store/points.py), held
+    there: the process and the pipe end that lets it go on."""
+    reached_r, reached_w = os.pipe()
+    resume_r, resume_w = os.pipe()
+    env = {**os.environ, "FORENSICS_PAUSE_AT": point, "FORENSICS_PAUSE_FD": str(reached_w),
+           "FORENSICS_RESUME_FD": str(resume_r)}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", *args], env=env,
+                            pass_fds=(reached_w, resume_r), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    os.close(reached_w)
+    os.close(resume_r)
+    with os.fdopen(reached_r, "rb") as fh:
+        assert fh.readline() == f"{point}\n".encode(), proc.communicate()
+    return proc, resume_w

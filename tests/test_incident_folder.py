@@ -20,7 +20,7 @@ from forensics.parsers.tables import SHARDED
 import forensics
 from forensics.synthetic.planted import generate_planted, write_planted
 
-from .helpers import cli, plain
+from .helpers import cli, held_at, plain
 
 
 @pytest.fixture(scope="module")
@@ -115,20 +115,8 @@ def test_a_per_source_scan_opens_only_that_sources_files(
 
 
 def _held(args: list[str], point: str) -> tuple[subprocess.Popen, int]:
-    """`forensics ingest ARGS` run until it reaches `point` (forensics/store/points.py),
-    held there: the process and the pipe end that lets it go on."""
-    reached_r, reached_w = os.pipe()
-    resume_r, resume_w = os.pipe()
-    env = {**os.environ, "FORENSICS_PAUSE_AT": point, "FORENSICS_PAUSE_FD": str(reached_w),
-           "FORENSICS_RESUME_FD": str(resume_r)}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "forensics", "ingest", *args], env=env,
-                            pass_fds=(reached_w, resume_r), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    os.close(reached_w)
-    os.close(resume_r)
-    with os.fdopen(reached_r, "rb") as fh:
-        assert fh.readline() == f"{point}\n".encode(), proc.communicate()
-    return proc, resume_w
+    """`forensics ingest ARGS` held at `point`."""
+    return held_at(point, "ingest", *args)
 
 
 def _go_on(proc: subprocess.Popen, resume: int) -> subprocess.CompletedProcess:

@@ -10,8 +10,6 @@ import errno
 import os
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ import pytest
 import forensics
 from forensics.store import relocate
 
-from .helpers import cli
+from .helpers import cli, held_at
 
 
 def _incident(renderings: dict[str, Path], where: Path) -> Path:
@@ -35,20 +33,7 @@ def _entries(db: Path) -> int:
 
 def _killed_at(point: str, *args: str) -> None:
     """`forensics ARGS` held at `point` (forensics/store/points.py), then killed -9."""
-    reached_r, reached_w = os.pipe()
-    resume_r, resume_w = os.pipe()
-    env = {**os.environ, "FORENSICS_PAUSE_AT": point, "FORENSICS_PAUSE_FD": str(reached_w),
-           "FORENSICS_RESUME_FD": str(resume_r)}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "forensics", *args], env=env,
-                            pass_fds=(reached_w, resume_r), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    os.close(reached_w)
-    os.close(resume_r)
-    with os.fdopen(reached_r, "rb") as fh:
-        assert fh.readline() == f"{point}\n".encode(), proc.communicate()
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
-    os.close(resume_w)
+    _cut_at(point, signal.SIGKILL, *args)
 
 
 def test_a_move_killed_midway_is_named_at_both_places_and_finished(
@@ -213,17 +198,7 @@ def test_a_write_cut_at_any_point_leaves_the_incident_as_before_or_after(
 def _cut_at(point: str, how: int, *args: str) -> None:
     """`forensics ARGS` held at `point`, then killed -9, or sent Ctrl-C and let go on (the
     interrupt lands in the write)."""
-    reached_r, reached_w = os.pipe()
-    resume_r, resume_w = os.pipe()
-    env = {**os.environ, "FORENSICS_PAUSE_AT": point, "FORENSICS_PAUSE_FD": str(reached_w),
-           "FORENSICS_RESUME_FD": str(resume_r)}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "forensics", *args], env=env,
-                            pass_fds=(reached_w, resume_r), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    os.close(reached_w)
-    os.close(resume_r)
-    with os.fdopen(reached_r, "rb") as fh:
-        assert fh.readline() == f"{point}\n".encode(), proc.communicate()
+    proc, resume_w = held_at(point, *args)
     proc.send_signal(how)
     if how == signal.SIGINT:
         os.write(resume_w, b"x")

@@ -654,3 +654,26 @@ def test_an_association_reversed_within_load_strata_is_never_a_suspect() -> None
     masked = rank.Stratified(3.0, 1e-4, rank.MASKED)
     assert rank._verdict(low, 1e-6, masked, 0.05) == rank.SUSPECT
     assert rank._verdict(low, 1e-6, None, 0.05) == rank.LESS
+
+
+def test_a_verdict_within_load_strata_shows_the_pooled_ratio_it_follows_from() -> None:
+    """The table's verdict "less corruption with it" for a reversed association sits
+    beside a crude OR above 1: the pooled OR it follows from is printed with its p."""
+    from rich.console import Console
+
+    from forensics import terminal
+    from forensics.analyses.stats import two_by_two
+    from forensics.analyses.suspects import Suspects
+    from forensics.analyses.suspects.rank import LESS, REVERSED, Ranking, Stratified, Suspect
+
+    crude = two_by_two(30, 70, 20, 180)  # OR 3.9 across the strata
+    s = Suspect("x", "seconds into the run ≥ 72.7", crude, 0.001, 30, LESS,
+                Stratified(0.0, 0.02, REVERSED), False, "1")  # fmt: skip
+    s.group = 1
+    res = Suspects(["r"], 0.05, "BH", 1, Ranking(300, 50, [s], [], [], []), {}, [])
+    con = Console(record=True, width=250)
+    terminal.suspects(con, res, sentences=False)
+    rows = [r for r in con.export_text().splitlines() if r.startswith("│ ")]
+    cells = [c.strip() for c in rows[0].split("│")[1:-1]]
+    assert crude.odds_ratio > 1 and cells[10] == LESS
+    assert cells[9].startswith("0, ") and "0.02" in cells[9]  # pooled OR below 1, its p

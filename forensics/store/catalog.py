@@ -34,13 +34,11 @@ class Catalog:
     con: duckdb.DuckDBPyConnection | None  # None: a move's catalog already moved
     made: bool  # this command made the catalog (it removes it if it fails)
     damage: Damage
-    checks: int = 1  # integrity checks run: at open, and after the moves
     held: ExitStack | None = None  # the writer lock and the connection, closed in turn
 
     def recheck(self) -> Damage:
         """The integrity check again, after files moved in or out."""
         self.damage = check(self.con, self.root)
-        self.checks += 1
         return self.damage
 
     def install(self, named: bool = True) -> None:
@@ -118,4 +116,4 @@ def relocating(
     except BaseException:
         held.close()
         raise
-    return Catalog(path, folder(path.absolute()), con, False, Damage(), checks=0, held=held)
+    return Catalog(path, folder(path.absolute()), con, False, Damage(), held=held)

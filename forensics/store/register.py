@@ -115,18 +115,16 @@ def _shared_keys(con: duckdb.DuckDBPyConnection, todo: list[Staged], held: dict)
             FROM {read_parquet([f for _, f in files], "filename = true")} p
             JOIN (VALUES {which}) w(file, src) ON p.filename = w.file"""
     )
-    parts = [f"SELECT DISTINCT {'key' if sid >= first else f'hash({KEY})'} AS key, "
-             f"{sid} AS source_id FROM {read_parquet(side.files)}"
-             for sid, side in held.items()]  # fmt: skip
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _old AS
-            {" UNION ALL ".join(parts) or "SELECT NULL::UBIGINT AS key, 0 AS source_id"};
-            INSERT INTO _shared
-            SELECT key FROM _new GROUP BY key HAVING count(*) > 1
-            UNION SELECT key FROM _new n SEMI JOIN _old o ON n.key = o.key;
-            INSERT INTO _holders SELECT key, source_id FROM _old SEMI JOIN _shared USING (key);
-            DROP TABLE _new; DROP TABLE _old"""
-    )
+    # only the registered keys this ingest holds too: never every stored key at once
+    for sid, side in held.items():
+        key = "key" if sid >= first else f"hash({KEY})"
+        con.execute(f"""INSERT INTO _holders SELECT DISTINCT k.key, {sid} FROM
+                        (SELECT {key} AS key FROM {read_parquet(side.files)}) k
+                        SEMI JOIN _new n ON k.key = n.key""")
+    con.execute("""INSERT INTO _shared
+                   SELECT key FROM _new GROUP BY key HAVING count(*) > 1
+                   UNION SELECT key FROM _holders;
+                   DROP TABLE _new""")
 
 
 def _one(
