@@ -120,3 +120,23 @@ def test_a_half_written_mark_of_a_dead_writer_is_swept(
     forensics.ingest([str(renderings["json"])], db)
     assert not dead.exists() and live.exists()
     live.unlink()
+
+
+def test_an_unmarked_folder_beside_another_catalog_is_never_swept(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    """A folder with no mark (a catalog from before marks) holds source folders: a new
+    catalog of the same stem beside that catalog refuses to write there instead of
+    sweeping them as a killed first ingest's."""
+    import subprocess
+    import sys
+
+    db = _incident(renderings, tmp_path)
+    (tmp_path / "inc.shards" / ".identity").unlink()  # as a catalog before marks left it
+    before = _files(tmp_path / "inc.shards")
+    other = tmp_path / "inc.db"
+    proc = subprocess.run([sys.executable, "-m", "forensics", "ingest", str(renderings["json"]),
+                           "--db", str(other)], capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2 and "another catalog's files" in proc.stderr
+    assert _files(tmp_path / "inc.shards") == before
+    assert db.exists()

@@ -123,6 +123,22 @@ def current(catalog: Path) -> bool:
     return mark is not None and mark.catalog == catalog.name and mark.schema == SCHEMA_VERSION
 
 
+def _another_catalog(root: Path, catalog: Path | None) -> bool:
+    """Whether a DuckDB file other than `catalog` sits beside the folder under its stem
+    (`x.db` beside `x.duckdb`): an unmarked folder may then be that one's."""
+    stem = root.name.removesuffix(root.suffix)
+    for f in root.parent.glob(f"{stem}.*"):
+        if f == root or (catalog is not None and f.name in (catalog.name, catalog.name + ".wal")):
+            continue
+        try:
+            with open(f, "rb") as fh:
+                if fh.read(12)[8:12] == b"DUCK":
+                    return True
+        except OSError:
+            continue
+    return catalog is None  # not knowing which catalog asks: never sweep on a guess
+
+
 def _holds_sources(root: Path) -> bool:
     try:
         return any(e.name.startswith("source_id=") for e in os.scandir(root))
@@ -152,6 +168,8 @@ def state(
         if not _holds_sources(root):
             return "new", ""
         if not con.execute("SELECT count(*) FROM shards").fetchall()[0][0]:
+            if _another_catalog(root, catalog):  # one of before marks, say: its files
+                return "foreign", f"{root.name} holds another catalog's files"
             # A first ingest killed after it renamed its source in, before its commit
             # marked the folder: files no catalog lists, which the writer's sweep removes.
             return "new", ""
