@@ -330,15 +330,8 @@ def _restore(
         "entries",
         f"SELECT * FROM {read_parquet(dropped)} ORDER BY entry_no",
     )
-    fmt = scalar(con, "SELECT format FROM sources WHERE source_id = ?", [source_id])
-    others = _sides(cat, skip=source_id) if compare_others else []
-    for other in others:  # what another source still holds stays out
-        if not writer.paths("entries"):
-            break
-        p = compare(con, Side(source_id, fmt, writer.paths("entries")), other)
-        if p.merged:
-            dups(con, p.mine)
-            _split(con, writer)
+    if compare_others:
+        _leave_out_held(cat, source_id, writer)
     back, still = writer.paths("entries"), writer.paths("dropped_entries")
     n = sum(rows_in(f) for f in back)
     if n == 0:
@@ -369,6 +362,19 @@ def _restore(
     )
     cat.install()
     return n, dropped
+
+
+def _leave_out_held(cat: Catalog, source_id: int, writer: ShardWriter) -> None:
+    """The entries being given back that another source still holds, split out again
+    (the rule of each pair, as ingest applies it)."""
+    fmt = scalar(cat.con, "SELECT format FROM sources WHERE source_id = ?", [source_id])
+    for other in _sides(cat, skip=source_id):
+        if not writer.paths("entries"):
+            return
+        p = compare(cat.con, Side(source_id, fmt, writer.paths("entries")), other)
+        if p.merged:
+            dups(cat.con, p.mine)
+            _split(cat.con, writer)
 
 
 def _sides(cat: Catalog, skip: int) -> list[Side]:
