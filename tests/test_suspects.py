@@ -621,6 +621,8 @@ def test_an_association_reversed_within_load_strata_is_never_a_suspect() -> None
 
     import numpy as np
 
+    from forensics.analyses.stats import two_by_two
+
     rank = importlib.import_module("forensics.analyses.suspects.rank")  # the module
 
     # load drives both: the exposed sit in the busy stratum, where corruption is common,
@@ -647,27 +649,40 @@ def test_an_association_reversed_within_load_strata_is_never_a_suspect() -> None
     t = SimpleNamespace(odds_ratio=crude, interval_agrees=True)
     s = rank._stratified(p, y, strata, (1e-6, t), 0.05)
     assert s.verdict == rank.REVERSED and s.odds_ratio < 1 and s.p < 0.05
-    assert rank._verdict(t, 1e-6, s, 0.05) == rank.LESS
-    held = rank.Stratified(2.0, 1e-4, "holds within load strata")
+    assert rank._verdict(t, 1e-6, s, 0.05) == rank.REVERSED
+    held = rank.Stratified(2.0, 1e-4, rank.HOLDS)
     assert rank._verdict(t, 1e-6, held, 0.05) == rank.SUSPECT
-    low = SimpleNamespace(odds_ratio=0.4, interval_agrees=True)
-    masked = rank.Stratified(3.0, 1e-4, rank.MASKED)
-    assert rank._verdict(low, 1e-6, masked, 0.05) == rank.SUSPECT
+    # masked: the exposed sit in the quiet stratum, corrupted more within each stratum
+    n = 400
+    strata = np.repeat([0, 1], n)
+    exposed = np.r_[np.arange(n) < 9 * n // 10, np.arange(n) < n // 10]
+    rates = np.where(exposed, np.repeat([0.1, 0.8], n), np.repeat([0.02, 0.5], n))
+    y = (np.tile(np.arange(n), 2) % 50) < rates * 50
+    p = SimpleNamespace(feature="x", known=np.ones(2 * n, dtype=bool), exposed=exposed,
+                        load=False)  # fmt: skip
+    crude = two_by_two(int((exposed & y).sum()), int(exposed.sum()), int((~exposed & y).sum()),
+                       int((~exposed).sum()))  # fmt: skip
+    assert crude.odds_ratio < 1
+    low = SimpleNamespace(odds_ratio=crude.odds_ratio, interval_agrees=True)
+    masked = rank._stratified(p, y, strata, (1e-6, low), 0.05)
+    assert masked.verdict == rank.MASKED and masked.odds_ratio > 1 and masked.p < 0.05
+    assert rank._verdict(low, 1e-6, masked, 0.05) == rank.MASKED
+    assert rank.TIERS[rank.SUSPECT] < rank.TIERS[rank.MASKED] < rank.TIERS[rank.LESS]
     assert rank._verdict(low, 1e-6, None, 0.05) == rank.LESS
 
 
 def test_a_verdict_within_load_strata_shows_the_pooled_ratio_it_follows_from() -> None:
-    """The table's verdict "less corruption with it" for a reversed association sits
+    """The table's verdict "reversed within load strata" sits
     beside a crude OR above 1: the pooled OR it follows from is printed with its p."""
     from rich.console import Console
 
     from forensics import terminal
     from forensics.analyses.stats import two_by_two
     from forensics.analyses.suspects import Suspects
-    from forensics.analyses.suspects.rank import LESS, REVERSED, Ranking, Stratified, Suspect
+    from forensics.analyses.suspects.rank import REVERSED, Ranking, Stratified, Suspect
 
     crude = two_by_two(30, 70, 20, 180)  # OR 3.9 across the strata
-    s = Suspect("x", "seconds into the run ≥ 72.7", crude, 0.001, 30, LESS,
+    s = Suspect("x", "seconds into the run ≥ 72.7", crude, 0.001, 30, REVERSED,
                 Stratified(0.0, 0.02, REVERSED), False, "1")  # fmt: skip
     s.group = 1
     res = Suspects(["r"], 0.05, "BH", 1, Ranking(300, 50, [s], [], [], []), {}, [])
@@ -675,5 +690,5 @@ def test_a_verdict_within_load_strata_shows_the_pooled_ratio_it_follows_from() -
     terminal.suspects(con, res, sentences=False)
     rows = [r for r in con.export_text().splitlines() if r.startswith("│ ")]
     cells = [c.strip() for c in rows[0].split("│")[1:-1]]
-    assert crude.odds_ratio > 1 and cells[10] == LESS
+    assert crude.odds_ratio > 1 and cells[10] == REVERSED
     assert cells[9].startswith("0, ") and "0.02" in cells[9]  # pooled OR below 1, its p

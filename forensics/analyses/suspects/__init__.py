@@ -23,7 +23,7 @@ from .features import Feature, Table, declared, load_table
 from .headline import Headline, headline
 from .nearby import GRID_S, near, template_of
 from .predicates import Predicate, Skipped
-from .rank import AFTER, LOAD, SUSPECT, Ranking, Suspect, rank
+from .rank import AFTER, LOAD, MASKED, REVERSED, SUSPECT, Ranking, Suspect, rank
 from .stored import stored_near
 
 
@@ -146,6 +146,16 @@ class Suspects:
         if explained:
             names = "; ".join(s.predicate for s in explained[:3])
             out.append(f"explained by load (no association within load strata): {names}")
+        masked = [s for s in self.lines() if s.verdict == MASKED]
+        if masked:  # harm load hid: worth a look, after the suspects
+            out.append("harmful within load strata, masked by load (less corruption crude, "
+                       "more within each stratum): " + "; ".join(
+                           f"{s.predicate} ({_pooled(s)})" for s in masked[:3]))  # fmt: skip
+        reversed_ = [s for s in self.lines() if s.verdict == REVERSED]
+        if reversed_:
+            out.append("reversed within load strata (more corruption crude, less within each "
+                       "stratum: not suspects): " + "; ".join(
+                           f"{s.predicate} ({_pooled(s)})" for s in reversed_[:3]))  # fmt: skip
         after = [s for s in self.lines() if s.verdict == AFTER]
         if after:  # what corruption caused, if anything: its timing, never its cause
             named = "; ".join(f"{s.predicate} ({_counts(s)})" for s in after[:3])
@@ -197,6 +207,14 @@ def _no_experiment(first: Suspect, top: Suspect | None) -> str:
     if top is not None:
         out += f"; the experiment below is for {top.predicate}, the first suspect with one"
     return out
+
+
+def _pooled(s: Suspect) -> str:
+    """The crude and the pooled odds ratio a verdict within the strata follows from."""
+    st = s.stratified
+    assert st is not None
+    return (f"OR {fmt_num(s.table.odds_ratio)} crude, {fmt_num(st.odds_ratio)} within load "
+            f"strata, MH {fmt_p(st.p)}")  # fmt: skip
 
 
 def _counts(s: Suspect) -> str:

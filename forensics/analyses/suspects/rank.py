@@ -49,9 +49,15 @@ AFTER, ANECDOTAL = "after its transfer (a consequence)", "anecdotal (fewer than 
 # a line near the transfer whose association does not hold within one-minute strata (a
 # time-stratified case-crossover): it goes with the bad minutes, not with the transfers
 IN_TIME = "co-occurs in time"
+# within load strata the pooled odds ratio can lie on the other side of 1 from the crude
+# one: above 1 crude, below within (reversed) is never a suspect; below 1 crude, above
+# within (masked by load) is harm load hid, ranked after the suspects
+REVERSED = "reversed within load strata"
+MASKED = "harmful within load strata (masked by load)"
+HOLDS = "holds within load strata"
 MIN_OCCURRENCES = 3
-TIERS = {SUSPECT: 0, ANECDOTAL: 1, IN_TIME: 1, LOAD: 2, LESS: 3, BORDERLINE: 4, NOISE: 5,
-         AFTER: 6}  # fmt: skip
+TIERS = {SUSPECT: 0, ANECDOTAL: 1, IN_TIME: 1, MASKED: 1, LOAD: 2, LESS: 3, REVERSED: 3,
+         BORDERLINE: 4, NOISE: 5, AFTER: 6}  # fmt: skip
 
 
 @dataclass
@@ -472,10 +478,6 @@ def _order(s: Suspect) -> tuple:
     return (TIERS[s.verdict], s.load, s.q, -(s.table.rr_low or 0.0), -s.covers)
 
 
-REVERSED = "reversed within load strata"  # above 1 crude, below 1 within the strata
-MASKED = "masked by load: above 1 within load strata"  # below 1 crude, above within
-
-
 def _stratified(
     p: Predicate, y: np.ndarray, strata: np.ndarray | None, crude: tuple, level: float
 ) -> Stratified | None:
@@ -488,6 +490,8 @@ def _stratified(
         return None
     if p.feature == "concurrency":
         return Stratified(None, None, "the strata themselves")
+    if p.load:  # stratified by itself: no p to read (docs/investigations.md)
+        return Stratified(None, None, "a measure of load itself")
     k = int(strata.max()) + 1
     inside = p.known & (strata >= 0)
     s = strata[inside]
@@ -501,17 +505,21 @@ def _stratified(
     )
     if mh_p is None:
         return Stratified(pooled, None, "no stratum has both")
-    if p.load:
-        why = "a measure of load itself"
-    elif q < level and mh_p >= level:
-        why = LOAD
-    elif mh_p < level and pooled is not None and _side(pooled) != _side(t.odds_ratio):
-        why = REVERSED if _side(t.odds_ratio) > 0 else MASKED
-    elif mh_p < level:
-        why = "holds within load strata"
-    else:
-        why = "not significant within load strata either"
-    return Stratified(pooled, mh_p, why)
+    return Stratified(pooled, mh_p, _within_strata(q, t.odds_ratio, pooled, mh_p, level))
+
+
+def _within_strata(q: float, crude: float | None, pooled: float | None, mh_p: float,
+                   level: float) -> str:  # fmt: skip
+    """What the strata say: "holds" only with the pooled OR on the crude one's side and
+    MH p < level; the other side is said as reversed or masked."""
+    if mh_p >= level:
+        return LOAD if q < level else "not significant within load strata either"
+    side, within = _side(crude), _side(pooled)
+    if side != 0 and within == side:
+        return HOLDS
+    if side != 0 and within == -side:
+        return REVERSED if side > 0 else MASKED
+    return "no pooled odds ratio on either side of 1"
 
 
 def _side(odds_ratio: float | None) -> int:
@@ -530,9 +538,9 @@ def _verdict(
         return BORDERLINE
     if s is not None and s.verdict == LOAD:
         return LOAD
-    if s is not None and s.verdict == REVERSED:
-        return LESS  # within the strata the exposed are corrupted less
-    if (t.odds_ratio or 0.0) < 1 and (s is None or s.verdict != MASKED):
+    if s is not None and s.verdict in (REVERSED, MASKED):
+        return s.verdict
+    if _side(t.odds_ratio) < 0:
         return LESS
     if p is not None and p.after:
         return AFTER
