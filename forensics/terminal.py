@@ -338,6 +338,29 @@ def _cell(v, is_time: bool) -> str:
     return str(v)
 
 
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.2%}"
+
+
+def _schedule(con: Console, r: ExperimentResult) -> None:
+    """--dry-run: one cycle of blocks, then how many the budget allows and the worst case."""
+    assert r.schedule is not None and r.summary is not None
+    t = Table(title=f"experiment {r.verb}: the schedule (--dry-run)", title_justify="left")
+    for col in ("block", "arm", "flags", "requests judged", "worst case"):
+        t.add_column(col)
+    for b in r.schedule:
+        lo, hi = b["requests"]
+        t.add_row(str(b["block"]), b["arm"], b["flags"] or "-", f"{lo:,}–{hi:,}" if hi > lo
+                  else f"{lo:,}", f"{b['worst_case_s']:,.0f} s")  # fmt: skip
+    con.print(t)
+    s = r.summary
+    lo, hi = s["blocks"]
+    many = f"{lo:,}–{hi:,}" if hi > lo else f"{hi:,}"
+    con.print(f"… the cycle repeats: {many} blocks for the budget of {s['budget']:,} requests "
+              f"(a round is a user turn and its tool calls, each a judged request); worst "
+              f"case {s['worst_case_s'] / 3600:,.1f} h", markup=False, highlight=False)  # fmt: skip
+
+
 def experiment(con: Console, r: ExperimentResult) -> None:
     """The decision first, then the arms' counts, the blocks and (minimize) its tests."""
 
@@ -345,15 +368,7 @@ def experiment(con: Console, r: ExperimentResult) -> None:
         con.print(text, markup=False, highlight=False)
 
     if r.schedule is not None:
-        t = Table(title=f"experiment {r.verb}: the schedule (--dry-run)", title_justify="left")
-        for col in ("block", "arm", "flags", "requests", "worst case"):
-            t.add_column(col)
-        for b in r.schedule:
-            t.add_row(str(b["block"]), b["arm"], b["flags"] or "-", str(b["requests"]),
-                      f"{b['worst_case_s']:,.0f} s")  # fmt: skip
-        con.print(t)
-        total = sum(b["worst_case_s"] for b in r.schedule)
-        say(f"{len(r.schedule)} blocks at most; worst case {total / 3600:,.1f} h")
+        _schedule(con, r)
         return
     ci = ""
     if r.ci is not None:
@@ -362,13 +377,18 @@ def experiment(con: Console, r: ExperimentResult) -> None:
     say(f"experiment {r.verb}: {r.decision}{ci} ({r.why or r.error or ''})")
     if r.arms:
         t = Table(title=f"{r.name}: {len(r.blocks)} blocks in {r.out}", title_justify="left")
-        for col in ("arm", "flags", "judged", "corrupted", "rate", "no reply"):
+        # ab decides on sessions (a session is corrupted when any reply is): its rates
+        # beside the requests', or an equivalence margin reads against the wrong ones
+        for col in ("arm", "flags", "judged", "corrupted", "rate", "sessions", "corrupted ",
+                    "session rate", "no reply"):  # fmt: skip
             t.add_column(col)
         for a in r.arms:
-            rate = "-" if a["rate"] is None else f"{a['rate']:.2%}"
             t.add_row(a["name"], a["flags"] or "-", f"{a['requests']:,}", f"{a['corrupted']:,}",
-                      rate, f"{a['no_reply']:,}")  # fmt: skip
+                      _pct(a["rate"]), f"{a['sessions']:,}", f"{a['sessions_corrupted']:,}",
+                      _pct(a["session_rate"]), f"{a['no_reply']:,}")  # fmt: skip
         con.print(t)
+        if r.verb == "ab" and r.ci is not None:
+            say("the test decides on session rates: RR and its interval are theirs")
     for test in r.tests:
         say(f"  test {' '.join(test['flags']) or '(no flags)'}: {test['decision']} "
                   f"({test['requests']:,} judged requests)")  # fmt: skip

@@ -17,6 +17,9 @@ bad); Ctrl-C 130.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,13 +28,14 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from ..analyses.stats import fmt_num
 from ..errors import ForensicsError
-from .blocks import Block, counts, experiment_name, run_block
+from .blocks import Block, counts, experiment_name, finished, ingest_block, run_block
 from .ddmin import BAD, GOOD, UNDECIDED, ddmin
 from .plan import DIRECTIONS, Arm, Plan, load_plan
 from .sequential import BAD as BAD_CODE
 from .sequential import CONTINUE, DIFFERS, AbTest, CheckTest, requests_needed
-from .server import Server, Untestable, run_build
+from .server import Server, Untestable, run_build, stop_left
 
 SCHEMA = "forensics.experiment/1"
 ABBA = (0, 1, 1, 0)
@@ -59,6 +63,7 @@ class ExperimentResult:
     schedule: list[dict] | None = None  # --dry-run
     interrupted: bool = False
     no_reply_p: float | None = None  # ab: Fisher's p of the arms' no-reply shares
+    summary: dict | None = None  # --dry-run: the blocks the budget allows, in all
 
     @property
     def runs(self) -> list[str]:
@@ -79,12 +84,13 @@ class ExperimentResult:
     def as_dict(self) -> dict:
         return {"schema": SCHEMA, "verb": self.verb, "experiment": self.name, "out": self.out,
                 "decision": self.decision, "arms": self.arms, "rr": _num(self.rr),
+                "rr_text": None if self.rr is None else fmt_num(self.rr),
                 "ci": self.ci, "p": _num(self.p), "blocks": [b.as_dict() for b in self.blocks],
                 "runs": self.runs, "subset": self.subset, "tests": self.tests,
                 "one_minimal": self.one_minimal, "error": self.error,
                 "requests_needed": self.needed, "why": self.why,
                 "no_reply_p": _num(self.no_reply_p),
-                "schedule": self.schedule}  # fmt: skip
+                "schedule": self.schedule, "schedule_summary": self.summary}  # fmt: skip
 
 
 def _num(x: float | None) -> float | None:
@@ -92,26 +98,32 @@ def _num(x: float | None) -> float | None:
 
 
 def _arms(arms: list[Arm], blocks: list[Block]) -> list[dict]:
+    """Each arm's counts: requests, and sessions (`ab` decides on session rates: a
+    session is corrupted when any of its replies is)."""
     out = []
     for a in arms:
         mine = [b for b in blocks if b.arm == a.name]
         n, x = sum(b.requests for b in mine), sum(b.corrupted for b in mine)
+        sn, sx = sum(b.sessions for b in mine), sum(b.sessions_corrupted for b in mine)
         out.append({"name": a.name, "flags": a.flags, "requests": n, "corrupted": x,
                     "no_reply": sum(b.no_reply for b in mine),
-                    "rate": x / n if n else None})  # fmt: skip
+                    "rate": x / n if n else None, "sessions": sn,
+                    "sessions_corrupted": sx,
+                    "session_rate": sx / sn if sn else None})  # fmt: skip
     return out
 
 
 @contextlib.contextmanager
 def _session(plan: Plan, res: ExperimentResult, out: str | Path | None,
              db: str | Path | None, resume: bool = False) -> Iterator[Path]:  # fmt: skip
-    """The experiment's folder; errors, Ctrl-C and a dead server end it with the blocks
-    done kept and the decision `error`."""
+    """The experiment's folder; errors, Ctrl-C (SIGTERM alike) and a dead server end it
+    with the blocks done kept and the decision `error`."""
     res.name = experiment_name(plan)
     folder = Path(out) if out is not None else Path("experiments") / res.name
     _begin(folder, plan, res, resume)
     try:
-        yield folder
+        with _terminate_as_interrupt():
+            yield folder
     except KeyboardInterrupt:
         res.decision, res.interrupted = "error", True
         res.error = f"interrupted: {len(res.blocks)} blocks kept in {folder}"
@@ -125,6 +137,20 @@ def _session(plan: Plan, res: ExperimentResult, out: str | Path | None,
         tag_runs(db, res.runs, {"decision": res.decision})
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM handled as Ctrl-C is (the same handler runs: the reproducer's, or the
+    command's), so `kill` ends an experiment with its blocks kept and its server down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 STATE = "experiment.json"  # the folder's: name, verb, plan hash (what --resume checks)
 
 
@@ -132,6 +158,8 @@ def _begin(folder: Path, plan: Plan, res: ExperimentResult, resume: bool) -> Non
     """A new experiment's folder and its state file, or (--resume) the state of the one
     in `folder`, which must be this plan's."""
     state = folder / STATE
+    if folder.exists() and not folder.is_dir():
+        raise ForensicsError(f"--out {folder}: not a folder")
     if resume:
         try:
             got = orjson.loads(state.read_bytes())
@@ -141,25 +169,45 @@ def _begin(folder: Path, plan: Plan, res: ExperimentResult, resume: bool) -> Non
             raise ForensicsError(f"--resume: {folder} is another plan's or verb's experiment")
         res.name = str(got["name"])
     else:
-        folder.mkdir(parents=True, exist_ok=True)
         if state.exists():
             raise ForensicsError(f"{folder} holds an experiment: --resume it, or another --out")
-        state.write_bytes(orjson.dumps({"name": res.name, "verb": plan.verb,
-                                        "plan_sha256": plan.sha256}))  # fmt: skip
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            state.write_bytes(orjson.dumps({"name": res.name, "verb": plan.verb,
+                                            "plan_sha256": plan.sha256}))  # fmt: skip
+        except OSError as exc:
+            raise ForensicsError(f"--out {folder}: {exc.strerror or exc}") from None
     res.out = str(folder)
 
 
-def previous_blocks(folder: Path, name: str) -> list[Block]:
-    """The blocks an interrupted experiment finished, in order (a block whose results
-    file has no end line was cut short: it runs again)."""
+def previous_blocks(folder: Path, name: str, db: Path | None = None) -> list[Block]:
+    """The blocks an interrupted experiment finished, in order: a block is finished when
+    its run is in the incident, or when every request was judged (its results end with
+    an end line not interrupted) — then it is ingested now, if it was not. The first
+    other block was cut short: it runs again, and the rest after it."""
+    held = _runs_in(db)
     out = []
     for k in range(10**6):
         found = sorted(folder.glob(f"*/b{k}.jsonl"))
-        if len(found) != 1 or b"forensics_run_end" not in found[0].read_bytes():
+        if len(found) != 1:
             break
-        arm = found[0].parent.name
-        out.append(counts(found[0], arm, f"{name}/{arm}/b{k}"))
+        path, arm = found[0], found[0].parent.name
+        run = f"{name}/{arm}/b{k}"
+        if run not in held:
+            if not finished(path):
+                break
+            if db is not None:
+                ingest_block(path, run, db)
+        out.append(counts(path, arm, run))
     return out
+
+
+def _runs_in(db: Path | None) -> set[str]:
+    if db is None or not db.exists():
+        return set()
+    from ..analyses.runs import list_runs
+
+    return {r["run"] for r in list_runs(db)}
 
 
 class _Runner:
@@ -168,10 +216,13 @@ class _Runner:
 
     def __init__(self, plan: Plan, folder: Path, db: Path | None, resume: str = "") -> None:
         self.plan, self.folder, self.db = plan, folder, db
-        self.previous = previous_blocks(folder, resume) if resume else []
+        if resume:  # a server a killed run left holds the port: stopped first
+            stop_left(folder)
+        self.previous = previous_blocks(folder, resume, db) if resume else []
         if plan.build is not None:  # once an invocation, before the first block
             run_build(str(plan.build["command"]), folder / "build.log")
-        self.server = Server(plan.start, plan.url) if plan.start is not None else None
+        self.server = (Server(plan.start, str(plan.url), folder) if plan.start is not None
+                       else None)  # fmt: skip
         self.started = time.monotonic()
 
     def block(self, arm: Arm, k: int, name: str, res: ExperimentResult) -> Block:
@@ -215,7 +266,7 @@ def ab(plan_path: str | Path, db: str | Path | None = None, out: str | Path | No
     res = ExperimentResult("ab")
     res.arms = _arms(plan.arms, [])
     if dry_run:
-        res.schedule = _schedule(plan, [plan.arms[i] for i in ABBA])
+        res.schedule = _schedule(plan, [plan.arms[i] for i in ABBA], res)
         return res
     with _session(plan, res, out, db, resume) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None,
@@ -245,11 +296,12 @@ def _ab_loop(plan: Plan, res: ExperimentResult, runner: _Runner) -> None:
     test = AbTest((), float(plan.alpha), float(plan.min_effect),
                   None if plan.max_diff is None else float(plan.max_diff),
                   DIRECTIONS[str(plan.direction)])  # fmt: skip
-    per_block = int(plan.sessions) * int(plan.rounds)
     k = 0
     while True:
         sent = sum(b.sent for b in res.blocks)
-        if sent + 2 * per_block > int(plan.max_requests) or runner.out_of_time():
+        if sent + 2 * _expected(plan, res.blocks) > int(plan.max_requests) or (
+            runner.out_of_time()
+        ):
             res.why = "the budget ran out before the test decided"
             break
         pair = [
@@ -274,7 +326,7 @@ def _ab_loop(plan: Plan, res: ExperimentResult, runner: _Runner) -> None:
 def _read(test: AbTest, res: ExperimentResult, plan: Plan) -> None:
     st = test.state
     assert st is not None
-    res.rr = float(st.rr) if np.isfinite(st.rr) else None
+    res.rr = None if np.isnan(st.rr) else float(st.rr)  # ∞: no corrupted session in A
     res.ci = [float(test.lo), None if not np.isfinite(test.hi) else float(test.hi)]
     res.p = float(test.p)
 
@@ -286,7 +338,7 @@ def check(plan_path: str | Path, db: str | Path | None = None, out: str | Path |
     arm = plan.arms[0] if plan.arms else Arm("check")
     res = ExperimentResult("check")
     if dry_run:
-        res.schedule = _schedule(plan, [arm])
+        res.schedule = _schedule(plan, [arm], res)
         return res
     with _session(plan, res, out, db, resume) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None,
@@ -303,8 +355,8 @@ def check(plan_path: str | Path, db: str | Path | None = None, out: str | Path |
 def _check_loop(plan: Plan, arm: Arm, res: ExperimentResult, runner: _Runner, alpha: float,
                 budget: int, first: int = 0) -> str:  # fmt: skip
     test = CheckTest((), alpha, float(plan.good_rate), float(plan.bad_rate))
-    per_block, k, sent = int(plan.sessions) * int(plan.rounds), first, 0
-    while sent + per_block <= budget and not runner.out_of_time():
+    k, sent = first, 0
+    while sent + _expected(plan, res.blocks[first:]) <= budget and not runner.out_of_time():
         b = runner.block(arm, k, res.name, res)
         sent, k = sent + b.sent, k + 1
         code = int(test.add_block(b.corrupted, b.requests))
@@ -324,7 +376,7 @@ def minimize(plan_path: str | Path, db: str | Path | None = None,
     res = ExperimentResult("minimize")
     flags = [str(f) for f in plan.flags]
     if dry_run:
-        res.schedule = _schedule(plan, [Arm("all", " ".join(flags)), Arm("none")])
+        res.schedule = _schedule(plan, [Arm("all", " ".join(flags)), Arm("none")], res)
         return res
     # --resume: ddmin asks the same tests in the same order of the same outcomes, so the
     # finished blocks (each test's arm its own, t<i>) are read back as they come
@@ -358,18 +410,37 @@ def _minimize(plan: Plan, flags: list[str], res: ExperimentResult, runner: _Runn
     res.decision = "bad" if found.subset is not None and found.one_minimal else "undecided"
 
 
-def _schedule(plan: Plan, cycle: list[Arm]) -> list[dict]:
-    """--dry-run: the blocks the budget allows, in order, and each one's worst case."""
-    per_block = int(plan.sessions) * int(plan.rounds)
+def per_block(plan: Plan) -> tuple[int, int]:
+    """The requests a block sends, fewest and most: a session's round is a user turn and
+    up to the scenario's `tool_steps` tool calls, each a request judged on its own."""
+    from ..repro.scenario import load_scenario
+
+    sc = load_scenario(None if plan.scenario is None else Path(str(plan.scenario)))
+    rounds = int(plan.sessions) * int(plan.rounds)
+    return rounds, rounds * (1 + (sc.tool_steps if sc.tools else 0))
+
+
+def _expected(plan: Plan, blocks: list[Block]) -> float:
+    """The requests the next block will send: the mean of those sent, else the fewest."""
+    sent = [b.sent for b in blocks if b.sent]
+    return sum(sent) / len(sent) if sent else float(per_block(plan)[0])
+
+
+def _schedule(plan: Plan, cycle: list[Arm], res: ExperimentResult) -> list[dict]:
+    """--dry-run: one cycle of blocks (the rest repeat it) and, in `res.summary`, how many
+    blocks the budget allows and the worst case of them all."""
+    fewest, most = per_block(plan)
     budget = int(plan.max_requests if plan.verb != "minimize" else plan.test_requests)
-    worst_s = int(plan.rounds) * float(plan.timeout_s)
+    calls = most // (int(plan.sessions) * int(plan.rounds))  # requests a round, at most
     start_s = float(plan.start.get("timeout_s", 900)) if plan.start is not None else 0.0
-    out = []
-    for k in range(max(budget // per_block, 1)):
-        arm = cycle[k % len(cycle)]
-        out.append({"block": k, "arm": arm.name, "flags": arm.flags, "requests": per_block,
-                    "worst_case_s": worst_s + start_s})  # fmt: skip
-    return out
+    worst_s = int(plan.rounds) * calls * float(plan.timeout_s) + start_s
+    tests = int(plan.max_tests) if plan.verb == "minimize" else 1
+    blocks = (max(budget // most, 1) * tests, max(budget // fewest, 1) * tests)
+    res.summary = {"blocks": list(blocks), "requests_per_block": [fewest, most],
+                   "budget": budget * tests, "worst_case_s_per_block": worst_s,
+                   "worst_case_s": worst_s * blocks[1]}  # fmt: skip
+    return [{"block": k, "arm": arm.name, "flags": arm.flags, "requests": [fewest, most],
+             "worst_case_s": worst_s} for k, arm in enumerate(cycle)]  # fmt: skip
 
 
 __all__ = ["BAD", "GOOD", "ExperimentResult", "ab", "check", "minimize"]

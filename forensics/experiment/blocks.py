@@ -12,7 +12,7 @@ import orjson
 
 from ..errors import ForensicsError
 from ..statuses import NO_REPLY
-from .plan import Arm, Plan
+from .plan import SEED_END, Arm, Plan
 
 
 @dataclass
@@ -62,6 +62,10 @@ def counts(path: Path, arm: str, run: str) -> Block:
     return b
 
 
+WAIT_S = 60.0  # for another writer of the incident (every writer's --wait default)
+END_TAIL = 1 << 16  # the end line is the file's last: read this much of its end
+
+
 def run_block(plan: Plan, arm: Arm, k: int, name: str, out: Path, db: Path | None,
               flags: str | None = None) -> Block:  # fmt: skip
     """Block `k` of arm `arm`: the reproducer against its URL, the results ingested."""
@@ -75,13 +79,33 @@ def run_block(plan: Plan, arm: Arm, k: int, name: str, out: Path, db: Path | Non
             "plan_sha256": plan.sha256, "block": str(k)}  # fmt: skip
     res = repro(plan.url_of(arm), sessions=int(plan.sessions), rounds=int(plan.rounds),
                 model=plan.model, run=run, tags=tags, out=path, scenario=plan.scenario,
-                timeout=float(plan.timeout_s), seed=int(plan.seed) + k, overwrite=True)  # fmt: skip
+                timeout=float(plan.timeout_s), seed=(int(plan.seed) + k) % SEED_END,
+                overwrite=True)  # fmt: skip
     if res.interrupted:
         raise KeyboardInterrupt
     if db is not None:
-        from ..writing import ingest
-
-        got = ingest([str(path)], db, run=run, tags=tags)
-        if any(s.status == "failed" for s in got.sources):
-            raise ForensicsError(f"block {run}: its results were not ingested")
+        ingest_block(path, run, db)
     return counts(path, arm.name, run)
+
+
+def ingest_block(path: Path, run: str, db: Path) -> None:
+    """The block's results into the incident, waiting for another writer like every
+    writer does (two experiments may share one incident)."""
+    from ..writing import ingest
+
+    got = ingest([str(path)], db, run=run, wait=WAIT_S)
+    if any(s.status == "failed" for s in got.sources):
+        raise ForensicsError(f"block {run}: its results were not ingested")
+
+
+def finished(path: Path) -> bool:
+    """Every request of the block judged: its last line is the run's end line, and the
+    run was not interrupted (Ctrl-C writes an end line too, saying so)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, 2) - END_TAIL))
+            tail = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        end = orjson.loads(tail)
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(end, dict) and "forensics_run_end" in end and end.get("interrupted") is False

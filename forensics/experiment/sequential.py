@@ -116,7 +116,11 @@ def ab_state(
     hi = np.where(inside[..., -1], np.inf, GRID[last])
     sa, ta, sb, tb = (np.asarray(v, dtype=float) for v in totals)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rr = np.where((sa > 0) & (ta > 0) & (tb > 0), (sb / tb) / (sa / ta), np.nan)
+        # a zero arm is a ratio of 0 or ∞, not "n/a": only with no corrupted reply in
+        # either arm (or no reply at all) is there no estimate
+        rr = np.where((ta > 0) & (tb > 0) & (sa + sb > 0),
+                      np.where(sa > 0, (sb / tb) / np.where(sa > 0, sa / ta, 1.0), np.inf),
+                      np.nan)  # fmt: skip
     below = np.zeros(sa.shape, dtype=bool)
     if max_diff is not None:
         ua = rate_upper(sa / phi, ta / phi, alpha / 2)
