@@ -660,12 +660,22 @@ def _experiment(verb: str, plan: Path, db: Path | None, out_dir: Path | None, dr
                 json: bool, resume: bool = False) -> None:  # fmt: skip
     import forensics.experiment as ex
 
+    from .scrubbing import scrub
+
     try:
         if resume and out_dir is None:
             raise ForensicsError("--resume needs --out: the experiment's folder")
         res = getattr(ex, verb)(plan, db, out_dir, dry_run, resume)
     except ForensicsError as exc:
         res = ex.ExperimentResult(verb, decision="error", error=str(exc))
+    except Exception as exc:  # MemoryError too: an experiment's exits are few
+        # git bisect run reads 1 as "bad" and 125 as "skip": anything unforeseen is 128
+        # (abort), never 1, and one line
+        first = (str(exc).splitlines() or [""])[0]
+        res = ex.ExperimentResult(verb, decision="error",
+                                  error=f"unexpected {type(exc).__name__}: {first}")  # fmt: skip
+    if res.error:  # a URL's user-info or a token in a plan, a path, a server's answer
+        res.error = scrub(res.error)
     if json:
         _write_json(res.as_dict())
     else:
@@ -1210,8 +1220,11 @@ def _root(
 
 
 def _fail(message: str, code: int = 2) -> None:
-    # Plain write: one line, never wrapped by the console width.
-    sys.stderr.write("error: " + visible(" ".join(message.split())) + "\n")
+    # Plain write: one line, never wrapped by the console width; scrubbed, for an error
+    # may quote what the user typed (a run named after a URL with its password)
+    from .scrubbing import scrub
+
+    sys.stderr.write("error: " + visible(" ".join(scrub(message).split())) + "\n")
     sys.exit(code)
 
 

@@ -126,9 +126,21 @@ class Scope:
         before must not be reused."""
         self._memo.clear()
         self.pristine = False
-        fresh = dict(all_runs(self.con))  # the tags are text too: read through the shadows
+        before = list(self.tags)
+        fresh = all_runs(self.con)  # the tags are text too: read through the shadows
+        # so are the run names (a run named after a URL with user-info): the shadow changes
+        # text, not rows or their order, so the runs named before map one to one
+        rename = dict(zip(before, (r for r, _ in fresh), strict=True))
         self.tags.clear()
-        self.tags.update(fresh)
+        self.tags.update(dict(fresh))
+
+        def renamed(runs: Runs) -> Runs:
+            if runs is None:
+                return None
+            return [rename.get(r, r) for r in _as_list(runs)]
+
+        self.run, self.followed = renamed(self.run), renamed(self.followed)
+        self.runs = [rename.get(r, r) for r in self.runs]
 
     @property
     def window(self) -> dict[str, str | None] | None:

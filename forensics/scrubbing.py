@@ -98,6 +98,76 @@ def scrub_bytes(data: bytes) -> bytes:
     return data
 
 
+_SPANS = [
+    (re.compile(p.removeprefix("\\b")), [int(g) for g in re.findall(r"\\(\d)", r.split("*")[0])])
+    for p, r in SECRETS
+]  # fmt: skip
+
+
+def _crossing(text: str, cut: int) -> tuple[int, int]:
+    """The part of `text` a secret straddling `cut` covers: (its start, its end), or (cut,
+    cut) when none does. A secret's start is past the groups its replacement keeps (the
+    key of `key=value`, the scheme of a URL)."""
+    lo, hi = cut, cut
+    for rx, kept in _SPANS:
+        for m in rx.finditer(text, max(0, cut - 4096), min(len(text), cut + 4096)):
+            start = max([m.end(g) for g in kept if m.group(g) is not None] or [m.start()])
+            if start < cut < m.end():
+                lo, hi = min(lo, start), max(hi, m.end())
+    return lo, hi
+
+
+def scrub_split(head: str, tail: str) -> tuple[str, str]:
+    """Two pieces of one message journald split at LineMax, each scrubbed, and a secret
+    the split cut through masked on both sides (alone, neither piece's part of a token
+    looks like one)."""
+    lo, hi = _crossing(head + tail, len(head))
+    if lo == hi:
+        return scrub(head), scrub(tail)
+    return scrub(head[:lo]) + "***", "***" + scrub(tail[hi - len(head) :])
+
+
+def scrub_input(data: bytes, line_max: int) -> bytes:
+    """A raw input scrubbed, a secret split across journald's LineMax pieces included: a
+    text rendering's piece is a message of exactly `line_max` bytes, a JSON one's says
+    `_LINE_BREAK=line-max`; the next line continues it. Only lines that long are looked
+    at one by one: the rest is scrubbed whole, as fast as before."""
+    from .linemax import message_of
+
+    lines = data.split(b"\n")
+    fixed: dict[int, bytes] = {}
+    for first in (j for j, line in enumerate(lines) if len(line) >= line_max):
+        if first in fixed:
+            continue
+        j, carried = first, None
+        while j + 1 < len(lines):
+            view, nxt = message_of(lines[j]), message_of(lines[j + 1])
+            if view is None or nxt is None or not view.piece(line_max):
+                break
+            head, carried = scrub_split(carried if carried is not None else view.message,
+                                        nxt.message)  # fmt: skip
+            fixed[j] = scrub_bytes(view.with_message(head))  # the rest of the line too
+            j += 1
+        last = message_of(lines[j]) if carried is not None else None
+        if last is not None and carried is not None:
+            fixed[j] = scrub_bytes(last.with_message(carried))
+    if not fixed:
+        return scrub_bytes(data)
+    out: list[bytes] = []
+    plain: list[bytes] = []
+    for k, line in enumerate(lines):
+        if k not in fixed:
+            plain.append(line)
+            continue
+        if plain:
+            out.append(scrub_bytes(b"\n".join(plain)))
+            plain = []
+        out.append(fixed[k])
+    if plain:
+        out.append(scrub_bytes(b"\n".join(plain)))
+    return b"\n".join(out)
+
+
 def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 

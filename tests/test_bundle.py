@@ -360,3 +360,59 @@ def test_named_values_hold_secrets_the_bundle_scrubs(incident: Path) -> None:
     finally:
         con.close()
     assert {"Kf-555", "hf_abcdefghijklmnopqrstuvwxyz0123"} <= set(held)
+
+
+@pytest.mark.parametrize("fmt", ["short-iso-precise", "json", "cat"])
+def test_a_token_split_at_linemax_is_scrubbed_across_the_split(tmp_path: Path, fmt: str) -> None:
+    """journald cuts a stdout line at LineMax (48 KiB): a Bearer token at the cut leaves
+    its head at the end of one entry and its tail at the start of the next, where no
+    pattern alone sees a token. Real journals, rendered by journalctl."""
+    from forensics.synthetic.journal_writer import export_entry, render, write_journal
+
+    token = "eyAbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    line = b"upstream call Authorization: Bearer " + token.encode() + b" done"
+    cut = line.index(token.encode()) + 17  # the split falls inside the token
+    head = b"[2026-11-29 07:00:00 TP0] " + b"x" * (48 * 1024 - cut - 26) + line[:cut]
+    assert len(head) == 48 * 1024
+    pieces = [(head, "line-max"), (line[cut:], None), (b"the next line", None)]
+    stream = b"".join(export_entry([
+        ("__REALTIME_TIMESTAMP", 1_795_935_600_000_000 + i), ("__MONOTONIC_TIMESTAMP", 5 + i),
+        ("_BOOT_ID", "a1" * 16), ("_HOSTNAME", "decode-0"), ("SYSLOG_IDENTIFIER", "python3"),
+        ("_PID", 3001), ("_TRANSPORT", "stdout"), ("MESSAGE", msg),
+        *([("_LINE_BREAK", brk)] if brk else []),
+    ]) for i, (msg, brk) in enumerate(pieces))  # fmt: skip
+    export = tmp_path / "x.export"
+    export.write_bytes(stream)
+    rendered = render(write_journal(export, tmp_path / "x.journal"), fmt, tmp_path / f"d.{fmt}")
+    tail = token[17:]  # what the second entry starts with
+    assert token[:5] in rendered.read_text() and tail in rendered.read_text()
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(rendered)], db, host="decode-0" if fmt == "cat" else None)
+    bundle(db, tmp_path / "b.tar.zst", with_inputs=True)
+    m = _members(tmp_path / "b.tar.zst")
+    raw = next(v for n, v in m.items() if n.startswith("inputs/")).decode()
+    for piece in (token, token[:16], tail[-12:], tail):
+        assert piece not in raw, piece
+    assert "the next line" in raw and "done" in raw  # the rest kept
+
+
+def test_a_run_named_after_a_url_with_user_info_is_scrubbed_not_a_crash(tmp_path: Path) -> None:
+    """The run name is text too: scrubbed, the scope's runs follow it (it was a KeyError
+    whose line printed the password)."""
+    log = tmp_path / "decode-0.log"
+    log.write_text("[2026-09-24 01:50:40] Decode batch, #running-req: 3, #token: 10, "
+                   "token usage: 0.01, gen throughput (token/s): 1.0, #queue-req: 0\n")  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(log)], db, run="http://alice:hunter2@router:30000")
+    for args in (["bundle", "--out", str(tmp_path / "b.tar.zst")],
+                 ["dashboard", "--scrub", "--out", str(tmp_path / "d.html")],
+                 ["bundle", "--run", "http://alice:hunter2@router:30000", "--out",
+                  str(tmp_path / "c.tar.zst")]):  # fmt: skip
+        r = cli(*args, "--db", str(db))
+        assert r.returncode == 0, r.stderr.decode()
+        assert b"hunter2" not in r.stderr + r.stdout
+    r = cli("bundle", "http://alice:hunter2@router:30000", "--db", str(db))  # a usage error
+    assert r.returncode == 2 and b"hunter2" not in r.stderr and b"router:30000" in r.stderr
+    m = _members(tmp_path / "b.tar.zst")
+    assert _found(m, "hunter2") == [] and _found(m, "router:30000")
+    assert "hunter2" not in (tmp_path / "d.html").read_text()

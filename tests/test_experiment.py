@@ -321,6 +321,9 @@ def test_suspects_writes_the_plan_of_its_top_experiment(tmp_path: Path) -> None:
     from forensics.synthetic.planted import generate_planted, write_planted
 
     files = write_planted(generate_planted("abort", seed=0), tmp_path / "in")
+    results = next(f for f in files if f.suffix == ".jsonl")  # a stock run's header
+    results.write_bytes(b'{"forensics_run": "incident", "url": "http://router:30000", '
+                        b'"sessions": 64, "rounds": 0}\n' + results.read_bytes())  # fmt: skip
     db = tmp_path / "db.duckdb"
     assert cli("ingest", *map(str, files), "--db", str(db), "--run", "incident").returncode == 0
     path = tmp_path / "next.toml"
@@ -334,6 +337,9 @@ def test_suspects_writes_the_plan_of_its_top_experiment(tmp_path: Path) -> None:
     said = " ".join(proc.stderr.decode().split())
     assert f"plan written to {path} (abort-page-reuse, for another request's abort" in said
     assert plan.start is not None and "{flags}" in plan.start["command"]
+    assert "--rounds 0" not in text and int(plan.rounds) >= 1
+    dry = cli("experiment", "ab", str(path), "--dry-run")  # runs as written
+    assert dry.returncode == 0, dry.stderr.decode()
 
 
 def test_resume_continues_an_experiment_from_its_finished_blocks(tmp_path: Path) -> None:

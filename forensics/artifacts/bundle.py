@@ -36,7 +36,7 @@ from ..errors import ForensicsError
 from ..outputs import json_safe, replacing
 from ..parsers.tables import SHARDED, USER_TEXT
 from ..scope import Db, Scope, scoped
-from ..scrubbing import scrub, scrub_bytes
+from ..scrubbing import scrub, scrub_input
 from ..scrubbing import shadow as scrub_tables
 
 # The columns that can hold what a user wrote (parsers/tables.py declares them, and the
@@ -235,7 +235,9 @@ def _scrubbed_input(path: Path, sha256: str) -> tuple[bytes | None, str]:
         opened.stream.close()
     if data[:8] == b"LPKSHHRH":  # journald's file signature
         return None, "a binary .journal file cannot be scrubbed of secrets"
-    return scrub_bytes(data), ""
+    from ..store.stage import LINE_MAX
+
+    return scrub_input(data, LINE_MAX), ""
 
 
 def _plain_name(path: Path) -> str:

@@ -5,6 +5,7 @@ plan's sha256, so `compare`, `suspects` and the dashboard see it), and its count
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,12 +89,14 @@ def run_block(plan: Plan, arm: Arm, k: int, name: str, out: Path, db: Path | Non
     return counts(path, arm.name, run)
 
 
-def ingest_block(path: Path, run: str, db: Path) -> None:
+def ingest_block(path: Path, run: str, db: Path, waiting: Callable[[], None] | None = None,
+                 wait: float = WAIT_S) -> None:  # fmt: skip
     """The block's results into the incident, waiting for another writer like every
-    writer does (two experiments may share one incident)."""
+    writer does (two experiments may share one incident); `waiting` is called when the
+    wait begins."""
     from ..writing import ingest
 
-    got = ingest([str(path)], db, run=run, wait=WAIT_S)
+    got = ingest([str(path)], db, run=run, wait=wait, waiting=waiting)
     if any(s.status == "failed" for s in got.sources):
         raise ForensicsError(f"block {run}: its results were not ingested")
 

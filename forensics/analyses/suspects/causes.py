@@ -52,6 +52,14 @@ def known_causes() -> tuple[Cause, ...]:
 
 
 _DEFAULTS = {"url": "http://127.0.0.1:30000", "sessions": "64", "rounds": "8"}
+BLOCK_REQUESTS = 100  # judged requests a block of a written plan aims at
+PER_ROUND = 2  # judged requests a round: a user turn and, mostly, one tool call
+
+
+def _positive(tags: dict[str, str], key: str) -> int | None:
+    """A header's count, when it is one: a header may say 0 (a run that named none)."""
+    value = str(tags.get(key) or "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def for_run(experiment: dict, tags: dict[str, str]) -> dict:
@@ -62,8 +70,8 @@ def for_run(experiment: dict, tags: dict[str, str]) -> dict:
     if url:
         repro = repro.replace(_DEFAULTS["url"], shlex.quote(url), 1)
     for key in ("sessions", "rounds"):
-        value = str(tags.get(key) or "")
-        if value.isdigit():
+        value = _positive(tags, key)
+        if value is not None:
             repro = re.sub(rf"--{key} \d+", f"--{key} {value}", repro, count=1)
     return {**experiment, "repro": repro}
 
@@ -74,20 +82,27 @@ def causes_for(feature: str, level: str | None) -> list[Cause]:
 
 def plan_toml(cause: str, experiment: dict, tags: dict[str, str]) -> str:
     """The `experiment ab` plan of a cause's experiment (as `for_run` gives it): the run's
-    own server, sessions and rounds; an arm as it is and an arm with the toggle."""
-    url = str(tags.get("url") or _DEFAULTS["url"])
-    port = re.search(r":(\d+)", url.split("//", 1)[-1])
-    sessions = str(tags.get("sessions") or _DEFAULTS["sessions"])
-    rounds = str(tags.get("rounds") or _DEFAULTS["rounds"])
+    sessions (its load) in blocks of about BLOCK_REQUESTS judged requests; `[start]`
+    launches the server here, on the run's port, and `url` is what it serves; an arm as
+    it is and an arm with the toggle."""
+    seen = str(tags.get("url") or _DEFAULTS["url"])
+    port = re.search(r":(\d+)", seen.split("//", 1)[-1].rsplit("@", 1)[-1])
+    port_no = int(port.group(1)) if port else 30000
+    sessions = _positive(tags, "sessions") or int(_DEFAULTS["sessions"])
+    rounds = max(1, round(BLOCK_REQUESTS / (sessions * PER_ROUND)))
     env = ", ".join(f"{k} = {_q(v)}" for k, v in experiment.get("env", {}).items())
     what = " ".join(experiment["toggle"].split())
-    launch = f"python -m sglang.launch_server --port {port.group(1) if port else 30000} {{flags}}"
+    launch = f"python3 -m sglang.launch_server --port {port_no} {{flags}}"
     return "\n".join([
         f"# written by `forensics suspects --plan`: the experiment for {cause}",
         f"# toggle: {what}",
-        f"url = {_q(url)}",
-        f"sessions = {int(sessions) if sessions.isdigit() else 64}",
-        f"rounds = {int(rounds) if rounds.isdigit() else 8}",
+        f"# the incident's server was {_comment(seen)}: [start] launches one here, on its "
+        "port, and url is what it serves",
+        f'url = "http://127.0.0.1:{port_no}"',
+        f"# the incident's {sessions} sessions (its load), in blocks of about "
+        f"{BLOCK_REQUESTS} judged requests (a round is a user turn and its tool calls)",
+        f"sessions = {sessions}",
+        f"rounds = {rounds}",
         "max_requests = 6000", "min_effect = 2.0", "alpha = 0.05", "",
         f"# brings the {experiment.get('side', 'decode')} server(s) up in each arm's "
         "configuration: put your launch command here, {flags} where the arm's flags go",
@@ -98,6 +113,11 @@ def plan_toml(cause: str, experiment: dict, tags: dict[str, str]) -> str:
         "[[arms]]", f"name = {_q(cause)}", f"flags = {_q(experiment.get('flags', ''))}",
         f"env = {{ {env} }}" if env else "env = {}", "",
     ])  # fmt: skip
+
+
+def _comment(text: str) -> str:
+    """A value for a TOML comment: one line, its user-info left out."""
+    return re.sub(r"//[^/@\s]*@", "//", " ".join(text.split()))
 
 
 def _q(text: str) -> str:
