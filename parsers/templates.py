@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
-from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 
 import polars as pl
+
+from .masks import Rule, rules
+from .namer import named as name_values
 
 VERSION = 1  # of the masker: a template's id changes with it
 MAX_MASKED = 1_000  # characters of a message read: masking is bounded on a 100 kB line
@@ -42,28 +41,6 @@ _KEY = r"[A-Za-z_#][\w.#\-]*"
 NAMED = rf"{_KEY}\s*=\s*{_VALUE}|{_KEY}:\s+{_DIGITS}"
 _SPLIT = rf"^({_KEY})\s*(?:=|:)\s*(.*)$"
 MAX_KEY = 40  # characters of a named value's key
-
-
-@dataclass(frozen=True)
-class Rule:
-    kind: str  # prefix | mask | level | component
-    name: str
-    regex: str
-    to: str = ""
-    map: dict[str, str] = field(default_factory=dict)
-    samples: tuple[dict[str, str], ...] = ()
-
-
-@lru_cache(maxsize=1)
-def rules() -> tuple[Rule, ...]:
-    text = resources.files("forensics.parsers.patterns").joinpath("masks.toml").read_text()
-    data = tomllib.loads(text)
-    kinds = ("prefix", "mask", "level", "component")
-    return tuple(
-        Rule(kind, d["name"], d["regex"], d.get("to", ""), dict(d.get("map", {})),
-             tuple(d.get("samples", ())))
-        for kind in kinds for d in data.get(kind, [])
-    )  # fmt: skip
 
 
 def _of(kind: str) -> list[Rule]:
@@ -144,28 +121,8 @@ def components(messages: pl.Series) -> pl.Series:
 
 
 def named(messages: pl.Series) -> pl.Series:
-    """Each message's named values as a list of {key, value} (the first MAX_PAIRS, keys
-    once each), null where it has none."""
-    text = messages.cast(pl.String).str.slice(0, MAX_MASKED)
-    pairs = (
-        pl.DataFrame({"m": text.str.extract_all(NAMED)})
-        .with_row_index("row")
-        .explode("m")
-        .drop_nulls("m")
-        .with_columns(kv=pl.col("m").str.extract_groups(_SPLIT))
-        .unnest("kv")
-        .rename({"1": "key", "2": "value"})
-        .drop_nulls("key")
-        .with_columns(
-            pl.col("key").str.slice(0, MAX_KEY),
-            pl.col("value").str.strip_chars().str.strip_chars("'\"").str.slice(0, MAX_VALUE),
-        )
-        .unique(["row", "key"], keep="first", maintain_order=True)
-        .group_by("row", maintain_order=True)
-        .agg(pl.struct("key", "value").head(MAX_PAIRS).alias("named"))
-    )
-    out = pl.DataFrame({"row": pl.int_range(len(text), eager=True, dtype=pl.UInt32)})
-    return out.join(pairs, on="row", how="left", maintain_order="left")["named"]
+    """Each message's named values as a list of {key, value} (parsers/namer.py)."""
+    return name_values(messages)
 
 
 def lines(

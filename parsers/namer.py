@@ -1,0 +1,109 @@
+"""The values a line names: what `key=value`, `phrase: value`, `noun id`, a count before
+its noun and a peer after `from`/`to` say, each under the name the line states
+(patterns/masks.toml's [[value]] rules: data, with samples). A line a pattern reads has the
+pattern's fields; this names what a line no pattern reads leaves in text.
+
+Vectorised: each rule is one `extract_all` over the column, its matches split by the same
+regex, then taken out of the text (`replace_all`) so the next rule never names a span
+twice; Python never sees a line."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from .masks import rules
+
+if TYPE_CHECKING:
+    from .masks import Rule
+
+MAX_MASKED = 1_000  # characters of a message read
+MAX_PAIRS = 16  # named values kept per line
+MAX_VALUE = 200  # characters of a value
+MAX_KEY = 40  # characters of a name
+TAKEN = "\x1f"  # what a named span leaves: no word, no value, a boundary
+# words after which a phrase's name begins ("detected by watchdog at work" names `work`)
+STOP = r"is|are|was|were|not|by|at|for|on|in|of|the|with|from|and|an|using|via|after|before"
+# a level word in capitals is a prefix, never a name (uvicorn's `INFO:     10.0.0.1:41698`)
+LEVELS = ["INFO", "DEBUG", "WARNING", "WARN", "TRACE", "CRITICAL", "FATAL", "NOTICE", "ERROR"]
+
+
+@lru_cache(maxsize=1)
+def _rules() -> tuple:
+    return tuple(r for r in rules() if r.kind == "value")
+
+
+def _prefixless(text: pl.Series) -> pl.Series:
+    """The message without its log prefix (glog's time and thread are no values of it);
+    a prefix that states a value (NCCL's and c10d's rank) leaves it as `rank=N`."""
+    for r in rules():
+        if r.kind == "prefix":
+            text = text.str.replace(r.regex, r.to if r.keep is None else r.keep)
+    return text
+
+
+def _matches(text: pl.Series, rule: Rule) -> pl.DataFrame:
+    found = (
+        pl.DataFrame({"m": text.str.extract_all(rule.regex)})
+        .with_row_index("row")
+        .explode("m")
+        .drop_nulls("m")
+    )
+    groups = found["m"].str.extract_groups(rule.regex).struct
+    fields = groups.fields
+    key = groups.field("key") if "key" in fields else pl.Series([rule.to] * len(found))
+    value = groups.field("value").cast(pl.String)
+    if "count" in fields:  # `0 cached blocks: 1569.0`: the count is the phrase's value
+        value = pl.select(pl.coalesce(groups.field("count"), value)).to_series()
+    return pl.DataFrame({"row": found["row"], "key": key.cast(pl.String), "value": value})
+
+
+def _key(expr: pl.Expr, aliases: dict[str, str]) -> pl.Expr:
+    name = (
+        expr.str.replace_all(r"([a-z0-9])([A-Z])", "${1}_${2}")
+        .str.to_lowercase()
+        .str.extract(r"([^.]*)$")  # an attribute path's last part: decode_req.req.rid
+        .str.replace_all("#", "n_")
+        .str.replace_all(r"[^a-z0-9]+", "_")
+        .str.strip_chars("_")
+        .str.replace(rf"^(?:.*_)?(?:{STOP})_", "")
+    )
+    return name.replace(aliases) if aliases else name
+
+
+def named(messages: pl.Series) -> pl.Series:
+    """Each message's named values as a list of {key, value} (the first MAX_PAIRS), null
+    where it names none."""
+    text = _prefixless(messages.cast(pl.String).str.slice(0, MAX_MASKED).fill_null(""))
+    aliases = {k: v for r in _rules() for k, v in r.map.items()}
+    parts = []
+    for r in _rules():
+        parts.append(_matches(text, r))
+        text = text.str.replace_all(r.regex, TAKEN)
+    rows = (
+        pl.concat(parts)
+        .filter(~pl.col("key").is_in(LEVELS))
+        .with_columns(
+            key=_key(pl.col("key"), aliases).str.slice(0, MAX_KEY),
+            value=pl.col("value")
+            .str.strip_chars()
+            .str.strip_chars("'\"")
+            .str.strip_chars_end(".")
+            .str.slice(0, MAX_VALUE),
+        )
+        .filter((pl.col("key") != "") & (pl.col("value") != ""))
+        # one value said twice under one name ([rank0]: … [Rank 0]) is one
+        .unique(["row", "key", "value"], keep="first", maintain_order=True)
+        .with_columns(n=pl.col("key").cum_count().over(["row", "key"]))
+        .with_columns(
+            key=pl.when(pl.col("n") > 1)
+            .then(pl.col("key") + "_" + pl.col("n").cast(pl.String))
+            .otherwise(pl.col("key"))
+        )
+        .group_by("row", maintain_order=True)
+        .agg(pl.struct("key", "value").head(MAX_PAIRS).alias("named"))
+    )
+    out = pl.DataFrame({"row": pl.int_range(len(text), eager=True, dtype=pl.UInt32)})
+    return out.join(rows, on="row", how="left", maintain_order="left")["named"]

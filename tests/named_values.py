@@ -1,0 +1,88 @@
+"""The labelled corpus of named values (tests/data/named-values.tsv) and its score: what
+the value namer gets right, by the corpus header's rules. bench/templates.py prints the
+same numbers as a bench row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+CORPUS = Path(__file__).parent / "data" / "named-values.tsv"
+
+
+@dataclass(frozen=True)
+class Row:
+    family: str
+    origin: str
+    labels: tuple[tuple[frozenset[str], str], ...]  # (accepted names, value)
+    line: str
+
+
+def load(path: Path = CORPUS) -> list[Row]:
+    rows = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if not raw or raw.startswith("#"):
+            continue
+        family, origin, labels, line = raw.split("\t", 3)
+        labs = []
+        for part in labels.split("; "):
+            names, _, value = part.partition("=")
+            labs.append((frozenset(names.split("|")), value))
+        rows.append(Row(family, origin, tuple(labs), line))
+    return rows
+
+
+def _touches(v: str, label: str) -> bool:
+    return v == label or (len(label) >= 4 and label in v) or (len(v) >= 4 and v in label)
+
+
+@dataclass
+class Score:
+    lines: int
+    labels: int
+    found: int  # labels named exactly under an accepted name
+    named: int  # named values that answer a label (by name, or by value where none does)
+    correct: int
+    full: int  # lines with every label found
+    misses: list[tuple[str, str, str]]  # (family, label, line)
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.labels
+
+    @property
+    def precision(self) -> float:
+        return self.correct / self.named if self.named else 1.0
+
+    @property
+    def understood(self) -> float:
+        return self.full / self.lines
+
+
+def score(rows: list[Row]) -> Score:
+    """A named value is correct when its value is exact and its name accepted. It answers
+    a label when its name is one of the label's, or (for a label no pair names exactly)
+    when its value is the label's or holds it (a split identifier is wrong, not absent)."""
+    from forensics.parsers.templates import named
+
+    got = named(pl.Series([r.line for r in rows])).to_list()
+    s = Score(len(rows), 0, 0, 0, 0, 0, [])
+    for row, pairs_raw in zip(rows, got, strict=True):
+        pairs = [(d["key"], d["value"]) for d in pairs_raw or []]
+        exact = [any(k in names and v == value for k, v in pairs) for names, value in row.labels]
+        s.labels += len(row.labels)
+        s.found += sum(exact)
+        s.full += all(exact)
+        s.misses += [(row.family, f"{'|'.join(sorted(n))}={v}", row.line)
+                     for (n, v), ok in zip(row.labels, exact, strict=True) if not ok]  # fmt: skip
+        for k, v in pairs:
+            answers = [
+                (names, value) for (names, value), ok in zip(row.labels, exact, strict=True)
+                if k in names or (not ok and _touches(v, value))
+            ]  # fmt: skip
+            if answers:
+                s.named += 1
+                s.correct += any(k in names and v == value for names, value in answers)
+    return s

@@ -1,0 +1,98 @@
+"""Every value in a line named (issue 52): the labelled corpus of real lines scores above
+its floors, and each miss class has its real line."""
+
+from __future__ import annotations
+
+import polars as pl
+from forensics.parsers.templates import mask, named
+
+from .named_values import load, score
+
+
+def _named(line: str) -> dict[str, str]:
+    return {d["key"]: d["value"] for d in named(pl.Series([line])).to_list()[0] or []}
+
+
+def test_the_corpus_is_real_lines_with_their_origins() -> None:
+    rows = load()
+    assert len(rows) >= 100
+    assert all("#" in r.origin and "/" in r.origin for r in rows)  # owner/repo#N
+    assert len({r.family for r in rows}) >= 9
+    assert len({r.line for r in rows}) == len(rows)
+
+
+def test_named_values_precision_recall_and_lines_understood() -> None:
+    """Floors (bench/templates.py prints the numbers): before this change the namer
+    scored recall 0.32, precision 0.61 and 0.20 of lines understood in full."""
+    s = score(load())
+    assert s.precision >= 0.95, s.misses
+    assert s.recall >= 0.9, s.misses
+    assert s.understood >= 0.9, s.misses
+
+
+def test_identifiers_stay_whole() -> None:
+    """A NIC, bond, library or bus name is one placeholder and one value (it was
+    `mlx<n>_bond_<n>` and no value)."""
+    line = ("W0724 03:14:20.702893 104002 worker_pool.cpp:303] Too many errors found in local "
+            "RNIC 10.0.2.69:15858@mlx5_bond_2, mark it inactive")  # sglang#8324  # fmt: skip
+    assert _named(line)["nic"] == "10.0.2.69:15858@mlx5_bond_2"
+    assert (
+        mask(pl.Series(["Context is not active: mlx5_bond_2"]))[0] == "Context is not active: <id>"
+    )
+    got = _named("E0724 03:14:20.707079 104002 rdma_context.cpp:261] Context is not active: "
+                 "mlx5_bond_2")  # fmt: skip
+    assert got == {"active": "mlx5_bond_2"}
+
+
+def test_ids_after_their_nouns_and_peers_after_prepositions() -> None:
+    assert (
+        _named(
+            "E0904 21:29:13.612236 31935 transfer_task.cpp:469] Failed to open segment "
+            "192.168.10.12:12851"
+        )["segment"]
+        == "192.168.10.12:12851"
+    )  # Mooncake#809
+    assert _named("Unexpected transfer worker error for room 1788380104266545413")["room"] == (
+        "1788380104266545413")  # llm-d#2433  # fmt: skip
+    assert _named("Prefilling remotely for request 6c61067d-35bf-42d2-9d69-5270ee4f7233 with "
+                  "length 193") == {"request": "6c61067d-35bf-42d2-9d69-5270ee4f7233",
+                                    "length": "193"}  # dynamo#516  # fmt: skip
+    assert _named("[2025-06-12 14:05:26] Session 77.xx.xx.78:15659 failed.")["session"] == (
+        "77.xx.xx.78:15659")  # sglang#7118  # fmt: skip
+
+
+def test_names_are_whole_phrases_and_never_collide() -> None:
+    """`Total tokens` and `LMCache hit tokens` were both `tokens`; `NumelIn`/`NumelOut`,
+    an attribute path's `req.rid` and a rank said twice each keep their own name."""
+    got = _named("Reqid: chatcmpl-8c24fecc6f854a3e-873d5034, Total tokens 836, LMCache hit "
+                 "tokens: 768, need to load: -64")  # LMCache#2703  # fmt: skip
+    assert got["total_tokens"] == "836" and got["lmcache_hit_tokens"] == "768"
+    assert got["need_to_load"] == "-64"
+    got = _named("[rank4]:[E1016 03:31:38.928463388 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog "
+                 "caught collective operation timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_"
+                 "BASE, NumelIn=19008, NumelOut=152064, Timeout(ms)=600000) ran for 600071 "
+                 "milliseconds before timing out.")  # sglang#1693  # fmt: skip
+    assert got["rank"] == "4" and "rank_2" not in got
+    assert (got["numel_in"], got["numel_out"], got["timeout_ms"]) == ("19008", "152064", "600000")
+    assert got["duration"] == "600071 milliseconds"
+    got = _named("[2025-06-12 14:05:26] Prefill transfer failed for request rank=0 "
+                 "req.rid='e34851ad4e1b416884601047c6ce8004' "
+                 "req.bootstrap_room=8804230600348159981 with exception")  # sglang#7118  # fmt: skip
+    assert got["rid"] == "e34851ad4e1b416884601047c6ce8004"
+    assert got["bootstrap_room"] == "8804230600348159981"
+    got = _named("2025-12-25T15:06:46.066263Z  INFO dynamo_llm::kv_router::scheduler: Formula "
+                 "for worker_id=7587889211730189659 dp_rank=0 with 0 cached blocks: 1569.000")  # fmt: skip
+    assert got["cached_blocks"] == "0"  # the count before the phrase, not the formula's value
+
+
+def test_structured_bits_inside_a_line() -> None:
+    """vLLM's `Context: {…}` dict and Mooncake's JSON reply are read as keys."""
+    got = _named("ERROR 01-09 15:09:33 [nixl_connector.py:1198] NIXL transfer failure: "
+                 "handshake_setup_failed | Context: {'failure_type': 'handshake_setup_failed', "
+                 "'request_id': None, 'engine_id': '2ef84114-1d4a-4311-b4fa-18dbebe65dcb', "
+                 "'remote_engine_id': 'remote_engine'}")  # vllm#32031  # fmt: skip
+    assert got["engine_id"] == "2ef84114-1d4a-4311-b4fa-18dbebe65dcb"
+    assert got["remote_engine_id"] == "remote_engine"
+    got = _named('I0419 14:42:47.906311 12703 scoped_vlog_timer.h:77] GetReplicaList response: '
+                 '{"replica_list":[],"error_code":-704}, latency=2480us')  # LMCache#498  # fmt: skip
+    assert got == {"error_code": "-704", "latency": "2480us"}
