@@ -89,6 +89,7 @@ def named(messages: pl.Series) -> pl.Series:
             key=_key(pl.col("key"), aliases).str.slice(0, MAX_KEY),
             value=pl.col("value")
             .str.strip_chars()
+            .str.replace(r"^b'(.*)'$", "${1}")  # a Python bytes repr: agent=b'a3e-prod-0001'
             .str.strip_chars("'\"")
             .str.strip_chars_end(".")
             .str.slice(0, MAX_VALUE),
