@@ -775,6 +775,10 @@ def templates(
     as_pattern: Annotated[
         str | None, typer.Option(help="A template id: print a TOML pattern stub for its lines.")
     ] = None,
+    show: Annotated[
+        str | None,
+        typer.Option(help="A template id: its named values, distinct counts and the top ten."),
+    ] = None,
     limit: Annotated[int, typer.Option(help="Templates to list.")] = 50,
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -787,11 +791,15 @@ def templates(
     """
     from . import terminal
     from .analyses.templates import as_pattern as stub
+    from .analyses.templates import show as show_template
     from .analyses.templates import templates as run_templates
 
     with _scope(db, run, since, until) as s:
         if as_pattern is not None:
             sys.stdout.write(visible(stub(s, _template_id(as_pattern))))
+            return
+        if show is not None:
+            _emit(show_template(s, _template_id(show)), json, terminal.template_values)
             return
         _emit(run_templates(s, None, new_since, compare, limit), json, terminal.templates)
 

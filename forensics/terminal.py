@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .analyses.rooms import RoomsReport
     from .analyses.skew import Skew
     from .analyses.suspects import Suspects
-    from .analyses.templates import Templates
+    from .analyses.templates import Shown, Templates
     from .experiment import ExperimentResult
     from .repro import ReproResult, RunStats
 
@@ -336,6 +336,23 @@ def _cell(v, is_time: bool) -> str:
     if is_time and isinstance(v, int) and v >= EPOCH_US_MIN:
         return iso_us(v)
     return str(v)
+
+
+def template_values(con: Console, r: Shown) -> None:
+    """A template's named values: each name, the lines naming it, distinct values, the top."""
+    from .plural import counted
+
+    t = Table(title=f"template {r.template:016x}: {r.text} ({counted(r.lines, 'line')})",
+              title_justify="left")  # fmt: skip
+    for col in ("name", "lines", "distinct", "most frequent (lines)"):
+        t.add_column(col, overflow="fold")
+    for v in r.values:
+        top = ", ".join(f"{value} ({n:,})" for value, n in v.top)
+        more = f" … {v.distinct - len(v.top):,} more" if v.distinct > len(v.top) else ""
+        t.add_row(v.name, f"{v.lines:,}", f"{v.distinct:,}", top + more)
+    con.print(t)
+    if not r.values:
+        con.print("its lines name no values", markup=False, highlight=False)
 
 
 def _pct(rate: float | None) -> str:

@@ -3,7 +3,9 @@
 A file's header says what one row is, documents every column with a line
 `-- @column NAME TYPE description`, and names the views it reads with `-- @depends NAME`
 (views are installed after what they depend on); the body is one SELECT. Tests check
-that the documented columns are exactly the view's.
+that the documented columns are exactly the view's. Ingest stores each view's rows;
+`-- @virtual` keeps one a plain view (a long form of a table is cheaper computed as read
+than stored on every ingest).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from importlib import resources
 # a type may hold spaces inside its parentheses: MAP(VARCHAR, BIGINT)
 _COLUMN = re.compile(r"^-- @column\s+(\w+)\s+(\w+\([^)]*\)|\S+)\s+(.*)$", re.M)
 _DEPENDS = re.compile(r"^-- @depends\s+(\w+)\s*$", re.M)
+_VIRTUAL = re.compile(r"^-- @virtual\s*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class NamedQuery:
     summary: str  # the header's first paragraph
     columns: list[tuple[str, str, str]]  # (name, type, description)
     depends: list[str]  # views this one reads
+    stored: bool = True  # ingest stores its rows (`-- @virtual`: never)
 
 
 def load(name: str) -> NamedQuery:
@@ -40,7 +44,12 @@ def load(name: str) -> NamedQuery:
     summary = " ".join(first) or name
     body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("--")).strip()
     return NamedQuery(
-        name, body.rstrip(";"), summary, _COLUMN.findall(text), _DEPENDS.findall(text)
+        name,
+        body.rstrip(";"),
+        summary,
+        _COLUMN.findall(text),
+        _DEPENDS.findall(text),
+        not _VIRTUAL.search(text),
     )
 
 

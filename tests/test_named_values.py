@@ -96,3 +96,46 @@ def test_structured_bits_inside_a_line() -> None:
     got = _named('I0419 14:42:47.906311 12703 scoped_vlog_timer.h:77] GetReplicaList response: '
                  '{"replica_list":[],"error_code":-704}, latency=2480us')  # LMCache#498  # fmt: skip
     assert got == {"error_code": "-704", "latency": "2480us"}
+
+
+def test_values_are_queryable_by_name_with_numbers_in_base_units(tmp_path) -> None:
+    """`line_values` is the named map, long: a peer or NIC by name across templates, a
+    duration in seconds, a size in bytes, a percentage as a fraction; `templates --show`
+    lists a template's names with their distinct values."""
+    import orjson
+
+    import forensics
+
+    from .helpers import cli
+
+    log = tmp_path / "decode-0.log"
+    nics = ["mlx5_bond_2", "mlx5_bond_2", "mlx5_bond_3"]
+    log.write_text("".join(
+        f"W0724 03:14:2{i}.702893 104002 worker_pool.cpp:303] Too many errors found in local "
+        f"RNIC 10.0.2.69:15858@{n}, mark it inactive\n" for i, n in enumerate(nics)
+    ) + "LMCache INFO: Stored 31 out of total 31 tokens. size: 0.0040 gb, cost 1.95 ms, "
+        "throughput: 1.98 GB/s\nKV cache usage: 71.4%, latency=2480us\n")  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(log)], db, host="decode-0")
+    cols, rows = forensics.run_named("line_values", db)
+    got = {(r[cols.index("name")], r[cols.index("value")]):
+           (r[cols.index("number")], r[cols.index("unit")]) for r in rows}  # fmt: skip
+    assert got[("cost", "1.95 ms")] == (0.00195, "s")
+    assert got[("size", "0.0040 gb")] == (4e6, "B")
+    assert got[("throughput", "1.98 GB/s")] == (1.98e9, "B/s")
+    assert (
+        got[("latency", "2480us")][1] == "s"
+        and abs(got[("latency", "2480us")][0] - 0.00248) < 1e-12
+    )
+    assert abs(got[("kv_cache_usage", "71.4%")][0] - 0.714) < 1e-9
+    assert got[("stored", "31")] == (31.0, None)
+    assert got[("nic", "10.0.2.69:15858@mlx5_bond_3")] == (None, None)
+    template = next(r[cols.index("template")] for r in rows if r[cols.index("name")] == "nic")
+    proc = cli("templates", "--db", str(db), "--show", str(template), "--json")
+    shown = orjson.loads(proc.stdout)
+    assert proc.returncode == 0 and shown["lines"] == 3
+    nic = next(v for v in shown["values"] if v["name"] == "nic")
+    assert nic["distinct"] == 2 and nic["top"][0] == {"value": "10.0.2.69:15858@mlx5_bond_2",
+                                                       "lines": 2}  # fmt: skip
+    text = cli("templates", "--db", str(db), "--show", f"{template:016x}").stdout.decode()
+    assert "nic" in text and "(3 lines)" in " ".join(text.split())

@@ -202,6 +202,58 @@ def _test(found: list[Template], hours: tuple[float, float], alpha: float) -> li
     return found
 
 
+TOP_VALUES = 10  # values listed a name in `templates --show`
+
+
+@dataclass
+class NamedValue:
+    name: str
+    lines: int  # lines of the template naming it
+    distinct: int
+    top: list[tuple[str, int]]  # (value, lines), most first, TOP_VALUES at most
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "lines": self.lines, "distinct": self.distinct,
+                "top": [{"value": v, "lines": n} for v, n in self.top]}  # fmt: skip
+
+
+@dataclass
+class Shown:
+    template: int
+    text: str | None
+    lines: int
+    values: list[NamedValue]
+
+    def as_dict(self) -> dict:
+        return {"template": self.template, "text": self.text, "lines": self.lines,
+                "values": [v.as_dict() for v in self.values]}  # fmt: skip
+
+
+def show(db: Db, template: int | str, run: Runs = None) -> Shown:
+    """A template's named values (`line_values`), each with its count of distinct values
+    and the most frequent: which peers, NICs or agents its lines name, at a glance."""
+    tid = int(template)
+    with scoped(db, run) as s:
+        where, params = s.where()
+        head = s.con.execute(
+            f"SELECT any_value(text), count(*) FROM lines WHERE template = ? AND {where}",
+            [tid, *params],
+        ).fetchall()[0]
+        if not head[1]:
+            raise ForensicsError(f"no template {template} in these runs")
+        rows = s.con.execute(
+            f"""WITH v AS (SELECT name, value, count(*) AS n FROM line_values
+                           WHERE template = ? AND {where} GROUP BY ALL)
+                SELECT name, sum(n)::BIGINT, count(*),
+                       list((value, n) ORDER BY n DESC, value)[1:{TOP_VALUES}]
+                FROM v GROUP BY name ORDER BY sum(n) DESC, name""",
+            [tid, *params],
+        ).fetchall()
+    values = [NamedValue(n, int(k), int(d), [(str(a), int(b)) for a, b in top])
+              for n, k, d, top in rows]  # fmt: skip
+    return Shown(tid, head[0], int(head[1]), values)
+
+
 def as_pattern(db: Db, template: int | str, run: Runs = None) -> str:
     """A TOML pattern stub for a template's lines (an `events` row each), with up to three
     of them as samples: name it, and `forensics patterns --check` it."""

@@ -90,6 +90,10 @@ def refresh_derived(con: duckdb.DuckDBPyConnection, derivers: Sequence[Deriver] 
     fresh = _fresh_derived(con, hashes, fp)
     done = []
     for q in all_queries():
+        if not q.stored:  # a plain view: computed as it is read
+            con.execute(f"CREATE OR REPLACE VIEW main.{q.name} AS {q.sql}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {q.name} AS {q.sql}")
+            continue
         if q.name not in fresh:
             con.execute(f"CREATE OR REPLACE TABLE {DERIVED}{q.name} AS {q.sql}")
             con.execute(
