@@ -200,6 +200,8 @@ def follow(con: Console, f: Follow) -> None:
 
 def templates(con: Console, t: Templates) -> None:
     from .analyses.templates import describe
+    from .clip import clip
+    from .parsers.templates import MAX_TEXT
 
     _sentences(con, t.sentences())
     table = Table()
@@ -207,8 +209,10 @@ def templates(con: Console, t: Templates) -> None:
         table.add_column(col, overflow="fold")
     for x in t.templates:
         hosts = ", ".join(f"{h or '-'} {n:,}" for h, n in x.hosts.items())
+        # a text at the masker's cap was cut there: said with an ellipsis, at a word
+        text = clip(x.text, MAX_TEXT, cut=len(x.text) >= MAX_TEXT) if x.text else None
         table.add_row(f"{x.template:016x}", x.level or "-", x.component or "-", describe(x),
-                      hosts, x.text or "(text not kept)")  # fmt: skip
+                      hosts, text or "(text not kept)")  # fmt: skip
     con.print(table)
     for n in t.notes:
         con.print(n)

@@ -139,3 +139,15 @@ def test_values_are_queryable_by_name_with_numbers_in_base_units(tmp_path) -> No
                                                        "lines": 2}  # fmt: skip
     text = cli("templates", "--db", str(db), "--show", f"{template:016x}").stdout.decode()
     assert "nic" in text and "(3 lines)" in " ".join(text.split())
+
+
+def test_a_template_quoted_to_a_user_is_cut_at_a_word_with_an_ellipsis() -> None:
+    from forensics.clip import clip
+
+    text = "Scheduler hit an exception (generation <*> past its deadline) on decode <n>"
+    assert clip(text, 40) == "Scheduler hit an exception (generation…"
+    assert (
+        clip("Decode batch (generation <*> past the deadline)", 26) == "Decode batch (generation…"
+    )
+    assert clip("a b <hex>", 8) == "a b…"  # never inside a placeholder
+    assert clip("short", 80) == "short" and clip("short", 80, cut=True) == "short…"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
+from ...clip import clip
 from .features import Table
 from .predicates import Predicate, Skipped
 
@@ -223,7 +224,7 @@ def _side(side: str, anc: Anchors, got: Lines, grid: list[float]) -> list[Predic
 def _predicate(side: str, after: bool, d: float, tid: int, text: str, exposed: np.ndarray,
                known: np.ndarray, occurrences: int) -> Predicate:  # fmt: skip
     when = "after" if after else "before"
-    words = f"“{text[:MAX_TEXT]}” on its {side} host within {d:g} s {when} its transfer"
+    words = f"“{clip(text, MAX_TEXT)}” on its {side} host within {d:g} s {when} its transfer"
     return line_predicate(side, after, d, tid, words, exposed, known, occurrences)
 
 
