@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from .masks import Rule
 
 MAX_MASKED = 1_000  # characters of a message read
-MAX_PAIRS = 16  # named values kept per line
-MAX_VALUE = 200  # characters of a value
+MAX_PAIRS = 16  # named values kept per line; past it, LEFT_OUT says how many were not
+MAX_VALUE = 200  # characters of a value; a longer one is cut and ends in CUT
 MAX_KEY = 40  # characters of a name
+LEFT_OUT = "(left out)"  # the name whose value counts a line's values past MAX_PAIRS
+CUT = "…"
 TAKEN = "\x1f"  # what a named span leaves: no word, no value, a boundary
 # words after which a phrase's name begins ("detected by watchdog at work" names `work`)
 STOP = r"is|are|was|were|not|by|at|for|on|in|of|the|with|from|and|an|using|via|after|before"
@@ -91,8 +93,7 @@ def named(messages: pl.Series) -> pl.Series:
             .str.strip_chars()
             .str.replace(r"^b'(.*)'$", "${1}")  # a Python bytes repr: agent=b'a3e-prod-0001'
             .str.strip_chars("'\"")
-            .str.strip_chars_end(".")
-            .str.slice(0, MAX_VALUE),
+            .str.strip_chars_end("."),
         )
         .filter((pl.col("key") != "") & (pl.col("value") != ""))
         # one value said twice under one name ([rank0]: … [Rank 0]) is one
@@ -103,8 +104,27 @@ def named(messages: pl.Series) -> pl.Series:
             .then(pl.col("key") + "_" + pl.col("n").cast(pl.String))
             .otherwise(pl.col("key"))
         )
+        .with_columns(
+            value=pl.when(pl.col("value").str.len_chars() > MAX_VALUE)
+            .then(pl.col("value").str.slice(0, MAX_VALUE - 1) + CUT)
+            .otherwise(pl.col("value"))
+        )
         .group_by("row", maintain_order=True)
-        .agg(pl.struct("key", "value").head(MAX_PAIRS).alias("named"))
+        .agg(pl.struct("key", "value").head(MAX_PAIRS).alias("named"), pl.len().alias("n"))
+        .with_columns(
+            named=pl.when(pl.col("n") > MAX_PAIRS)
+            .then(
+                pl.col("named").list.concat(
+                    pl.concat_list(
+                        pl.struct(
+                            key=pl.lit(LEFT_OUT), value=(pl.col("n") - MAX_PAIRS).cast(pl.String)
+                        )
+                    )
+                )
+            )
+            .otherwise(pl.col("named"))
+        )
+        .drop("n")
     )
     out = pl.DataFrame({"row": pl.int_range(len(text), eager=True, dtype=pl.UInt32)})
     return out.join(rows, on="row", how="left", maintain_order="left")["named"]

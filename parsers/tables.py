@@ -465,8 +465,10 @@ from and the values it names. The `templates` view sums them up.""", (
       "PRIORITY, other than 6) states it; NULL: it states none (SGLang's default prefix)"),
     C("component", "VARCHAR", "sglang, router, mooncake, nixl, nccl, cuda, traceback, vllm, "
       "dynamo, … by the line's shape"),
-    C("named", MAP, "the `key=value` and `key: value` pairs of a line no pattern reads "
-      "(values as text)", user_text=True),
+    C("named", MAP, "the values a line no pattern reads names, under the names it states "
+      "(parsers/namer.py; values as text, `line_values` has them long with numbers): at most "
+      "16, a value at most 200 characters (a longer one ends in …); `(left out)`: how many "
+      "past 16", user_text=True),
 ), provenance=RECORD)  # fmt: skip
 RESULTS = Table("results", "result", """The reproducer harness: one row per request it sent,
 marked ok or corrupted.""", (

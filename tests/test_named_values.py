@@ -151,3 +151,13 @@ def test_a_template_quoted_to_a_user_is_cut_at_a_word_with_an_ellipsis() -> None
     )
     assert clip("a b <hex>", 8) == "a b…"  # never inside a placeholder
     assert clip("short", 80) == "short" and clip("short", 80, cut=True) == "short…"
+
+
+def test_caps_are_marked_never_silent() -> None:
+    """16 values a line, 200 characters a value: a value cut ends in …, and the count of
+    values past the cap is kept under `(left out)`."""
+    line = "big=" + "x" * 300 + " " + " ".join(f"k{i}={i}" for i in range(20))
+    got = named(pl.Series([line])).to_list()[0]
+    assert len(got) == 17 and got[-1] == {"key": "(left out)", "value": "5"}
+    assert got[0]["key"] == "big" and len(got[0]["value"]) == 200
+    assert got[0]["value"].endswith("…")
