@@ -70,8 +70,11 @@ def _key(expr: pl.Expr, aliases: dict[str, str]) -> pl.Expr:
         .str.replace_all("#", "n_")
         .str.replace_all(r"[^a-z0-9]+", "_")
         .str.strip_chars("_")
-        .str.replace(rf"^(?:.*_)?(?:{STOP})_", "")
     )
+    # a phrase the line states starts after its last stop word; an identifier
+    # (nixlNotFoundError) is one word, never cut
+    name = pl.when(expr.str.contains(" ")).then(
+        name.str.replace(rf"^(?:.*_)?(?:{STOP})_", "")).otherwise(name)  # fmt: skip
     return name.replace(aliases) if aliases else name
 
 
@@ -79,14 +82,21 @@ def named(messages: pl.Series) -> pl.Series:
     """Each message's named values as a list of {key, value} (the first MAX_PAIRS), null
     where it names none."""
     text = _prefixless(messages.cast(pl.String).str.slice(0, MAX_MASKED).fill_null(""))
-    aliases = {k: v for r in _rules() for k, v in r.map.items()}
     parts = []
     for r in _rules():
         parts.append(_matches(text, r))
         text = text.str.replace_all(r.regex, TAKEN)
-    rows = (
-        pl.concat(parts)
-        .filter(~pl.col("key").is_in(LEVELS))
+    rows = _capped(_normalised(pl.concat(parts)))
+    out = pl.DataFrame({"row": pl.int_range(len(text), eager=True, dtype=pl.UInt32)})
+    return out.join(rows, on="row", how="left", maintain_order="left")["named"]
+
+
+def _normalised(found: pl.DataFrame) -> pl.DataFrame:
+    """(row, key, value) with names normalised, values cleaned and cut, one value said
+    twice under one name once ([rank0]: … [Rank 0]), and names made unique (`_2`)."""
+    aliases = {k: v for r in _rules() for k, v in r.map.items()}
+    return (
+        found.filter(~pl.col("key").is_in(LEVELS))
         .with_columns(
             key=_key(pl.col("key"), aliases).str.slice(0, MAX_KEY),
             value=pl.col("value")
@@ -96,35 +106,29 @@ def named(messages: pl.Series) -> pl.Series:
             .str.strip_chars_end("."),
         )
         .filter((pl.col("key") != "") & (pl.col("value") != ""))
-        # one value said twice under one name ([rank0]: … [Rank 0]) is one
         .unique(["row", "key", "value"], keep="first", maintain_order=True)
         .with_columns(n=pl.col("key").cum_count().over(["row", "key"]))
         .with_columns(
             key=pl.when(pl.col("n") > 1)
             .then(pl.col("key") + "_" + pl.col("n").cast(pl.String))
-            .otherwise(pl.col("key"))
-        )
-        .with_columns(
+            .otherwise(pl.col("key")),
             value=pl.when(pl.col("value").str.len_chars() > MAX_VALUE)
             .then(pl.col("value").str.slice(0, MAX_VALUE - 1) + CUT)
-            .otherwise(pl.col("value"))
+            .otherwise(pl.col("value")),
         )
-        .group_by("row", maintain_order=True)
+    )
+
+
+def _capped(rows: pl.DataFrame) -> pl.DataFrame:
+    """Each row's values as a list, the first MAX_PAIRS, and LEFT_OUT with how many more."""
+    left = pl.struct(key=pl.lit(LEFT_OUT), value=(pl.col("n") - MAX_PAIRS).cast(pl.String))
+    return (
+        rows.group_by("row", maintain_order=True)
         .agg(pl.struct("key", "value").head(MAX_PAIRS).alias("named"), pl.len().alias("n"))
         .with_columns(
             named=pl.when(pl.col("n") > MAX_PAIRS)
-            .then(
-                pl.col("named").list.concat(
-                    pl.concat_list(
-                        pl.struct(
-                            key=pl.lit(LEFT_OUT), value=(pl.col("n") - MAX_PAIRS).cast(pl.String)
-                        )
-                    )
-                )
-            )
+            .then(pl.col("named").list.concat(pl.concat_list(left)))
             .otherwise(pl.col("named"))
         )
         .drop("n")
     )
-    out = pl.DataFrame({"row": pl.int_range(len(text), eager=True, dtype=pl.UInt32)})
-    return out.join(rows, on="row", how="left", maintain_order="left")["named"]

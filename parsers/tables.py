@@ -96,6 +96,15 @@ PROVENANCE = (
     C("entry_no", "BIGINT", "the entry within the source (`entries.entry_no`)", not_null=True),
     C("pattern", "VARCHAR", "the pattern that read the line (parsers/patterns)", not_null=True),
 )
+# the rank tag of SGLang's prefix (parsers/ranktags.py): on every row of a pattern table
+# and of `lines`; NULL where the line's prefix does not state it
+RANK_TAGS = tuple(
+    C(name, "BIGINT", f"the {what} rank of the line's prefix ({name.upper()}N)")
+    for name, what in (("dp", "data-parallel"), ("tp", "tensor-parallel"),
+                       ("ep", "expert-parallel"), ("attn_cp", "attention context-parallel"),
+                       ("pp", "pipeline-parallel"), ("moe_dp", "MoE data-parallel"))
+)  # fmt: skip
+PROVENANCE = PROVENANCE + RANK_TAGS
 
 
 @dataclass(frozen=True)
@@ -134,21 +143,27 @@ class Table:
         doc = "\n".join(f"-- {ln}" for ln in self.doc.splitlines())
         return f"{doc}\nCREATE TABLE {self.name} (\n    {cols}\n);"
 
-    def view(self, files: list[str]) -> str:
+    def scan(self, files: list[str]) -> str:
+        return read_parquet(files, "filename = true", "union_by_name = true")
+
+    def view(self, files: list[str], present: set[str] | None = None) -> str:
         """The body of the view that reads this table from its shard files: the declared
-        columns, in order and type, whatever a shard of an older schema lacks (NULL).
-        `source_id` is the name of each file's own folder, never a folder above it."""
+        columns, in order and type, whatever a shard of an older schema lacks (NULL;
+        `present`: the columns some file holds, where a declared one is in none — a
+        column added after every shard was written). `source_id` is the name of each
+        file's own folder, never a folder above it."""
         if not files:
             nulls = ", ".join(f'CAST(NULL AS {c.type}) AS "{c.name}"' for c in self.all_columns)
             return f"SELECT {nulls} WHERE false"
         cols = ", ".join(
             f'{SOURCE_OF_FILE} AS "source_id"' if c.name == "source_id"
+            else f'CAST(NULL AS {c.type}) AS "{c.name}"' if present is not None
+            and c.name not in present
             else f'map_from_entries("{c.name}") AS "{c.name}"' if c.type == MAP
             else f'CAST("{c.name}" AS {c.type}) AS "{c.name}"'
             for c in self.all_columns
         )  # fmt: skip
-        scan = read_parquet(files, "filename = true", "union_by_name = true")
-        return f"SELECT {cols} FROM {scan}"
+        return f"SELECT {cols} FROM {self.scan(files)}"
 
     def cast(self, df: pl.DataFrame) -> pl.DataFrame:
         """A pattern's text fields as the declared types; a value that does not read as
@@ -193,6 +208,11 @@ TRANSFERS = Table(
         C("room", "UBIGINT", "bootstrap_room"),
         C("other_room", "UBIGINT", "the room whose metadata arrived instead (context corruption)"),
         C("exception", "VARCHAR", "the exception class (KVTransferError, …)"),
+        C(
+            "reason_code",
+            "VARCHAR",
+            "the transport's error code, where the line gives one (NIXL_ERR_REMOTE_DISCONNECT, …)",
+        ),
         C(
             "reason",
             "VARCHAR",
@@ -415,7 +435,7 @@ default string compression (measured on the benchmark journal).""", (
     C("key", "UBIGINT", "hash of its second, host and message: which sources dedupe compares",
       not_null=True),
 ), provenance=())  # fmt: skip
-RECORD = PROVENANCE[:-1]  # the probes' records keep where they came from, without a pattern
+RECORD = PROVENANCE[:5]  # the probes' records keep where they came from, without a pattern
 CHECKSUMS = Table("checksums", "checksum", """One `forensics:checksum` record
 (docs/log-contract.md): the digest of one buffer one side of a transfer saw.""", (
     C("side", "VARCHAR", "src (prefill sent) or dst (decode received)", not_null=True),
@@ -465,6 +485,7 @@ from and the values it names. The `templates` view sums them up.""", (
       "PRIORITY, other than 6) states it; NULL: it states none (SGLang's default prefix)"),
     C("component", "VARCHAR", "sglang, router, mooncake, nixl, nccl, cuda, traceback, vllm, "
       "dynamo, … by the line's shape"),
+    *RANK_TAGS,
     C("named", MAP, "the values a line no pattern reads names, under the names it states "
       "(parsers/namer.py; values as text, `line_values` has them long with numbers): at most "
       "16, a value at most 200 characters (a longer one ends in …); `(left out)`: how many "

@@ -25,22 +25,11 @@ from .namer import named as name_values
 VERSION = 1  # of the masker: a template's id changes with it
 MAX_MASKED = 1_000  # characters of a message read: masking is bounded on a 100 kB line
 MAX_TEXT = 300  # characters of a template's text
-MAX_PAIRS = 16  # named values kept per line
-MAX_VALUE = 200  # characters of a named value
 LEVELS = ("debug", "info", "warning", "error", "critical")
 # journald's PRIORITY, where the line states no level; 6 (info) is what every stdout
 # line gets, so it says nothing and is left out
 PRIORITY = {0: "critical", 1: "critical", 2: "critical", 3: "error", 4: "warning",
             5: "info", 7: "debug"}  # fmt: skip
-# `key=value` anywhere, `key: value` where the value holds a digit or is quoted (else
-# "Worker: Process failed" would read as a pair). No bounded repeats: `{0,200}` made the
-# automaton 30× slower; the text is cut at MAX_MASKED already, keys and values after.
-_VALUE = r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s,;(){}\[\]]+)"
-_DIGITS = r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s,;(){}\[\]]*\d[^\s,;(){}\[\]]*)"
-_KEY = r"[A-Za-z_#][\w.#\-]*"
-NAMED = rf"{_KEY}\s*=\s*{_VALUE}|{_KEY}:\s+{_DIGITS}"
-_SPLIT = rf"^({_KEY})\s*(?:=|:)\s*(.*)$"
-MAX_KEY = 40  # characters of a named value's key
 
 
 def _of(kind: str) -> list[Rule]:

@@ -67,10 +67,12 @@ def score(rows: list[Row]) -> Score:
     when its value is the label's or holds it (a split identifier is wrong, not absent)."""
     from forensics.parsers.templates import named
 
-    got = named(pl.Series([r.line for r in rows])).to_list()
+    lines = pl.Series([r.line for r in rows])
+    got = named(lines).to_list()
+    typed = _typed_fields(lines)
     s = Score(len(rows), 0, 0, 0, 0, 0, [])
-    for row, pairs_raw in zip(rows, got, strict=True):
-        pairs = [(d["key"], d["value"]) for d in pairs_raw or []]
+    for i, (row, pairs_raw) in enumerate(zip(rows, got, strict=True)):
+        pairs = typed.get(i, []) + [(d["key"], d["value"]) for d in pairs_raw or []]
         exact = [any(k in names and v == value for k, v in pairs) for names, value in row.labels]
         s.labels += len(row.labels)
         s.found += sum(exact)
@@ -86,3 +88,22 @@ def score(rows: list[Row]) -> Score:
                 s.named += 1
                 s.correct += any(k in names and v == value for names, value in answers)
     return s
+
+
+def _typed_fields(lines: pl.Series) -> dict[int, list[tuple[str, str]]]:
+    """What the built-in patterns read of each line: a row of its typed table, each
+    field a named value (a line a pattern reads is understood by its row)."""
+    from forensics.parsers.patterns import builtin, classify
+    from forensics.parsers.ranktags import rank_tags
+
+    found, _ = classify(builtin(), lines)
+    out: dict[int, list[tuple[str, str]]] = {}
+    for i, tags in enumerate(rank_tags(lines).to_dicts()):  # the prefix's, on every row
+        out[i] = [(k, str(v)) for k, v in tags.items() if v is not None]
+    for df in found.values():
+        for rec in df.to_dicts():
+            row = int(rec.pop("row"))
+            out.setdefault(row, []).extend(
+                (k, str(v)) for k, v in rec.items() if v is not None and k != "pattern"
+            )
+    return out

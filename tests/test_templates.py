@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import polars as pl
+from forensics.parsers import namer
 from forensics.parsers import templates as T
 from forensics.parsers.patterns import load_file
 from hypothesis import given, settings
@@ -143,7 +144,8 @@ def test_hostile_lines_are_bounded() -> None:
     assert out["text"].str.len_chars().max() <= T.MAX_TEXT
     assert out["text"][2] == "===="
     assert out["template"][3:].n_unique() == 1  # a million numbers, one template
-    assert len(out["named"][0]) == T.MAX_PAIRS
+    assert len(out["named"][0]) == namer.MAX_PAIRS + 1  # and how many were left out
+    assert out["named"][0][-1]["key"] == "(left out)"
 
 
 def _stock(tmp: Path) -> Path:

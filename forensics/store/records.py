@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..parsers import templates
 from ..parsers.patterns import Pattern, builtin, classify, record_rows
+from ..parsers.ranktags import rank_tags
 from ..parsers.records import parse_records
 from ..parsers.tables import PATTERN_TABLES
 
@@ -65,9 +66,9 @@ def _patterned(
     if only is not None:  # payload patterns still say which lines no other reads
         pats = [p for p in pats if p.table in only or p.payload]
     found, payload = classify(pats, entries["message"].cast(pl.String))
-    origin = entries.select(
+    origin = pl.concat([entries.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
-    )
+    ), rank_tags(entries["message"])], how="horizontal")  # fmt: skip
     rows = {
         _PATTERN_KINDS[table]: _typed(table, origin.join(df, on="row"))
         for table, df in found.items()
@@ -106,7 +107,8 @@ def _lines(entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern]
     priority = entries["priority"] if "priority" in entries.columns else None
     found = templates.lines(entries["message"].cast(pl.String), names, components, priority,
                             VALUED)  # fmt: skip
-    return pl.concat([entries.select("host", "ts_us", "entry_no"), found], how="horizontal")
+    return pl.concat([entries.select("host", "ts_us", "entry_no"), found,
+                      rank_tags(entries["message"])], how="horizontal")  # fmt: skip
 
 
 def _contract(

@@ -180,7 +180,14 @@ def install_table_views(
     kind = "TEMP VIEW" if temp else "VIEW"
     for name, t in SHARDED.items():
         try:
-            con.execute(f"CREATE OR REPLACE {kind} {name} AS {t.view(files[name])}")
+            try:
+                con.execute(f"CREATE OR REPLACE {kind} {name} AS {t.view(files[name])}")
+            except duckdb.BinderException:
+                # a column declared after every shard of this table was written: NULL
+                present = {r[0] for r in con.execute(
+                    f"DESCRIBE SELECT * FROM {t.scan(files[name])}").fetchall()}  # fmt: skip
+                con.execute(f"CREATE OR REPLACE {kind} {name} AS "
+                            f"{t.view(files[name], present)}")  # fmt: skip
         except duckdb.Error as exc:
             # perhaps a footer no reader parses (a flipped byte; DuckDB may not say which
             # file): the caller reads each file on its own (integrity.unreadable)

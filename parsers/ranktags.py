@@ -1,0 +1,23 @@
+"""The rank tag of SGLang's prefix (`[2026-07-21 08:04:41 DP0 TP1 EP1]`, the newer
+`[… ATTN_CP7 TP7 EP7]`) as columns of every row read from a prefixed line: which data-,
+tensor-, expert-, context- or pipeline-parallel rank logged it."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .tables import RANK_TAGS
+
+# the tags of the dated bracket that opens the line (SGLANG_LOG_MS: ,123 / .123)
+_BRACKET = r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z_]+\d+)+)\]"
+TAGS = {c.name: c.name.upper() for c in RANK_TAGS}  # column -> the prefix's word
+
+
+def rank_tags(messages: pl.Series) -> pl.DataFrame:
+    """One row per message: each tag's rank (null where the prefix does not state it)."""
+    tags = messages.cast(pl.String).str.slice(0, 120).str.extract(_BRACKET, 1)
+    frame = pl.DataFrame({"t": tags})
+    return frame.select(
+        pl.col("t").str.extract(rf"(?:^| ){word}(\d+)(?: |$)", 1).cast(pl.Int64).alias(name)
+        for name, word in TAGS.items()
+    )

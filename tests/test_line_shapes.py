@@ -1,0 +1,70 @@
+"""The 2026 stack's line shapes read as structure (issue 52), on public lines: a transfer
+failure whose exception is a bare transport code, NIXL's room-scoped transport error, the
+rank tag of SGLang's prefix as columns, and a column added after a catalog's shards were
+written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import forensics
+from forensics.store import connect_read_only
+
+# ai-dynamo/nixl#1983 (SGLang 0.5 prefill, UCX SRD over EFA, 2026-07)
+NIXL_1983 = """\
+[2026-07-21 08:04:41 TP1 EP1] NIXL transport error for room 6555093254675405189: NIXL_ERR_REMOTE_DISCONNECT
+[2026-07-21 08:04:41 TP7 EP7] Prefill transfer failed for request rank=7 req.rid='a04107cc-ff53-49ba-b428-03eb77df5cd5' req.bootstrap_room=6555093254675405189 with exception NIXL_ERR_REMOTE_DISCONNECT
+E0721 08:06:26.781179    4330 nixl_agent.cpp:866] createXferReq: metadata for remote agent 'def7d2f1-d482-4cd2-b6de-f238da5a9c70' not found
+[2026-07-21 08:04:41 TP0 EP0] Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 10048, token usage: 0.00, #running-req: 0, #queue-req: 0
+"""
+# sgl-project/sglang#30609 (nightly 2026-07, DSA prefill context parallel): the newer tag
+ATTN_CP = "[2026-07-09 10:21:07 ATTN_CP7 TP7 EP7] Load weight end. elapsed=38.71 s\n"
+
+
+def _ingest(tmp: Path, text: str) -> Path:
+    log = tmp / "prefill-0.log"
+    log.write_text(text, encoding="utf-8")
+    db = tmp / "db.duckdb"
+    forensics.ingest([str(log)], db, host="prefill-0")
+    return db
+
+
+def test_a_bare_transport_code_is_a_transfer_failure_with_its_code(tmp_path: Path) -> None:
+    con = connect_read_only(_ingest(tmp_path, NIXL_1983))
+    rows = con.execute("""SELECT pattern, rank, rid, room, reason_code, reason, tp, ep
+                          FROM transfers ORDER BY entry_no""").fetchall()
+    assert rows == [
+        ("nixl_transport_error", None, None, 6555093254675405189,
+         "NIXL_ERR_REMOTE_DISCONNECT", "NIXL transport error", 1, 1),
+        ("transfer_failed", 7, "a04107cc-ff53-49ba-b428-03eb77df5cd5", 6555093254675405189,
+         "NIXL_ERR_REMOTE_DISCONNECT", None, 7, 7),
+    ]  # fmt: skip
+
+
+def test_the_rank_tag_is_columns_on_every_row_of_a_prefixed_line(tmp_path: Path) -> None:
+    db = _ingest(tmp_path, NIXL_1983 + ATTN_CP)
+    con = connect_read_only(db)
+    assert con.execute("SELECT tp, ep, dp FROM batches").fetchall() == [(0, 0, None)]
+    lines = con.execute("""SELECT text, tp, ep, attn_cp, named FROM lines
+                           ORDER BY entry_no""").fetchall()  # fmt: skip
+    glog, attn = lines[2], lines[4]
+    assert glog[1:4] == (None, None, None)  # glog's prefix states no rank tag
+    assert glog[0] == "createXferReq: metadata for remote agent '<str>' not found"
+    assert glog[4] == {"agent": "def7d2f1-d482-4cd2-b6de-f238da5a9c70"}
+    assert attn[0] == "Load weight end. elapsed=<n> s" and attn[1:4] == (7, 7, 7)
+
+
+def test_a_column_declared_after_the_shards_were_written_reads_null(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import dataclasses
+
+    from forensics.parsers import tables
+
+    db = _ingest(tmp_path, NIXL_1983)
+    later = tables.C("added_later", "VARCHAR", "a column no shard has")
+    t = tables.SHARDED["transfers"]
+    monkeypatch.setitem(tables.SHARDED, "transfers",
+                        dataclasses.replace(t, columns=(*t.columns, later)))  # fmt: skip
+    con = connect_read_only(db)
+    assert con.execute("SELECT count(*), count(added_later) FROM transfers").fetchall() == [(2, 0)]
