@@ -556,6 +556,32 @@ scope; any other scope computes them as it reads).""", (
 STORED_ANSWERS: dict[str, Table] = {NEAR.name: NEAR}
 
 
+COLLECTIVES = Table(
+    "collectives",
+    "collective",
+    "torch.distributed's watchdog on a collective (ProcessGroupNCCL): one that timed out or\n"
+    "failed, which rank and process group, its sequence id, and where the group stood.",
+    (
+        C(
+            "state",
+            "VARCHAR",
+            "timeout (it ran past its timeout) or failed (the watchdog saw it "
+            "fail: an error or a timeout)",
+            not_null=True,
+        ),
+        C("rank", "BIGINT", "the rank the watchdog ran on ([Rank N])"),
+        C("pg", "BIGINT", "the process group ([PG N], [PG ID N])"),
+        C("seq", "BIGINT", "the collective's sequence id (SeqNum, work sequence id)"),
+        C("op", "VARCHAR", "the operation (ALLREDUCE, _ALLGATHER_BASE, BROADCAST, …)"),
+        C("numel_in", "BIGINT", "elements in"),
+        C("numel_out", "BIGINT", "elements out"),
+        C("timeout_ms", "BIGINT", "its timeout, ms"),
+        C("ran_ms", "BIGINT", "how long it ran before the watchdog said so, ms"),
+        C("last_enqueued", "BIGINT", "the group's last enqueued sequence id"),
+        C("last_completed", "BIGINT", "the group's last completed sequence id (-1: none)"),
+    ),
+)
+
 PATTERN_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -567,6 +593,7 @@ PATTERN_TABLES: dict[str, Table] = {
         REQUEST_META,
         EVENTS,
         SCHEDULER_STATUS,
+        COLLECTIVES,
     )
 }
 
@@ -588,8 +615,9 @@ USER_TEXT: dict[str, list[str]] = {
     if any(c.user_text for c in t.all_columns)
 }
 # What a database of schema 6 (rows in DuckDB tables) held: `forensics upgrade` reads it.
-LEGACY = ("meta", "runs", "sources", "entries", "checksums", "canary", "steps",
-          *PATTERN_TABLES, "results", "quarantine")  # fmt: skip
+LEGACY = ("meta", "runs", "sources", "entries", "checksums", "canary", "steps", "transfers",
+          "batches", "rid_rooms", "http", "req_stats", "request_meta", "events",
+          "scheduler_status", "results", "quarantine")  # fmt: skip
 
 
 def ddl() -> str:

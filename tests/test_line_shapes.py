@@ -68,3 +68,26 @@ def test_a_column_declared_after_the_shards_were_written_reads_null(
                         dataclasses.replace(t, columns=(*t.columns, later)))  # fmt: skip
     con = connect_read_only(db)
     assert con.execute("SELECT count(*), count(added_later) FROM transfers").fetchall() == [(2, 0)]
+
+
+# torch's watchdog, three wordings (hiyouga/LlamaFactory#7396; lancedb/lance-deeplearning-
+# recipes' distributed-training README, torch 2.7; sgl-project/sglang#1693)
+WATCHDOG = """\
+[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
+[rank0]:[E709 17:05:38.162814866 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 20585 PG status: last enqueued work: 20589, last completed work: 20584
+[rank4]:[E1016 03:31:38.929234295 ProcessGroupNCCL.cpp:1709] [PG 3 Rank 4] Timeout at NCCL work: 9141, last enqueued NCCL work: 9141, last completed NCCL work: 9140.
+"""
+
+
+def test_the_watchdogs_wordings_are_collectives_with_their_sequence_ids(tmp_path: Path) -> None:
+    """torch's newer `failure detected by watchdog at work sequence id` was no collective
+    timeout at all; each wording is now a row with rank, group and sequence ids."""
+    con = connect_read_only(_ingest(tmp_path, WATCHDOG))
+    rows = con.execute("""SELECT pattern, state, rank, pg, seq, op, timeout_ms, ran_ms,
+                                 last_enqueued, last_completed
+                          FROM collectives ORDER BY entry_no""").fetchall()
+    assert rows == [
+        ("collective_timeout", "timeout", 0, None, 1580, "ALLREDUCE", 600000, 600060, None, None),
+        ("collective_failed", "failed", 0, 0, 20585, None, None, None, 20589, 20584),
+        ("collective_timeout_at", "timeout", 4, 3, 9141, None, None, None, 9141, 9140),
+    ]  # fmt: skip
