@@ -41,7 +41,7 @@ def test_a_plain_client_reads_every_named_view_as_its_sql(incident: Path) -> Non
         stored = dict(con.execute(
             "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary"
         ).fetchall())  # fmt: skip
-        for q in all_queries():
+        for q in (q for q in all_queries() if q.stored):  # a virtual view: its SQL only
             assert "derived_" not in stored[q.name] and "temp." not in stored[q.name], q.name
             view = con.execute(f"SELECT * FROM {q.name} EXCEPT ALL SELECT * FROM derived_{q.name}")
             rows = con.execute(f"SELECT count(*) FROM {q.name}").fetchall()[0][0]
