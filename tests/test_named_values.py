@@ -3,6 +3,8 @@ its floors, and each miss class has its real line."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 from forensics.parsers.templates import mask, named
 
@@ -161,3 +163,34 @@ def test_caps_are_marked_never_silent() -> None:
     assert len(got) == 17 and got[-1] == {"key": "(left out)", "value": "5"}
     assert got[0]["key"] == "big" and len(got[0]["value"]) == 200
     assert got[0]["value"].endswith("…")
+
+
+def test_one_bad_agent_among_eight_is_the_suspect(tmp_path: Path) -> None:
+    """Each request's NIXL line names the agent that carried it; requests through agent-3
+    are corrupted far more often. The agent is a value of a line, not a field of the
+    request: `suspects` reads it as a factor (a family of eight, each against the rest)."""
+    import random
+
+    from forensics.analyses.suspects import suspects
+    from forensics.synthetic.planted import generate_planted, write_planted
+
+    inc = generate_planted(None, seed=1)
+    rng = random.Random(5)
+    for r in inc.results:  # the cause: agent-3 corrupts
+        r["agent"] = f"agent-{rng.randrange(8)}"
+        if r["agent"] == "agent-3" and r["status"] == "ok" and rng.random() < 0.5:
+            r["corrupted"], r["status"], r["reason"] = True, "corrupted", "markup in content"
+    files = write_planted(inc, tmp_path / "in")
+    agents = tmp_path / "in" / "nixl-agents.log"
+    agents.write_text("".join(
+        f"[2026-11-29 07:00:0{i % 10}] NIXL READ posted for request {r['rid']} "
+        f"agent='{r['agent']}'\n" for i, r in enumerate(inc.results)), encoding="utf-8")  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    forensics_ingest = __import__("forensics").ingest
+    forensics_ingest([str(f) for f in files], db, run="incident")
+    forensics_ingest([str(agents)], db, run="incident", host="decode-0")
+    res = suspects(db)
+    top = res.suspects[0] if res.suspects else None
+    assert top is not None and top.feature == "named agent", res.sentences()
+    assert top.level == "agent-3" and "agent agent-3" in top.predicate
+    assert "against the rest; one of 8 tested" in top.predicate

@@ -21,6 +21,7 @@ from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes, plan_toml
 from .features import Feature, Table, declared, load_table
 from .headline import Headline, headline
+from .named_levels import named_levels
 from .nearby import GRID_S, near, template_of
 from .predicates import Predicate, Skipped
 from .rank import AFTER, LOAD, MASKED, REVERSED, SUSPECT, Ranking, Suspect, rank
@@ -276,7 +277,10 @@ def _suspects(
 ) -> Suspects:
     con, chosen, tags = s.con, s.runs, s.tags
     table = load_table(con, chosen, tags, features)
-    ranking = rank(table, features, fdr, min_support, dependent, _near(s, table))
+    near_preds, near_skipped = _near(s, table)
+    named_preds, named_skipped = named_levels(con, table)
+    extra = (near_preds + named_preds, near_skipped + named_skipped)
+    ranking = rank(table, features, fdr, min_support, dependent, extra)
     needs = {f.name: f.needs for f in features}
     missing = [
         {"feature": k.feature, "needs": needs[k.feature]}
