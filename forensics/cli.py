@@ -23,6 +23,7 @@ from .errors import ForensicsError
 from .escaping import SafeConsole, visible
 from .named import list_queries, view_sql
 from .outputs import json_safe
+from .parsers.formats import FORMATS as INPUT_FORMATS
 from .plural import counted
 from .sql import OUTPUT_FORMATS, TABLE_ROWS, export, preview
 from .statuses import BAD_VERDICTS
@@ -138,8 +139,7 @@ def ingest(
         str | None,
         typer.Option(
             "--format",
-            help="Skip sniffing: short-iso-precise, json, export, journal, sglang, timestamped,"
-            " docker-json, …",
+            help="Skip sniffing: " + ", ".join(INPUT_FORMATS) + " (docs/details.md).",
         ),
     ] = None,
     year: Annotated[

@@ -38,7 +38,12 @@ from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import RowBuilder
 
-PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl")
+PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl", "zap",
+                 "json-log")  # fmt: skip
+# JSON logs read by their declaration (jsonlines.py): time, level and message from its keys
+_DECLARED_READS = ("zap", "json-log")
+_LEVELS = {"ERROR": 3, "ERR": 3, "FATAL": 2, "CRITICAL": 2, "PANIC": 2, "DPANIC": 2,
+           "WARN": 4, "WARNING": 4, "INFO": 6, "DEBUG": 7, "TRACE": 7}  # fmt: skip
 # Dynamo's JSONL (DYN_LOGGING_JSONL / DYN_LOGGING_CONSOLE_FORMAT=jsonl), stored as its
 # readable line (`TIME LEVEL span{k=v …}: target: message`): the same text in either
 # format, the same template. Source locations stay in `fields` only.
@@ -99,18 +104,13 @@ def _head_lines(head: bytes) -> list[bytes]:
 
 
 def sniff_collector(head: bytes) -> str | None:
-    """docker-json or timestamped (docker/kubectl `--timestamps`), else None. Checked
-    before journalctl's renderings: a collector's prefix looks like short-iso-precise
-    to them. journalctl writes zones as offsets, never "Z"; docker and kubectl write Z."""
+    """timestamped (docker/kubectl `--timestamps`), else None. Checked before journalctl's
+    renderings: a collector's prefix looks like short-iso-precise to them. journalctl
+    writes zones as offsets, never "Z"; docker and kubectl write Z. (JSON-lines logs are
+    sniffed by their keys before this: jsonlines.py.)"""
     lines = _head_lines(head)
     if not lines:
         return None
-    if lines[0].startswith(b'{"log":'):
-        return "docker-json"
-    if lines[0].startswith(b'{"request_parameters": '):  # json.dump's order: it comes first
-        return "sglang-metrics"
-    if lines[0].startswith(b'{"time":"') and b'"level":"' in lines[0]:  # Dynamo's JSONL
-        return "dynamo-jsonl"
     stamped = sum(1 for ln in lines if (m := _RFC3339.match(ln)) and m.group(2) == b"Z")
     return "timestamped" if stamped * 2 > len(lines) else None
 
@@ -312,10 +312,36 @@ class PlainReader:
             when = _collector_us(stamp)
             yield n, message.encode(), when, fields
 
+    def _declared(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """A JSON log read by its declaration: the time, the level (as journald's PRIORITY)
+        and the message from their keys; the line as the message where it has none (never
+        an empty one); its other plain values after the message as key=value (what the
+        value namer reads), every key but the message kept in fields."""
+        from .jsonlines import BY_NAME
+
+        d = BY_NAME[self.fmt]
+        for n, text, obj in self._objects(stream, lambda o: True, f"{d.name}: not a JSON object"):
+            stamp = next((obj[k] for k in d.time if k in obj), None)
+            when = _collector_us(stamp) if isinstance(stamp, str) else _epoch_us(stamp)
+            msg = next((obj[k] for k in d.message if isinstance(obj.get(k), str)), None)
+            used = {*d.time, *d.level, *d.quiet, *(k for k in d.message if obj.get(k) == msg)}
+            plain = (str, int, float)
+            rest = " ".join(f"{k}={v}" for k, v in obj.items() if k not in used
+                            and isinstance(v, plain) and not isinstance(v, bool))  # fmt: skip
+            message = text.decode("utf-8", "replace") if msg is None else " ".join(
+                filter(None, (msg, rest)))  # fmt: skip
+            fields = {k: v for k, v in obj.items() if v != msg}
+            level = next((obj[k] for k in d.level if k in obj), None)
+            if (priority := _LEVELS.get(str(level).upper())) is not None:
+                fields["PRIORITY"] = priority
+            yield n, message.encode(), when, fields
+
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
-        lines = self._dynamo(stream) if self.fmt == "dynamo-jsonl" else self._physical(stream)
+        lines = (self._dynamo(stream) if self.fmt == "dynamo-jsonl"
+                 else self._declared(stream) if self.fmt in _DECLARED_READS
+                 else self._physical(stream))  # fmt: skip
         for line, raw, when, extra in lines:
-            if self.fmt in ("sglang-metrics", "dynamo-jsonl"):  # a record is one line
+            if self.fmt in ("sglang-metrics", "dynamo-jsonl", *_DECLARED_READS):  # one a line
                 self._emit(_Entry(line, line, [raw], when, fields=extra))
             else:
                 self._line(line, raw, when, extra)

@@ -174,6 +174,6 @@ def test_a_folders_json_that_is_no_journal_is_skipped_with_why(tmp_path: Path) -
     res = forensics.ingest([str(d)], tmp_path / "x.duckdb")
     got = {Path(s.name).name: (s.status, s.reason, s.entries, s.quarantined) for s in res.sources}
     assert got["answers.json"][:1] == got["key.jsonl"][:1] == ("skipped",)
-    assert "JSON that is no journal, results or metrics file" in got["answers.json"][1]
-    assert "no journal field in its first line" in got["key.jsonl"][1]
+    assert "JSON that is no journal, results, metrics file or JSON log" in got["answers.json"][1]
+    assert "no journal field, time or message in its first line" in got["key.jsonl"][1]
     assert got["decode.json"] == ("ingested", "", 1, 1)  # a journal's bad line: quarantined

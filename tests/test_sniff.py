@@ -32,10 +32,11 @@ def test_plain_application_log_is_cat() -> None:
 
 
 def test_plain_logs_sniffed() -> None:
+    from forensics.parsers.formats import sniff_input
     from forensics.parsers.plain import sniff_collector, sniff_program
 
     docker = b'{"log":"x\\n","stream":"stdout","time":"2026-09-20T14:03:12.5Z"}\n'
-    assert sniff_collector(docker) == "docker-json"
+    assert sniff_input(docker) == "docker-json"  # by its keys (jsonlines.py)
     kubectl = b"2026-09-20T14:03:12.123456789Z [2026-09-20 14:03:12 TP0] Decode batch\n"
     assert sniff_collector(kubectl) == "timestamped"
     # journalctl writes offsets, never Z: its short-iso-precise is not a collector's prefix

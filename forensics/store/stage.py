@@ -137,7 +137,7 @@ def _stage(
         if inp.found:
             return _skipped(inp, opened, f"unknown format: {exc}")
         raise ForensicsError(f"{inp.name}: unknown format: {exc}") from None
-    found_json = inp.found and opts.fmt is None and chosen in ("json", "json-seq")
+    found_json = inp.found and opts.fmt is None and chosen in ("json", "json-seq", "json-log")
     if found_json and (why := no_journal_json(opened.head)) is not None:
         return _skipped(inp, opened, why)
     ctx = ReadContext(name=inp.name, year=opts.year, host=opts.host, mtime=opened.mtime)
@@ -163,6 +163,15 @@ def _stage(
     return staged
 
 
+def _log_keys() -> frozenset[str]:
+    from ..parsers.jsonlines import BY_NAME
+
+    return frozenset(BY_NAME["json-log"].time + BY_NAME["json-log"].message)
+
+
+_LOG_KEYS = _log_keys()
+
+
 def no_journal_json(head: bytes) -> str | None:
     """Why JSON found in a folder is no journal (an answer key, a config, a pretty-printed
     document), or None: journalctl's json starts with an entry holding journal fields."""
@@ -171,11 +180,15 @@ def no_journal_json(head: bytes) -> str | None:
         obj = orjson.loads(first)
     except orjson.JSONDecodeError:
         if first in (b"{", b"["):
-            return "JSON that is no journal, results or metrics file (a document over lines)"
+            return ("JSON that is no journal, results, metrics file or JSON log (a document "
+                    "over lines)")  # fmt: skip
         return None  # a damaged journal line: the reader quarantines it
     if isinstance(obj, dict) and JOURNAL_KEYS & obj.keys():
         return None
-    return "JSON that is no journal, results or metrics file (no journal field in its first line)"
+    if isinstance(obj, dict) and _LOG_KEYS & obj.keys():  # a JSON log: a time or a message
+        return None
+    return ("JSON that is no journal, results, metrics file or JSON log (no journal field, "
+            "time or message in its first line)")  # fmt: skip
 
 
 def _skipped(inp: Input, opened: Opened, reason: str) -> Staged:
