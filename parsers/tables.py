@@ -214,6 +214,11 @@ TRANSFERS = Table(
             "the transport's error code, where the line gives one (NIXL_ERR_REMOTE_DISCONNECT, …)",
         ),
         C(
+            "peer",
+            "VARCHAR",
+            "the peer the reason names (remote mooncake session H:P is not alive)",
+        ),
+        C(
             "reason",
             "VARCHAR",
             "the rest of the message (a KVPoll state among it)",
@@ -369,6 +374,7 @@ EVENTS = Table(
         C("value", "DOUBLE", "a measure: new_token_ratio after a retraction, latency in s"),
         C("peer", "VARCHAR", "the other side: bootstrap address, URL, NIC"),
         C("status", "BIGINT", "an HTTP status the line gives"),
+        C("raised_by", "VARCHAR", "who raised a traceback (Scheduler, DetokenizerManager, …)"),
         C(
             "detail",
             "VARCHAR",

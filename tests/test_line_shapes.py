@@ -91,3 +91,20 @@ def test_the_watchdogs_wordings_are_collectives_with_their_sequence_ids(tmp_path
         ("collective_failed", "failed", 0, 0, 20585, None, None, None, 20589, 20584),
         ("collective_timeout_at", "timeout", 4, 3, 9141, None, None, None, 9141, 9140),
     ]  # fmt: skip
+
+
+def test_who_raised_a_traceback_and_the_peer_of_a_dead_session(tmp_path: Path) -> None:
+    """`Scheduler hit an exception:` said who raised it only in text (sglang#6133); the
+    peer of `remote mooncake session H:P is not alive` (sglang#10560's wording) stayed in
+    the reason."""
+    text = (
+        "[2025-05-08 23:42:50] Scheduler hit an exception: Traceback (most recent call last):\n"
+        "[2025-09-17 16:23:13 TP0] Prefill transfer failed for request rank=0 "
+        "req.rid='3ce84ffb82764f45b028dd8e6c4beed1' req.bootstrap_room=1655955501905217457 "
+        "with exception KVTransferError(bootstrap_room=1655955501905217457): Decode instance "
+        "could be dead, remote mooncake session 10.10.11.3:16581 is not alive\n"
+    )  # fmt: skip
+    con = connect_read_only(_ingest(tmp_path, text))
+    assert con.execute("SELECT kind, raised_by FROM events").fetchall() == [
+        ("traceback", "Scheduler")]  # fmt: skip
+    assert con.execute("SELECT peer, tp FROM transfers").fetchall() == [("10.10.11.3:16581", 0)]
