@@ -481,8 +481,11 @@ STEPS = Table("steps", "step", "One `forensics:step` record: who was in a decode
 LINES = Table("lines", "line", """Every entry's template (parsers/templates.py): its message
 with the variable parts masked, the level the line states, the part of the stack it comes
 from and the values it names. The `templates` view sums them up.""", (
-    C("template", "UBIGINT", "the template's id: a hash of its text and the masker's version "
-      "(the same line has the same id in any source, rendering or order)", not_null=True),
+    C("template", "UBIGINT", "the template's id: a hash of its text alone (the same line has "
+      "the same id in any source, rendering, order or masker that masks it alike)",
+      not_null=True),
+    C("masker", "SMALLINT", "the masker's version that gave the text (parsers/templates.py: a "
+      "masker change moves only the ids of the texts it changes)"),
     C("text", "VARCHAR", "the template: the message masked (<n>, <hex>, <ip>, <path>, …), or "
       "the name of the pattern that reads the line; NULL past a source's cap on texts",
       user_text=True),

@@ -22,7 +22,13 @@ import polars as pl
 from .masks import Rule, rules
 from .namer import named as name_values
 
-VERSION = 1  # of the masker: a template's id changes with it
+# A template's id is a hash of its text alone: ID_SEED never changes (it was the masker's
+# version, 1, when ids were first written, so every id stored since stays what it was). The
+# masker's version is stored beside each line (`lines.masker`): a masker change moves the
+# ids of the lines whose text it changes, and only those (tests/data/template-ids.tsv
+# lists each one it moved, and why).
+ID_SEED = "1"
+MASKER = 2  # 1: until issue 52; 2: identifiers one <id>, c10d/vLLM/NIXL/LMCache prefixes
 MAX_MASKED = 1_000  # characters of a message read: masking is bounded on a 100 kB line
 MAX_TEXT = 300  # characters of a template's text
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -59,7 +65,7 @@ def template_ids(texts: pl.Series, salt: str = "t") -> pl.Series:
 
 
 def _hash(salt: str, text: str) -> int:
-    h = hashlib.blake2b(f"{VERSION}\x00{salt}\x00{text}".encode(), digest_size=8)
+    h = hashlib.blake2b(f"{ID_SEED}\x00{salt}\x00{text}".encode(), digest_size=8)
     return int.from_bytes(h.digest(), "big")
 
 
@@ -121,7 +127,8 @@ def lines(
     priority: pl.Series | None = None,
     valued: frozenset[str] = frozenset(),
 ) -> pl.DataFrame:
-    """One row per message: `template`, `text`, `pattern`, `level`, `component`, `named`.
+    """One row per message: `template`, `text`, `pattern`, `level`, `component`, `named`,
+    `masker`.
     `names`: the pattern that reads each line (null: none does; such a line is masked);
     `components_of`: a pattern's component; `valued`: the patterns whose lines keep their
     named values too (events: a slice failure's NICs and length)."""
@@ -158,6 +165,8 @@ def lines(
     by_text = pl.concat([by_text, rest_rows], how="horizontal")
     cols = ["_i", "template", "text", "pattern", "level", "component", "named"]
     parts = [f.select(cols) for f in (by_name, by_text) if len(f)]
+    masker = pl.lit(MASKER, dtype=pl.Int16).alias("masker")
     if len(parts) == 1:  # each side is in order: only two need the sort
-        return parts[0].drop("_i")
-    return pl.concat([by_name.select(cols), by_text.select(cols)]).sort("_i").drop("_i")
+        return parts[0].drop("_i").with_columns(masker)
+    return (pl.concat([by_name.select(cols), by_text.select(cols)]).sort("_i").drop("_i")
+            .with_columns(masker))  # fmt: skip

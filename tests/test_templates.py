@@ -277,3 +277,58 @@ def test_host_hours_are_counted_in_words() -> None:
 
     assert said((1.0, 0.5)).endswith("; 1 host-hour against 0.5)")
     assert said((2.0, 1.0)).endswith("; 2 host-hours against 1)")
+
+
+def test_every_older_corpus_lines_id_is_pinned_and_each_move_says_why() -> None:
+    """Ids are the user's handles: a hash of the text alone. The masker of issue 52 moved
+    the ids of the lines whose text it changed (identifiers one <id>), each listed with
+    why; every other line keeps its id (tests/data/template-ids.tsv)."""
+    pinned = [ln.split("\t") for ln in (DATA.parent / "template-ids.tsv").read_text().splitlines()
+              if ln and not ln.startswith("#")]  # fmt: skip
+    lines = {}
+    for name in ("pd-stack-lines.tsv", "sglang-real-lines.tsv"):
+        for no, raw in enumerate((DATA.parent / name).read_text().splitlines(), 1):
+            if raw and not raw.startswith("#"):
+                lines[(name, no)] = raw.split("\t", 2)[2]
+    assert len(pinned) == len(lines) >= 130
+    ids = _ids([lines[(name, int(no))] for name, no, *_ in pinned])
+    assert [f"{i:016x}" for i in ids] == [row[2] for row in pinned]
+    moved = [row for row in pinned if len(row) > 3 and row[3]]
+    assert 0 < len(moved) < len(pinned) / 4 and all("<id>" in row[3] for row in moved)
+    assert (
+        T.lines(pl.Series(["x"]), pl.Series([None], dtype=pl.String), {})["masker"][0] == T.MASKER
+    )
+
+
+def test_a_baseline_of_an_older_masker_is_said_and_removes_cleanly(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """One run ingested under the masker before issue 52 (mlx5_3 was mlx<n>_<n>), one
+    under this one: the NIC line reads as new against it, and `templates --new-since`
+    says why; the old run's source removes cleanly and its ids stay the stored ones."""
+    from forensics.parsers import masks
+
+    db = tmp_path / "m.duckdb"
+    old = tuple(r for r in masks.rules() if r.name != "identifier")
+    line = "[2026-11-29 07:0{m}:{s:02d}] KV receiver saw a stale page on mlx5_{n}"
+    for name, minute, rules, masker in (("before", 0, old, 1), ("after", 1, None, T.MASKER)):
+        if rules is not None:
+            monkeypatch.setattr(T, "rules", lambda rules=rules: rules)
+        monkeypatch.setattr(T, "MASKER", masker)
+        path = tmp_path / f"{name}.log"
+        path.write_text("".join(line.format(m=minute, s=i, n=i % 4) + "\n" for i in range(20)))
+        forensics.ingest([str(path)], db, run=name, host="decode-0", fmt="sglang")
+        monkeypatch.undo()
+    got = templates(db, new_since="before")
+    assert [t.text for t in got.templates] == ["KV receiver saw a stale page on <id>"]
+    assert any("masked by masker 1, these by 2" in n for n in got.notes), got.notes
+    from forensics.store import connect_read_only
+
+    con = connect_read_only(db)
+    before = con.execute("SELECT DISTINCT text, masker FROM lines WHERE run = 'before'").fetchall()
+    con.close()
+    assert before == [("KV receiver saw a stale page on mlx<n>_<n>", 1)]
+    from forensics.writing import remove_source
+
+    remove_source(db, 1)
+    assert templates(db).total == 1

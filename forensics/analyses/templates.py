@@ -114,7 +114,27 @@ def templates(
         tested = _test(found, hours, alpha)
         shown = sorted((t for t in tested if t.q is not None and t.q < alpha),
                        key=lambda t: (-(t.rr_low or 0.0), -t.lines))  # fmt: skip
-        return Templates(cur_runs, said, hours, shown[:limit], len(found), len(tested), alpha)
+        out = Templates(cur_runs, said, hours, shown[:limit], len(found), len(tested), alpha)
+        out.notes += _maskers(s, side, cur_runs + base_runs)
+        return out
+
+
+def _maskers(s: Scope, side: str, runs: list[str]) -> list[str]:
+    """A baseline masked by an older masker than the incident: a line whose text the newer
+    one masks otherwise has another id, and reads as new (said, not hidden)."""
+    marks = ", ".join("?" * len(runs))
+    got = dict(s.con.execute(
+        f"""SELECT {side}, max(coalesce(masker, 1)) FROM lines WHERE run IN ({marks})
+            GROUP BY ALL""", runs).fetchall())  # fmt: skip
+    mine, base = got.get(True), got.get(False)
+    if mine is None or base is None or mine == base:
+        return []
+    return [
+        f"the baseline's lines were masked by masker {base}, these by {mine}: a line whose "
+        "text the newer masker masks otherwise (an identifier such as mlx5_bond_2 is one "
+        "<id> since masker 2) has another id and reads as new; ingest the baseline again "
+        "to compare like with like"
+    ]
 
 
 def _sides(
