@@ -18,6 +18,10 @@ class Rule:
     map: dict[str, str] = field(default_factory=dict)
     samples: tuple[dict[str, str], ...] = ()
     keep: str | None = None  # prefix: what the value namer reads in its place (else `to`)
+    # value: what a line holds for the rule to be tried on it (a literal, or `re:REGEX`):
+    # a rule is a regex pass over the text, the needle a cheaper one that skips most lines
+    needle: str | None = None
+    split: str | None = None  # value: split each match at the first of this (no regex pass)
 
 
 @lru_cache(maxsize=1)
@@ -27,6 +31,6 @@ def rules() -> tuple[Rule, ...]:
     kinds = ("prefix", "mask", "level", "component", "value")
     return tuple(
         Rule(kind, d["name"], d["regex"], d.get("to", ""), dict(d.get("map", {})),
-             tuple(d.get("samples", ())), d.get("keep"))
+             tuple(d.get("samples", ())), d.get("keep"), d.get("needle"), d.get("split"))
         for kind in kinds for d in data.get(kind, [])
     )  # fmt: skip
