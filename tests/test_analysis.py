@@ -511,3 +511,15 @@ def test_counts_read_as_words() -> None:
     assert counted(1, "line") == "1 line"
     assert counted(1_500, "line") == "1,500 lines"
     assert counted(0, "entry", "entries") == "0 entries"
+
+
+def test_step_records_fold_on_prefixed_logs_too() -> None:
+    """A plain log's step records carry SGLang's prefix: they fold like the journal's
+    (issue 52: 56 lines for one request, 403 for one room on prefixed logs)."""
+    from forensics.analyses.follow import FollowLine, _fold
+
+    lines = [FollowLine(i, i, "decode-0", "r", 1, i,
+                        f"[2026-09-20 14:03:12 DP0 TP1] forensics:step step={100 + i} bs=4",
+                        "request") for i in range(40)]  # fmt: skip
+    out, folded = _fold(lines)
+    assert folded == 40 and len(out) == 1 and "steps 100–139" in out[0].message

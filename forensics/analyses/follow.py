@@ -23,7 +23,9 @@ from ..scope import Db, Runs, Scope, scoped
 from .skew import skew
 
 MAX_LINES = 5_000  # a room's lines are a few dozen; more means the key is too common
-STEP = re.compile(r"^forensics:step\b.*?\bstep=(\d+)")
+# a step record, with or without SGLang's prefix ([2026-09-20 14:03:12 DP0 TP1]): a
+# plain log's records carry it (the demo's journal did not: only it folded)
+STEP = re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T][^\]]{0,60}\]\s*)?forensics:step\b.*?\bstep=(\d+)")
 
 
 @dataclass
