@@ -133,34 +133,15 @@ def lines(
     `components_of`: a pattern's component; `valued`: the patterns whose lines keep their
     named values too (events: a slice failure's NICs and length)."""
     messages = messages.fill_null("")  # an entry without a message is a template too
-    named_rows = names.is_not_null()
-    rest = messages.filter(~named_rows)
+    rest = messages.filter(names.is_null())
     masked = mask(rest)
     frame = pl.DataFrame({"pattern": names, "level": levels(messages, priority)})
     rest_rows = pl.DataFrame(
-        {
-            "text": masked,
-            "component": components(rest),
-            "named": named(rest),
-        }
-    )
-    rest_rows = rest_rows.with_columns(template=template_ids(masked))
+        {"text": masked, "component": components(rest), "named": named(rest)}
+    ).with_columns(template=template_ids(masked))
     idx = pl.int_range(len(messages), eager=True, dtype=pl.UInt32)
-    by_name = (
-        frame.with_columns(_i=idx)
-        .filter(pl.col("pattern").is_not_null())
-        .with_columns(
-            text=pl.col("pattern"),
-            component=pl.col("pattern").replace_strict(components_of, default="sglang"),
-            named=pl.lit(None, rest_rows.schema["named"]),
-        )
-    )
-    by_name = by_name.with_columns(template=template_ids(by_name["text"], salt="p"))
-    keep = by_name["pattern"].is_in(list(valued))
-    if keep.any():
-        rows = by_name["_i"].filter(keep)
-        found = pl.DataFrame({"_i": rows, "named": named(messages.gather(rows))})
-        by_name = by_name.drop("named").join(found, on="_i", how="left", maintain_order="left")
+    by_name = _by_name(frame.with_columns(_i=idx), messages, components_of, valued,
+                       rest_rows.schema["named"])  # fmt: skip
     by_text = frame.with_columns(_i=idx).filter(pl.col("pattern").is_null())
     by_text = pl.concat([by_text, rest_rows], how="horizontal")
     cols = ["_i", "template", "text", "pattern", "level", "component", "named"]
@@ -170,3 +151,26 @@ def lines(
         return parts[0].drop("_i").with_columns(masker)
     return (pl.concat([by_name.select(cols), by_text.select(cols)]).sort("_i").drop("_i")
             .with_columns(masker))  # fmt: skip
+
+
+def _by_name(
+    frame: pl.DataFrame,
+    messages: pl.Series,
+    components_of: dict[str, str],
+    valued: frozenset[str],
+    named_type: pl.DataType,
+) -> pl.DataFrame:
+    """The rows of lines a pattern reads: the pattern's name as their text; the `valued`
+    patterns' lines keep their named values too."""
+    by_name = frame.filter(pl.col("pattern").is_not_null()).with_columns(
+        text=pl.col("pattern"),
+        component=pl.col("pattern").replace_strict(components_of, default="sglang"),
+        named=pl.lit(None, named_type),
+    )
+    by_name = by_name.with_columns(template=template_ids(by_name["text"], salt="p"))
+    keep = by_name["pattern"].is_in(list(valued))
+    if keep.any():
+        rows = by_name["_i"].filter(keep)
+        found = pl.DataFrame({"_i": rows, "named": named(messages.gather(rows))})
+        by_name = by_name.drop("named").join(found, on="_i", how="left", maintain_order="left")
+    return by_name
