@@ -172,15 +172,14 @@ def _suffixed(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _capped(rows: pl.DataFrame) -> pl.DataFrame:
-    """Each row's values as a list, the first MAX_PAIRS, and LEFT_OUT with how many more."""
-    left = pl.struct(key=pl.lit(LEFT_OUT), value=(pl.col("n") - MAX_PAIRS).cast(pl.String))
-    return (
-        rows.group_by("row", maintain_order=True)
-        .agg(pl.struct("key", "value").head(MAX_PAIRS).alias("named"), pl.len().alias("n"))
-        .with_columns(
-            named=pl.when(pl.col("n") > MAX_PAIRS)
-            .then(pl.col("named").list.concat(pl.concat_list(left)))
-            .otherwise(pl.col("named"))
-        )
-        .drop("n")
-    )
+    """Each row's values as a list, the first MAX_PAIRS, and LEFT_OUT with how many more.
+    The marker is a row of its own before the lists are made (a list built by when/then
+    left nulls of a non-zero length after the join on polars 1.35: pyarrow refuses them)."""
+    counts = rows.group_by("row", maintain_order=True).len()
+    over = counts.filter(pl.col("len") > MAX_PAIRS)
+    kept = rows.group_by("row", maintain_order=True).head(MAX_PAIRS).select("row", "key", "value")
+    if len(over):
+        marks = over.select("row", key=pl.lit(LEFT_OUT),
+                            value=(pl.col("len") - MAX_PAIRS).cast(pl.String))  # fmt: skip
+        kept = pl.concat([kept, marks])
+    return kept.group_by("row", maintain_order=True).agg(pl.struct("key", "value").alias("named"))
