@@ -46,6 +46,22 @@ META_VERSION = b"forensics.schema_version"
 META_TABLE = b"forensics.table"
 
 
+def _is_list(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _zero_length_nulls(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A list column whose null entries span no values: polars 1.35's left join leaves
+    nulls of a non-zero length, and pyarrow refuses to cast those to a MAP. if_else
+    rebuilds the column, so its nulls come out empty."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.if_else(col.is_null(), pa.scalar(None, col.type), col)
+
+
 def source_folder(root: Path, source_id: int) -> Path:
     return root / f"source_id={int(source_id)}"
 
@@ -78,7 +94,11 @@ class ShardWriter:
             tmp = self.where / f"{table}-{uuid.uuid4().hex[:12]}.parquet.tmp"
             self.writers[table] = (_writer(tmp, s), tmp, s)
         w, _, s = self.writers[table]
-        w.write_table(data.select(s.names).cast(s), row_group_size=ROW_GROUP_ROWS)
+        data = data.select(s.names)
+        for i, f in enumerate(data.schema):
+            if _is_list(f.type) and data.column(i).null_count:
+                data = data.set_column(i, f.name, _zero_length_nulls(data.column(i)))
+        w.write_table(data.cast(s), row_group_size=ROW_GROUP_ROWS)
         self.written[table] = self.written.get(table, 0) + data.num_rows
 
     def close(self) -> dict[str, list[str]]:
