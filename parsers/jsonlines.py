@@ -26,6 +26,9 @@ class JsonLines:
     message: tuple[str, ...] = ()
     quiet: tuple[str, ...] = ()  # kept in `fields`, left out of the readable line
 
+    def message_key(self, obj: dict) -> str | None:
+        return next((k for k in self.message if isinstance(obj.get(k), str)), None)
+
 
 DECLARED = (
     JsonLines("docker-json", "docker's json-file log (`{\"log\": …, \"stream\": …, \"time\": …}`)",
@@ -64,3 +67,52 @@ def sniff_json_lines(head: bytes) -> str | None:
         if all(any(k in obj for k in group) for group in d.needs):
             return d.name
     return None
+
+
+# journald's PRIORITY of the level words these logs write
+LEVELS = {"ERROR": 3, "ERR": 3, "FATAL": 2, "CRITICAL": 2, "PANIC": 2, "DPANIC": 2,
+          "WARN": 4, "WARNING": 4, "INFO": 6, "DEBUG": 7, "TRACE": 7}  # fmt: skip
+# Dynamo's JSONL (DYN_LOGGING_JSONL / DYN_LOGGING_CONSOLE_FORMAT=jsonl) is stored as its
+# readable line (`TIME LEVEL span{k=v …}: target: message`): the same text in either
+# format, the same template. Source locations stay in `fields` only.
+_DYNAMO_LINE_KEYS = ("time", "level", "target", "message", "span_name", "file", "line",
+                     "log.file", "log.line", "log.target")  # fmt: skip
+
+
+def dynamo_readable(obj: dict) -> tuple[str, int | None]:
+    """A Dynamo JSONL object's readable line and its journald PRIORITY."""
+    spans = " ".join(f"{k}={v}" for k, v in obj.items() if k not in _DYNAMO_LINE_KEYS
+                     and not isinstance(v, dict | list))  # fmt: skip
+    head = f"{obj.get('span_name', '')}{{{spans}}}: " if spans else ""
+    target = f"{obj['target']}: " if isinstance(obj.get("target"), str) else ""
+    stamp = obj.get("time") if isinstance(obj.get("time"), str) else None
+    lead = f"{stamp} {str(obj.get('level', '')).upper():>5} " if stamp else ""
+    return f"{lead}{head}{target}{obj.get('message', '')}", LEVELS.get(
+        str(obj.get("level", "")).upper()
+    )
+
+
+def declared_readable(d: JsonLines, obj: dict) -> tuple[str | None, int | None]:
+    """A declared JSON log's readable line — its message, then its other plain values as
+    key=value (what the value namer reads) — or None where it has no message; and its
+    journald PRIORITY."""
+    key = d.message_key(obj)
+    msg = obj[key] if key else None
+    used = {*d.time, *d.level, *d.quiet, *(k for k in d.message if obj.get(k) == msg)}
+    rest = " ".join(f"{k}={v}" for k, v in obj.items() if k not in used
+                    and isinstance(v, str | int | float) and not isinstance(v, bool))  # fmt: skip
+    level = next((obj[k] for k in d.level if k in obj), None)
+    text = None if msg is None else " ".join(filter(None, (msg, rest)))
+    return text, LEVELS.get(str(level).upper())
+
+
+def readable(line: str) -> str:
+    """A JSON log line as pd-forensics stores its message (what the namer reads); any
+    other line as it is."""
+    fmt = sniff_json_lines(line.encode())
+    if fmt not in ("dynamo-jsonl", "zap", "json-log"):
+        return line
+    obj = orjson.loads(line)
+    if fmt == "dynamo-jsonl":
+        return dynamo_readable(obj)[0]
+    return declared_readable(BY_NAME[fmt], obj)[0] or line

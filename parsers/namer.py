@@ -26,8 +26,12 @@ MAX_KEY = 40  # characters of a name
 LEFT_OUT = "(left out)"  # the name whose value counts a line's values past MAX_PAIRS
 CUT = "…"
 TAKEN = "\x1f"  # what a named span leaves: no word, no value, a boundary
-# words after which a phrase's name begins ("detected by watchdog at work" names `work`)
-STOP = r"is|are|was|were|not|by|at|for|on|in|of|the|with|from|and|an|using|via|after|before"
+# words after which a phrase's name begins ("detected by watchdog at work" names `work`;
+# "Registered Prefill boostrap" names `prefill_boostrap`: a verb before the noun)
+STOP = (
+    r"is|are|was|were|not|by|at|for|on|in|of|the|with|from|and|an|using|via|after|before"
+    r"|found|loaded|registered|discovered"
+)
 # a level word in capitals is a prefix, never a name (uvicorn's `INFO:     10.0.0.1:41698`)
 LEVELS = ["INFO", "DEBUG", "WARNING", "WARN", "TRACE", "CRITICAL", "FATAL", "NOTICE", "ERROR"]
 

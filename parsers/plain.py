@@ -42,14 +42,6 @@ PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dyna
                  "json-log")  # fmt: skip
 # JSON logs read by their declaration (jsonlines.py): time, level and message from its keys
 _DECLARED_READS = ("zap", "json-log")
-_LEVELS = {"ERROR": 3, "ERR": 3, "FATAL": 2, "CRITICAL": 2, "PANIC": 2, "DPANIC": 2,
-           "WARN": 4, "WARNING": 4, "INFO": 6, "DEBUG": 7, "TRACE": 7}  # fmt: skip
-# Dynamo's JSONL (DYN_LOGGING_JSONL / DYN_LOGGING_CONSOLE_FORMAT=jsonl), stored as its
-# readable line (`TIME LEVEL span{k=v …}: target: message`): the same text in either
-# format, the same template. Source locations stay in `fields` only.
-_DYNAMO_LINE_KEYS = ("time", "level", "target", "message", "span_name", "file", "line",
-                     "log.file", "log.line", "log.target")  # fmt: skip
-_DYNAMO_PRIORITY = {"ERROR": 3, "WARN": 4, "WARNING": 4, "INFO": 6, "DEBUG": 7, "TRACE": 7}
 METRICS_PREFIX = "sglang-request-metrics-"
 _METRICS_HOUR = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log")
 _METRICS_TIMES = ("response_sent_to_client_ts", "request_finished_ts", "request_received_ts")
@@ -295,45 +287,34 @@ class PlainReader:
     def _dynamo(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
         """Dynamo's JSONL: time and level from their keys, the message as its readable
         line, every key but time and message kept in fields."""
+        from .jsonlines import dynamo_readable
+
         lines = self._objects(stream, lambda o: isinstance(o.get("message", ""), str),
                               "dynamo-jsonl: not a Dynamo JSONL log line")  # fmt: skip
         for n, _text, obj in lines:
-            spans = " ".join(f"{k}={v}" for k, v in obj.items() if k not in _DYNAMO_LINE_KEYS
-                             and not isinstance(v, dict | list))  # fmt: skip
-            head = f"{obj.get('span_name', '')}{{{spans}}}: " if spans else ""
-            target = f"{obj['target']}: " if isinstance(obj.get("target"), str) else ""
+            message, level = dynamo_readable(obj)
             fields = {k: v for k, v in obj.items() if k not in ("time", "message")}
-            level = _DYNAMO_PRIORITY.get(str(obj.get("level", "")).upper())
             if level is not None:
                 fields["PRIORITY"] = level
             stamp = obj.get("time") if isinstance(obj.get("time"), str) else None
-            lead = f"{stamp} {str(obj.get('level', '')).upper():>5} " if stamp else ""
-            message = f"{lead}{head}{target}{obj.get('message', '')}"
-            when = _collector_us(stamp)
-            yield n, message.encode(), when, fields
+            yield n, message.encode(), _collector_us(stamp), fields
 
     def _declared(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
         """A JSON log read by its declaration: the time, the level (as journald's PRIORITY)
         and the message from their keys; the line as the message where it has none (never
         an empty one); its other plain values after the message as key=value (what the
         value namer reads), every key but the message kept in fields."""
-        from .jsonlines import BY_NAME
+        from .jsonlines import BY_NAME, declared_readable
 
         d = BY_NAME[self.fmt]
         for n, text, obj in self._objects(stream, lambda o: True, f"{d.name}: not a JSON object"):
             stamp = next((obj[k] for k in d.time if k in obj), None)
             when = _collector_us(stamp) if isinstance(stamp, str) else _epoch_us(stamp)
-            msg = next((obj[k] for k in d.message if isinstance(obj.get(k), str)), None)
-            used = {*d.time, *d.level, *d.quiet, *(k for k in d.message if obj.get(k) == msg)}
-            plain = (str, int, float)
-            rest = " ".join(f"{k}={v}" for k, v in obj.items() if k not in used
-                            and isinstance(v, plain) and not isinstance(v, bool))  # fmt: skip
-            message = text.decode("utf-8", "replace") if msg is None else " ".join(
-                filter(None, (msg, rest)))  # fmt: skip
-            fields = {k: v for k, v in obj.items() if v != msg}
-            level = next((obj[k] for k in d.level if k in obj), None)
-            if (priority := _LEVELS.get(str(level).upper())) is not None:
-                fields["PRIORITY"] = priority
+            msg, level = declared_readable(d, obj)
+            message = text.decode("utf-8", "replace") if msg is None else msg
+            fields = {k: v for k, v in obj.items() if v != obj.get(d.message_key(obj))}
+            if level is not None:
+                fields["PRIORITY"] = level
             yield n, message.encode(), when, fields
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:

@@ -8,8 +8,9 @@ import polars as pl
 
 from .tables import RANK_TAGS
 
-# the tags of the dated bracket that opens the line (SGLANG_LOG_MS: ,123 / .123)
-_BRACKET = r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z_]+\d+)+)\]"
+# the tags of the bracket that opens the line, dated or not (SGLANG_LOG_MS: ,123 / .123;
+# `[ TP2]` where the date format is empty, Mooncake#1088)
+_BRACKET = r"^\[(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)?((?: [A-Z_]+\d+)+)\]"
 TAGS = {c.name: c.name.upper() for c in RANK_TAGS}  # column -> the prefix's word
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 from forensics.parsers.templates import mask, named
 
-from .named_values import load, score
+from .named_values import grouping, load, score
 
 
 def _named(line: str) -> dict[str, str]:
@@ -17,9 +17,12 @@ def _named(line: str) -> dict[str, str]:
 
 def test_the_corpus_is_real_lines_with_their_origins() -> None:
     rows = load()
-    assert len(rows) >= 151
+    assert len(rows) >= 200
     assert all("#" in r.origin and "/" in r.origin for r in rows)  # owner/repo#N
-    assert len({r.family for r in rows}) >= 9
+    families: dict[str, int] = {}
+    for r in rows:
+        families[r.family] = families.get(r.family, 0) + 1
+    assert len(families) >= 9 and min(families.values()) >= 15, families
     assert len({r.line for r in rows}) == len(rows)
 
 
@@ -30,6 +33,15 @@ def test_named_values_precision_recall_and_lines_understood() -> None:
     assert s.precision >= 0.95, s.misses
     assert s.recall >= 0.9, s.misses
     assert s.understood >= 0.9, s.misses
+
+
+def test_template_grouping_on_the_corpus() -> None:
+    """Lines of one template label get one template (the header's rule), the rest their
+    own. A floor at today's 0.72 (issue 52 wants 0.95): what is left apart is a message
+    reworded across versions (torch's watchdog, Dynamo's `Selected worker`), one request
+    id written in two shapes (`cmpl-…-0`, a UUID), and one pattern naming two messages
+    (`nccl_error`); bench/templates.py prints the masker's own figure."""
+    assert grouping(load()) >= 0.72
 
 
 def test_identifiers_stay_whole() -> None:
