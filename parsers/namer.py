@@ -109,18 +109,36 @@ def _key(expr: pl.Expr, aliases: dict[str, str]) -> pl.Expr:
     return name.replace(aliases) if aliases else name
 
 
-CHUNK = 16_384  # messages named at once: a line of 40 pairs explodes into 40 rows a rule
+CHUNK = 16_384  # messages named at once at most
+CHUNK_BYTES = 2 << 20  # and about this much text: every pair a chunk holds is a row a rule
 
 
 def named(messages: pl.Series) -> pl.Series:
     """Each message's named values as a list of {key, value} (the first MAX_PAIRS), null
-    where it names none. In chunks of CHUNK messages: the matches of every rule are rows
-    before they are lists, and 125 k lines of 40 `key=value` pairs each held 2.9 GB at
-    once (bench/README.md)."""
-    if len(messages) <= CHUNK:
+    where it names none. In chunks of at most CHUNK messages and about CHUNK_BYTES of text:
+    the matches of every rule are rows before they are lists, and 125 k lines of 40
+    `key=value` pairs each held 2.9 GB at once (bench/README.md)."""
+    if len(messages) <= 1 or messages.str.len_bytes().sum() <= CHUNK_BYTES:
         return _named(messages)
-    parts = [_named(messages.slice(i, CHUNK)) for i in range(0, len(messages), CHUNK)]
+    parts = [_named(messages.slice(i, n)) for i, n in _chunks(messages)]
     return pl.concat(parts)
+
+
+def _chunks(messages: pl.Series) -> list[tuple[int, int]]:
+    """(offset, length) of consecutive chunks: CHUNK messages or CHUNK_BYTES of the text
+    the namer reads, whichever comes first (one message at least)."""
+    import numpy as np
+
+    size = messages.str.len_bytes().fill_null(0).clip(0, MAX_MASKED).to_numpy()
+    ends = np.cumsum(size)
+    out, i, n = [], 0, len(size)
+    while i < n:
+        before = ends[i - 1] if i else 0
+        j = int(np.searchsorted(ends, before + CHUNK_BYTES, side="right"))
+        j = min(max(j, i + 1), i + CHUNK, n)
+        out.append((i, j - i))
+        i = j
+    return out
 
 
 def _named(messages: pl.Series) -> pl.Series:

@@ -3,6 +3,7 @@ its floors, and each miss class has its real line."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import polars as pl
@@ -206,3 +207,37 @@ def test_one_bad_agent_among_eight_is_the_suspect(tmp_path: Path) -> None:
     assert top is not None and top.feature == "named agent", res.sentences()
     assert top.level == "agent-3" and "agent agent-3" in top.predicate
     assert "against the rest; one of 8 tested" in top.predicate
+
+
+def test_long_lines_are_named_in_chunks_of_bounded_text(monkeypatch) -> None:
+    """Chunks hold at most CHUNK messages and about CHUNK_BYTES of text (40 pairs a line
+    made each rule's match rows outgrow memory); naming in chunks names what one pass
+    does."""
+    from forensics.parsers import namer
+
+    lines = pl.Series([" ".join(f"key{i}={i * 7}" for i in range(40))] * 300 + ["x=1"] * 50)
+    whole = namer._named(lines).to_list()
+    monkeypatch.setattr(namer, "CHUNK_BYTES", 4_000)
+    monkeypatch.setattr(namer, "CHUNK", 64)
+    chunks = namer._chunks(lines)
+    assert sum(n for _, n in chunks) == len(lines)
+    assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(chunks))
+    sizes = lines.str.len_bytes().to_list()
+    assert all(n <= 64 and (n == 1 or sum(sizes[a:a + n]) <= 4_000 + max(sizes))
+               for a, n in chunks)  # fmt: skip
+    assert len(chunks) > len(lines) // 64
+    assert namer.named(lines).to_list() == whole
+
+
+def test_a_record_group_weighs_the_pairs_its_lines_hold() -> None:
+    """A group of pair-heavy lines flushes sooner: its named values live as long as it
+    does. The journal reader's message column is a string view (pyarrow's own substring
+    count refuses it)."""
+    import pyarrow as pa
+
+    from forensics.store.records import MAX_PAIRS, _pairs
+
+    view = pa.chunked_array([pa.array(["a=1 b=2", None, "no pairs"], pa.string_view()),
+                             pa.array(["=" * 40], pa.string_view())])  # fmt: skip
+    assert _pairs(view) == 2 + MAX_PAIRS
+    assert _pairs(pa.chunked_array([pa.array(["k=v"], pa.large_string())])) == 1

@@ -18,6 +18,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..parsers import templates
+from ..parsers.namer import MAX_PAIRS
 from ..parsers.patterns import Pattern, builtin, classify, record_rows
 from ..parsers.ranktags import rank_tags
 from ..parsers.records import parse_records
@@ -50,6 +51,10 @@ BACKLOG = 2  # groups of batches waiting for record parsing
 # a backlog of 1 at 1.0–1.1 GB for no more speed (bench/README.md).
 GROUP_ROWS = 200_000
 GROUP_BYTES = 64 << 20
+# A line's named values live as long as its group: weigh a batch by the `key=value` pairs
+# its lines hold (each line's first MAX_PAIRS), so lines of 40 pairs make groups of a
+# quarter the text (256 MB of them: 1.30 GB peak at 64 MB groups, 0.95 at 16 MB)
+PAIR_BYTES = 128
 
 
 def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
@@ -166,6 +171,13 @@ def _batch_records(
     return _records_of(pl.from_arrow(batch), user)  # type: ignore[arg-type]
 
 
+def _pairs(messages: pa.ChunkedArray) -> int:
+    """The `key=value` pairs these messages hold that the namer will keep (polars: the
+    column may be a string view, which pyarrow's kernels do not take)."""
+    per = pl.Series(messages).str.count_matches("=", literal=True).clip(0, MAX_PAIRS)
+    return int(per.sum() or 0)
+
+
 class RecordSink:
     """Records of the batches of one source, parsed in a worker, handed on in order to
     `put(table, rows)` (rows without `source_id`: a staged source has none yet)."""
@@ -192,7 +204,7 @@ class RecordSink:
         part = batch.select(_COLUMNS)
         self.held.append(part)
         self.held_rows += part.num_rows
-        self.held_bytes += part.nbytes
+        self.held_bytes += part.nbytes + PAIR_BYTES * _pairs(part["message"])
         if self.held_rows >= GROUP_ROWS or self.held_bytes >= GROUP_BYTES:
             self._flush()
         # Wait when parsing falls behind: a backlog of batches would grow with the input.
