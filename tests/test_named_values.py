@@ -241,3 +241,41 @@ def test_a_record_group_weighs_the_pairs_its_lines_hold() -> None:
                              pa.array(["=" * 40], pa.string_view())])  # fmt: skip
     assert _pairs(view) == 2 + MAX_PAIRS
     assert _pairs(pa.chunked_array([pa.array(["k=v"], pa.large_string())])) == 1
+
+
+def test_a_nic_named_only_by_host_level_lines_is_the_suspect(tmp_path: Path) -> None:
+    """UCX's send-completion errors name a device, never a request: a line on the
+    request's decode host just before its transfer makes the device the request's level.
+    mlx5_3 errors come before most corrupted transfers, the seven other NICs' before a
+    few requests at random; the device, not the line's template, comes first."""
+    import random
+
+    from forensics import ingest, query
+    from forensics.analyses.suspects import suspects
+    from forensics.synthetic.planted import generate_planted, write_planted
+
+    inc = generate_planted(None, seed=1)
+    db = tmp_path / "db.duckdb"
+    ingest([str(f) for f in write_planted(inc, tmp_path / "in")], db, run="incident")
+    got = query("SELECT rid, decode_host, anchor_us FROM request_evidence "
+                "WHERE anchor_us IS NOT NULL AND decode_host IS NOT NULL", db)  # fmt: skip
+    bad = {r["rid"] for r in inc.results if r["corrupted"]}
+    rng = random.Random(3)
+    by_host: dict[str, list[str]] = {}
+    for rid, host, at in got.iter_rows():
+        nic = ("mlx5_3" if rid in bad and rng.random() < 0.7
+               else f"mlx5_{rng.choice([0, 1, 2, 4, 5, 6, 7])}" if rng.random() < 0.15 else None)  # fmt: skip
+        if nic is not None:
+            by_host.setdefault(host, []).append(
+                f"[{(at - 50_000) / 1e6:.6f}] [{host}:537  :1]       srd_iface.c:221  UCX  ERROR "
+                f"send completion[0] with error on {nic}/0x55cf4425cfb0: Work Request Flushed "
+                "Error, vendor_err 0x1 wr_id 0x7f8b20022480\n")  # fmt: skip
+    assert len(by_host) == 2
+    for host, lines in by_host.items():
+        path = tmp_path / f"ucx-{host}.log"
+        path.write_text("".join(lines), encoding="utf-8")
+        ingest([str(path)], db, run="incident", host=host)
+    res = suspects(db)
+    top = res.suspects[0] if res.suspects else None
+    assert top is not None and top.feature == "named device", res.sentences()
+    assert top.level == "mlx5_3" and "before its transfer" in top.predicate

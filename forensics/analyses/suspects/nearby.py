@@ -157,7 +157,7 @@ def near(
     return out, skipped
 
 
-def _pairs(side: str, anc: Anchors, got: Lines, span_s: float) -> tuple[np.ndarray, ...]:
+def near_pairs(side: str, anc: Anchors, got: Lines, span_s: float) -> tuple[np.ndarray, ...]:
     """(request, line) pairs: the side's host's lines within `span_s` of each anchor
     (either way, widened), the request's own lines left out; their lag from the anchor,
     and which requests know their host on this side."""
@@ -184,7 +184,7 @@ def _pairs(side: str, anc: Anchors, got: Lines, span_s: float) -> tuple[np.ndarr
 def _side(side: str, anc: Anchors, got: Lines, grid: list[float]) -> list[Predicate]:
     """Each template's nearest line before (and after) each request, then a predicate per
     window of the grid."""
-    req, line, lag, known = _pairs(side, anc, got, max(grid))
+    req, line, lag, known = near_pairs(side, anc, got, max(grid))
     if not len(req):
         return []
     # template codes are dense: counts and renumbering by bincount, not a sort of pairs
