@@ -115,24 +115,30 @@ def _typed_fields(lines: pl.Series) -> dict[int, list[tuple[str, str]]]:
     return out
 
 
-def grouping(rows: list[Row]) -> float:
-    """Grouping accuracy (Zhu et al., Loghub) of the templates a user gets — a line a
-    built-in pattern reads is its pattern's, any other its masked text's: the share of
-    lines whose template holds exactly their label's lines."""
+def grouping(rows: list[Row], stored: bool = False) -> float:
+    """Grouping accuracy (Zhu et al., Loghub): the share of lines whose template holds
+    exactly their label's lines. The masker's templates (as bench/templates.py measures
+    its corpus), or `stored`: the templates a user gets, a line a built-in pattern reads
+    being its pattern's."""
+    from forensics.parsers import templates
+
     from forensics.store.records import _records_of
 
     n = len(rows)
-    entries = pl.DataFrame(
-        {"entry_no": range(n), "line_first": range(1, n + 1), "host": ["h"] * n,
-         "ts_us": range(n), "priority": [6] * n, "message": [r.line for r in rows],
-         "fields": [None] * n},
-        schema_overrides={"fields": pl.String, "priority": pl.Int64},
-    )  # fmt: skip
-    got = _records_of(entries)[0]["line"]["template"].to_list()
+    messages = pl.Series([r.line for r in rows])
+    if stored:
+        entries = pl.DataFrame(
+            {"entry_no": range(n), "line_first": range(1, n + 1), "host": ["h"] * n,
+             "ts_us": range(n), "priority": [6] * n, "message": messages, "fields": [None] * n},
+            schema_overrides={"fields": pl.String, "priority": pl.Int64},
+        )  # fmt: skip
+        got = _records_of(entries)[0]["line"]["template"].to_list()
+    else:
+        got = templates.template_ids(templates.mask(messages)).to_list()
     by_label: dict[str, set[int]] = {}
     by_template: dict[int, set[int]] = {}
     for i, (row, t) in enumerate(zip(rows, got, strict=True)):
         by_label.setdefault(row.template, set()).add(i)
         by_template.setdefault(t, set()).add(i)
     ok = sum(by_label[r.template] == by_template[t] for r, t in zip(rows, got, strict=True))
-    return ok / len(rows)
+    return ok / n

@@ -37,12 +37,14 @@ def test_named_values_precision_recall_and_lines_understood() -> None:
 
 
 def test_template_grouping_on_the_corpus() -> None:
-    """Lines of one template label get one template (the header's rule), the rest their
-    own. A floor at today's 0.72 (issue 52 wants 0.95): what is left apart is a message
-    reworded across versions (torch's watchdog, Dynamo's `Selected worker`), one request
-    id written in two shapes (`cmpl-…-0`, a UUID), and one pattern naming two messages
-    (`nccl_error`); bench/templates.py prints the masker's own figure."""
-    assert grouping(load()) >= 0.72
+    """Lines of one format string get one template, the rest their own (the corpus
+    header's rule). The masker: 0.957 (0.808 before a request id of any shape was one
+    <id>, LMCache's `(file:line:logger)` suffix came off and a sign stopped splitting
+    numbers). As stored 0.81: a built-in pattern's lines are its template, and some
+    patterns read several messages (`nccl_error`, `http_access`, `transfer_failed`)."""
+    rows = load()
+    assert grouping(rows) >= 0.95
+    assert grouping(rows, stored=True) >= 0.8
 
 
 def test_identifiers_stay_whole() -> None:

@@ -55,11 +55,12 @@ def _is_list(t: pa.DataType) -> bool:
 def _zero_length_nulls(col: pa.ChunkedArray) -> pa.ChunkedArray:
     """A list column whose null entries span no values: polars 1.35's left join leaves
     nulls of a non-zero length, and pyarrow refuses to cast those to a MAP. if_else
-    rebuilds the column, so its nulls come out empty."""
+    rebuilds the column, so its nulls come out empty (an array of nulls: a scalar made
+    from Python imports pandas)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.if_else(col.is_null(), pa.scalar(None, col.type), col)
+    return pc.if_else(col.is_null(), pa.nulls(len(col), col.type), col)
 
 
 def source_folder(root: Path, source_id: int) -> Path:
