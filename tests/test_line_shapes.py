@@ -108,3 +108,21 @@ def test_who_raised_a_traceback_and_the_peer_of_a_dead_session(tmp_path: Path) -
     assert con.execute("SELECT kind, raised_by FROM events").fetchall() == [
         ("traceback", "Scheduler")]  # fmt: skip
     assert con.execute("SELECT peer, tp FROM transfers").fetchall() == [("10.10.11.3:16581", 0)]
+
+
+def test_nccls_warn_lines_with_their_source_and_226s_timestamp(tmp_path: Path) -> None:
+    """NCCL's WARN lines carry `file:line` after the CUDA device, and NCCL >= 2.26 stamps
+    them (`[%F %T] `, NCCL_DEBUG_TIMESTAMP_FORMAT's default): the stamp is the line's time,
+    both prefixes come off the template, the bracket is named the CUDA device (debug.cc
+    prints cudaDev there, not the rank). The line is NVIDIA/nccl#1710's, stamped."""
+    warn = ("node023:10214:10303 [0] transport/net_ib.cc:1909 NCCL WARN NET/IB : Got completion "
+            "from peer 10.1.3.201<33057> with status=9 opcode=0 len=0 vendor err 138 (Send) "
+            "localGid ::ffff:10.206.1.23 remoteGids::ffff:10.206.1.11")  # fmt: skip
+    db = _ingest(tmp_path, f"[2025-06-02 10:11:12] {warn}\n{warn.replace('[0]', '[3]')}\n")
+    con = connect_read_only(db)
+    got = con.execute("SELECT ts_us, template, named FROM lines ORDER BY entry_no").fetchall()
+    con.close()
+    assert got[0][0] == 1748859072_000000 and got[0][1] == got[1][1]
+    assert got[0][2]["cuda_dev"] == "0" and got[1][2]["cuda_dev"] == "3"
+    assert got[0][2]["peer"] == "10.1.3.201<33057>" and got[0][2]["vendor_err"] == "138"
+    assert "rank" not in got[0][2]
