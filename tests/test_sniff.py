@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from forensics.parsers.journald import UnknownFormat, sniff
 
@@ -54,3 +56,30 @@ def test_sniff_input_orders_every_form() -> None:
     assert sniff_input(b"2026-11-29T07:00:01.000000+0000 h app[1]: x\n") == "short-iso-precise"
     assert sniff_input(b"[2026-11-29 07:00:01 TP0] Decode batch\n") == "sglang"
     assert sniff_input(b"just text\n") == "cat"
+
+
+def test_the_input_forms_are_one_table_in_sniff_order() -> None:
+    """Formats are rows (parsers/formats.py): every reader's format is one, each in a
+    family, the families in the order they are sniffed; a head of each family is sniffed
+    as one of its formats; --format's list and docs/details.md's table come from them."""
+    from forensics.parsers import journald, plain
+    from forensics.parsers.formats import FAMILIES, FORMATS, FORMATS_TABLE, formats_markdown
+    from forensics.parsers.formats import sniff_input as sniffed
+
+    assert set(FORMATS) == set(journald.FORMATS) | set(plain.PLAIN_FORMATS)
+    order = [f.name for f in FAMILIES]
+    ranks = [order.index(f.family) for f in FORMATS_TABLE]
+    assert ranks == sorted(ranks)
+    heads = {
+        "results": b'{"session": "s", "rid": "a", "corrupted": false}\n',
+        "json-lines": b'{"level":"info","ts":"2026-04-23T02:14:43Z","msg":"hi"}\n',
+        "collector": b"2026-09-20T14:03:12.1Z [2026-09-20 14:03:12 TP0] x\n",
+        "journal": b"2026-11-29T07:00:01.000000+0000 h app[1]: x\n",
+        "program": b"[2026-11-29 07:00:01 TP0] Decode batch\n",
+    }
+    by_name = {f.name: f.family for f in FORMATS_TABLE}
+    for family, head in heads.items():
+        got = sniffed(head)
+        assert by_name.get(got, "results" if got.startswith("results") else None) == family
+    docs = (Path(__file__).parent.parent / "docs" / "details.md").read_text(encoding="utf-8")
+    assert "\n".join("  " + ln for ln in formats_markdown().splitlines()) in docs
