@@ -118,10 +118,10 @@ def named(messages: pl.Series) -> pl.Series:
     where it names none. In chunks of at most CHUNK messages and about CHUNK_BYTES of text:
     the matches of every rule are rows before they are lists, and 125 k lines of 40
     `key=value` pairs each held 2.9 GB at once (bench/README.md)."""
-    if len(messages) <= 1 or messages.str.len_bytes().sum() <= CHUNK_BYTES:
+    chunks = _chunks(messages.cast(pl.String))
+    if len(chunks) <= 1:
         return _named(messages)
-    parts = [_named(messages.slice(i, n)) for i, n in _chunks(messages)]
-    return pl.concat(parts)
+    return pl.concat([_named(messages.slice(i, n)) for i, n in chunks])
 
 
 def _chunks(messages: pl.Series) -> list[tuple[int, int]]:
@@ -130,6 +130,8 @@ def _chunks(messages: pl.Series) -> list[tuple[int, int]]:
     import numpy as np
 
     size = messages.str.len_bytes().fill_null(0).clip(0, MAX_MASKED).to_numpy()
+    if len(size) <= CHUNK and int(size.sum()) <= CHUNK_BYTES:
+        return [(0, len(size))] if len(size) else []
     ends = np.cumsum(size)
     out, i, n = [], 0, len(size)
     while i < n:
