@@ -43,11 +43,24 @@ def _rules() -> tuple:
 
 def _prefixless(text: pl.Series) -> pl.Series:
     """The message without its log prefix (glog's time and thread are no values of it);
-    a prefix that states a value (NCCL's and c10d's rank) leaves it as `rank=N`."""
+    a prefix that states a value (NCCL's device, c10d's rank) leaves it as `key=N`. One
+    expression, one pass (a pass a rule cost 0.4 ms each call)."""
+    expr = pl.col("t")
     for r in rules():
         if r.kind == "prefix":
-            text = text.str.replace(r.regex, r.to if r.keep is None else r.keep)
-    return text
+            expr = expr.str.replace(r.regex, r.to if r.keep is None else r.keep)
+    return pl.DataFrame({"t": text}).select(expr).to_series()
+
+
+def _needles(text: pl.Series) -> dict[str, pl.Series]:
+    """Each rule's needle's rows, found once on the whole text (taking spans out only
+    removes text: a row that lacked a needle still lacks it)."""
+    needles = sorted({r.needle for r in _rules() if r.needle is not None})
+    exprs = [(pl.col("t").str.contains(n[3:]) if n.startswith("re:")
+              else pl.col("t").str.contains(n, literal=True)).alias(str(i))
+             for i, n in enumerate(needles)]  # fmt: skip
+    found = pl.DataFrame({"t": text}).select(exprs)
+    return {n: found[str(i)].arg_true() for i, n in enumerate(needles)}
 
 
 def _matches(text: pl.Series, rule: Rule) -> pl.DataFrame:
@@ -70,19 +83,14 @@ def _matches(text: pl.Series, rule: Rule) -> pl.DataFrame:
     return pl.DataFrame({"row": found["row"], "key": key.cast(pl.String), "value": value})
 
 
-def _holding(text: pl.Series, needle: str | None) -> pl.Series | None:
-    """The rows a rule may match (its needle's), None: every row."""
-    if needle is None:
-        return None
-    if needle.startswith("re:"):
-        return text.str.contains(needle[3:]).arg_true()
-    return text.str.contains(needle, literal=True).arg_true()
+_NONE = pl.DataFrame(schema={"row": pl.UInt32, "key": pl.String, "value": pl.String})
 
 
-def _apply(text: pl.Series, rule: Rule) -> tuple[pl.DataFrame, pl.Series]:
+def _apply(text: pl.Series, rule: Rule, rows: pl.Series | None) -> tuple[pl.DataFrame, pl.Series]:
     """The rule's matches (row, key, value) and the text with them taken out, tried only
-    on the lines holding its needle."""
-    rows = _holding(text, rule.needle)
+    on `rows` (those holding its needle; None: every row)."""
+    if rows is not None and not len(rows):  # no line holds its needle: nothing to run
+        return _NONE, text
     sub = text if rows is None else text.gather(rows)
     found = _matches(sub, rule)
     if not len(found):
@@ -145,9 +153,10 @@ def _chunks(messages: pl.Series) -> list[tuple[int, int]]:
 
 def _named(messages: pl.Series) -> pl.Series:
     text = _prefixless(messages.cast(pl.String).str.slice(0, MAX_MASKED).fill_null(""))
+    holding = _needles(text)
     parts = []
     for r in _rules():
-        found, text = _apply(text, r)
+        found, text = _apply(text, r, None if r.needle is None else holding[r.needle])
         parts.append(found)
     rows = _capped(_normalised(pl.concat(parts)))
     out = pl.DataFrame({"row": pl.int_range(len(text), eager=True, dtype=pl.UInt32)})

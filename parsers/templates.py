@@ -133,15 +133,21 @@ def lines(
     `components_of`: a pattern's component; `valued`: the patterns whose lines keep their
     named values too (events: a slice failure's NICs and length)."""
     messages = messages.fill_null("")  # an entry without a message is a template too
-    rest = messages.filter(names.is_null())
+    unread = names.is_null()
+    rest = messages.filter(unread)
     masked = mask(rest)
+    # one namer pass for the masked lines and the valued patterns' (its cost is mostly fixed)
+    keep = unread | names.is_in(list(valued))
+    values = named(messages.filter(keep))
+    at_keep = keep.cast(pl.UInt32).cum_sum() - 1  # a kept line's place in `values`
     frame = pl.DataFrame({"pattern": names, "level": levels(messages, priority)})
     rest_rows = pl.DataFrame(
-        {"text": masked, "component": components(rest), "named": named(rest)}
-    ).with_columns(template=template_ids(masked))
+        {"text": masked, "component": components(rest),
+         "named": values.gather(at_keep.filter(unread))}
+    ).with_columns(template=template_ids(masked))  # fmt: skip
     idx = pl.int_range(len(messages), eager=True, dtype=pl.UInt32)
-    by_name = _by_name(frame.with_columns(_i=idx), messages, components_of, valued,
-                       rest_rows.schema["named"])  # fmt: skip
+    by_name = _by_name(frame.with_columns(_i=idx, _v=at_keep), values, valued,
+                       components_of, rest_rows.schema["named"])  # fmt: skip
     by_text = frame.with_columns(_i=idx).filter(pl.col("pattern").is_null())
     by_text = pl.concat([by_text, rest_rows], how="horizontal")
     cols = ["_i", "template", "text", "pattern", "level", "component", "named"]
@@ -155,13 +161,13 @@ def lines(
 
 def _by_name(
     frame: pl.DataFrame,
-    messages: pl.Series,
-    components_of: dict[str, str],
+    values: pl.Series,
     valued: frozenset[str],
+    components_of: dict[str, str],
     named_type: pl.DataType,
 ) -> pl.DataFrame:
     """The rows of lines a pattern reads: the pattern's name as their text; the `valued`
-    patterns' lines keep their named values too."""
+    patterns' lines keep their named values too (`values` at `_v`)."""
     by_name = frame.filter(pl.col("pattern").is_not_null()).with_columns(
         text=pl.col("pattern"),
         component=pl.col("pattern").replace_strict(components_of, default="sglang"),
@@ -170,7 +176,7 @@ def _by_name(
     by_name = by_name.with_columns(template=template_ids(by_name["text"], salt="p"))
     keep = by_name["pattern"].is_in(list(valued))
     if keep.any():
-        rows = by_name["_i"].filter(keep)
-        found = pl.DataFrame({"_i": rows, "named": named(messages.gather(rows))})
+        at = by_name["_v"].filter(keep)
+        found = pl.DataFrame({"_i": by_name["_i"].filter(keep), "named": values.gather(at)})
         by_name = by_name.drop("named").join(found, on="_i", how="left", maintain_order="left")
     return by_name

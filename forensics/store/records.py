@@ -51,10 +51,13 @@ BACKLOG = 2  # groups of batches waiting for record parsing
 # a backlog of 1 at 1.0–1.1 GB for no more speed (bench/README.md).
 GROUP_ROWS = 200_000
 GROUP_BYTES = 64 << 20
-# A line's named values live as long as its group: weigh a batch by the `key=value` pairs
-# its lines hold (each line's first MAX_PAIRS), so lines of 40 pairs make groups of a
-# quarter the text (256 MB of them: 1.30 GB peak at 64 MB groups, 0.95 at 16 MB)
+# A line's named values live as long as its group: a batch weighs its bytes and this much
+# a value its lines will name (the last group's named values a byte; before any, the `=`
+# of a sample of the first batch), so lines of 40 `key=value` pairs make groups of a
+# quarter the text (256 MB of them: 1.30 GB peak at 64 MB groups, 0.95 at 16 MB) while
+# lines a pattern reads (probe records' `k=v`) keep whole groups
 PAIR_BYTES = 128
+SAMPLE_LINES = 512
 
 
 def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
@@ -63,7 +66,10 @@ def _typed(table: str, df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _patterned(
-    entries: pl.DataFrame, user: list[Pattern], only: list[str] | None = None
+    entries: pl.DataFrame,
+    user: list[Pattern],
+    only: list[str] | None = None,
+    tags: pl.DataFrame | None = None,
 ) -> tuple[dict[str, pl.DataFrame], pl.Series]:
     """SGLang's own lines (built-in and user table patterns): rows per record kind
     (`only` these tables where given), and the payload lines (patterns.classify)."""
@@ -73,7 +79,7 @@ def _patterned(
     found, payload = classify(pats, entries["message"].cast(pl.String))
     origin = pl.concat([entries.select(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
-    ), rank_tags(entries["message"])], how="horizontal")  # fmt: skip
+    ), rank_tags(entries["message"]) if tags is None else tags], how="horizontal")  # fmt: skip
     rows = {
         _PATTERN_KINDS[table]: _typed(table, origin.join(df, on="row"))
         for table, df in found.items()
@@ -88,18 +94,21 @@ def _records_of(
 ) -> tuple[dict[str, pl.DataFrame], list[Reject]]:
     """Rows of every record table for these entries (the patterns' tables, the probes'
     records, and every line's template), and the records that break the contract."""
-    out, payload = _patterned(entries, list(user))
+    tags = rank_tags(entries["message"])  # one read for every table of the group
+    out, payload = _patterned(entries, list(user), tags=tags)
     named = [f.select("row", "pattern") for f in out.values()]
     out = {kind: f.drop("row") for kind, f in out.items()}
     recs, rejects = _contract(entries, user, payload)
     for kind, df in recs.items():
         out[kind] = df.drop("row")
         named.append(df.select("row", pattern=pl.lit(f"forensics:{kind}")))
-    out["line"] = _lines(entries, named, user)
+    out["line"] = _lines(entries, named, user, tags)
     return out, rejects
 
 
-def _lines(entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern]) -> pl.DataFrame:
+def _lines(
+    entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern], tags: pl.DataFrame
+) -> pl.DataFrame:
     """Every entry's template row; a line a pattern reads is named by the first that does."""
     names = pl.repeat(None, len(entries), dtype=pl.String, eager=True).alias("pattern")
     if named:
@@ -113,7 +122,7 @@ def _lines(entries: pl.DataFrame, named: list[pl.DataFrame], user: list[Pattern]
     found = templates.lines(entries["message"].cast(pl.String), names, components, priority,
                             VALUED)  # fmt: skip
     return pl.concat([entries.select("host", "ts_us", "entry_no"), found,
-                      rank_tags(entries["message"])], how="horizontal")  # fmt: skip
+                      tags], how="horizontal")  # fmt: skip
 
 
 def _contract(
@@ -171,11 +180,15 @@ def _batch_records(
     return _records_of(pl.from_arrow(batch), user)  # type: ignore[arg-type]
 
 
-def _pairs(messages: pa.ChunkedArray) -> int:
-    """The `key=value` pairs these messages hold that the namer will keep (polars: the
-    column may be a string view, which pyarrow's kernels do not take)."""
-    per = pl.Series(messages).str.count_matches("=", literal=True).clip(0, MAX_PAIRS)
-    return int(per.sum() or 0)
+def _pairs(messages: pa.ChunkedArray) -> float:
+    """About how many `key=value` pairs these messages hold that the namer would keep,
+    from their first SAMPLE_LINES (polars: the column may be a string view, which
+    pyarrow's kernels do not take)."""
+    sample = messages.slice(0, SAMPLE_LINES)
+    if not len(sample):
+        return 0.0
+    per = pl.Series(sample).str.count_matches("=", literal=True).clip(0, MAX_PAIRS)
+    return float(per.sum() or 0) * len(messages) / len(sample)
 
 
 class RecordSink:
@@ -192,7 +205,8 @@ class RecordSink:
         self.user = user or []
         self.run = run
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="forensics-records")
-        self.pending: deque[Future] = deque()
+        self.pending: deque[tuple[Future, int]] = deque()  # and the group's bytes
+        self.named_per_byte: float | None = None
         self.held: list[pa.Table] = []  # batches not yet submitted, and their size
         self.held_rows = self.held_bytes = 0
         self.counts = dict.fromkeys(TABLES, 0)
@@ -204,26 +218,37 @@ class RecordSink:
         part = batch.select(_COLUMNS)
         self.held.append(part)
         self.held_rows += part.num_rows
-        self.held_bytes += part.nbytes + PAIR_BYTES * _pairs(part["message"])
+        if self.named_per_byte is None:
+            self.named_per_byte = _pairs(part["message"]) / max(part.nbytes, 1)
+        self.held_bytes += int(part.nbytes * (1 + PAIR_BYTES * self.named_per_byte))
         if self.held_rows >= GROUP_ROWS or self.held_bytes >= GROUP_BYTES:
             self._flush()
         # Wait when parsing falls behind: a backlog of batches would grow with the input.
-        while self.pending and (self.pending[0].done() or len(self.pending) > BACKLOG):
-            self.store(*self.pending.popleft().result())
+        while self.pending and (self.pending[0][0].done() or len(self.pending) > BACKLOG):
+            self._stored(*self.pending.popleft())
 
     def _flush(self) -> None:
         if self.held:
             group = pa.concat_tables(self.held) if len(self.held) > 1 else self.held[0]
-            self.pending.append(self.pool.submit(_batch_records, group, self.user))
+            self.pending.append((self.pool.submit(_batch_records, group, self.user),
+                                 group.nbytes))  # fmt: skip
             self.held, self.held_rows, self.held_bytes = [], 0, 0
 
     def close(self) -> None:
         try:
             self._flush()
             while self.pending:
-                self.store(*self.pending.popleft().result())
+                self._stored(*self.pending.popleft())
         finally:
             self.pool.shutdown(cancel_futures=True)
+
+    def _stored(self, done: Future, nbytes: int) -> None:
+        """A group's records stored, and the named values a byte it held noted."""
+        frames, rejects = done.result()
+        if "line" in frames and nbytes:
+            named = frames["line"]["named"].list.len().sum()
+            self.named_per_byte = int(named or 0) / nbytes
+        self.store(frames, rejects)
 
     def store(self, frames: dict[str, pl.DataFrame], rejects: list[Reject]) -> None:
         if "line" in frames:

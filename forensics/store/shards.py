@@ -58,15 +58,15 @@ def _zero_length_nulls(col: pa.ChunkedArray) -> pa.ChunkedArray:
     dependency set (tests/test_records.py's grouped batches). if_else rebuilds such a
     column (only such a one), so its nulls come out empty
     (an array of nulls: a scalar made from Python imports pandas)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     def spans(chunk: pa.Array) -> bool:  # a null entry over values: the rebuild is needed
         if not chunk.null_count:
-            return False
-        lengths = np.diff(np.asarray(chunk.offsets))
-        return bool((lengths[np.asarray(chunk.is_null())] > 0).any())
+            return False  # (arrow kernels only: numpy's view of a bool array imports pandas)
+        offsets = chunk.offsets
+        lengths = pc.subtract(offsets.slice(1), offsets.slice(0, len(offsets) - 1))
+        return (pc.max(pc.filter(lengths, chunk.is_null())).as_py() or 0) > 0
 
     if not any(spans(c) for c in col.chunks):
         return col
