@@ -22,6 +22,8 @@ class Rule:
     # a rule is a regex pass over the text, the needle a cheaper one that skips most lines
     needle: str | None = None
     split: str | None = None  # value: split each match at the first of this (no regex pass)
+    # prefix: run on every line (parsers/prefixes.py), not only where the others' gate finds one
+    every: bool = False
 
 
 @lru_cache(maxsize=1)
@@ -31,6 +33,7 @@ def rules() -> tuple[Rule, ...]:
     kinds = ("prefix", "mask", "level", "component", "value")
     return tuple(
         Rule(kind, d["name"], d["regex"], d.get("to", ""), dict(d.get("map", {})),
-             tuple(d.get("samples", ())), d.get("keep"), d.get("needle"), d.get("split"))
+             tuple(d.get("samples", ())), d.get("keep"), d.get("needle"), d.get("split"),
+             d.get("every", False))
         for kind in kinds for d in data.get(kind, [])
     )  # fmt: skip

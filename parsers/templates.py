@@ -19,6 +19,7 @@ import re
 
 import polars as pl
 
+from . import prefixes
 from .masks import Rule, rules
 from .namer import named as name_values
 
@@ -45,10 +46,11 @@ def _of(kind: str) -> list[Rule]:
 def mask(messages: pl.Series) -> pl.Series:
     """The template text of each message (first MAX_MASKED characters read)."""
     s = messages.cast(pl.String).str.slice(0, MAX_MASKED)
+    if not len(s):  # every line a pattern's: no rule compiled for none
+        return s
     ansi, *masks = _of("mask")
     s = s.str.replace_all(ansi.regex, ansi.to)
-    for r in _of("prefix"):  # anchored: each takes its prefix off the front, if there
-        s = s.str.replace(r.regex, r.to)
+    s = prefixes.strip(s, _of("prefix"))
     for r in masks:
         s = s.str.replace_all(r.regex, r.to)
     return s.str.strip_chars().str.slice(0, MAX_TEXT)

@@ -528,21 +528,35 @@ def test_the_lines_near_the_transfer_stored_at_ingest_are_what_a_read_computes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ingest stores the lines near every transfer (every run, no window); `suspects`
-    reads them back only where they are exactly what it would compute."""
+    reads them back only where they are exactly what it would compute — also when the
+    first run was masked by the masker before issue 52 (its templates kept as stored)."""
     import duckdb
+    from forensics.parsers import masks
+    from forensics.parsers import templates as T
 
     import forensics.analyses.suspects as sus
     from forensics.analyses.suspects.features import load_table
     from forensics.analyses.suspects.nearby import near
     from forensics.analyses.suspects.stored import STAMP, stored_near
+    from forensics.analyses.templates import templates
     from forensics.scope import open_scope, scoped
 
     db = tmp_path / "db.duckdb"
+    older = tuple(r for r in masks.rules() if r.name not in ("identifier", "request id"))
     for seed, run in ((1, "a"), (2, "b")):  # the second ingest: the stored rows follow it
+        if run == "a":
+            monkeypatch.setattr(T, "rules", lambda: older)
+            monkeypatch.setattr(T, "MASKER", 1)
         inc = generate_planted("line", seed=seed, lag_s=0.8, side="decode", detect=True)
         files = write_planted(inc, tmp_path / run)
         forensics.ingest([str(f) for f in files], db, run=run)
+        monkeypatch.undo()
+    assert any("masked by masker 1" in n for n in templates(db, new_since="a").notes)
     with scoped(db) as s:
+        assert {m for (m,) in s.con.execute("SELECT DISTINCT masker FROM lines").fetchall()} == {
+            1,
+            T.MASKER,
+        }
         table = load_table(s.con, s.runs, s.tags, declared())
         stored = stored_near(s.con, table)
         assert stored is not None

@@ -332,3 +332,30 @@ def test_a_baseline_of_an_older_masker_is_said_and_removes_cleanly(
 
     remove_source(db, 1)
     assert templates(db).total == 1
+
+
+def test_prefixes_gated_take_off_what_every_rule_in_turn_does() -> None:
+    """The prefix rules a gate skips (parsers/prefixes.py) leave every real line's text as
+    trying each rule on every line in turn does, for the masker and for the namer (whose
+    `keep` differs), stacked prefixes included."""
+    from forensics.parsers import masks, prefixes
+
+    from tests.named_values import load
+
+    rules = [r for r in masks.rules() if r.kind == "prefix"]
+    assert any(r.every for r in rules) and not all(r.every for r in rules)
+    lines = [row.line for row in load()] + [s["line"] for r in rules for s in r.samples]
+    for name in ("pd-stack-lines.tsv", "sglang-real-lines.tsv"):
+        lines += [raw.split("\t", 2)[2] for raw in (DATA.parent / name).read_text().splitlines()
+                  if raw and not raw.startswith("#")]  # fmt: skip
+    stacked = ["[2025-06-21 20:59:57,672] LMCache INFO: hit (a.py:1:lmcache.x)",
+               "[2026-01-02 03:04:05 TP0] [scheduler.py:12][WARNING] LMCache ERROR: x"]  # fmt: skip
+    text = pl.Series(lines + stacked)
+    for keep in (False, True):
+        each = text
+        for r in rules:
+            each = each.str.replace(r.regex, r.keep if keep and r.keep is not None else r.to)
+        got = prefixes.strip(text, rules, keep)
+        assert got.to_list() == each.to_list()
+        assert (got != text).sum() > len(lines) / 4  # the prefixes were there to take off
+    assert prefixes.strip(text, rules).to_list()[-2:] == ["hit", "x"]

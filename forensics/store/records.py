@@ -51,11 +51,13 @@ BACKLOG = 2  # groups of batches waiting for record parsing
 # a backlog of 1 at 1.0–1.1 GB for no more speed (bench/README.md).
 GROUP_ROWS = 200_000
 GROUP_BYTES = 64 << 20
-# A line's named values live as long as its group: a batch weighs its bytes and this much
+# A line's named values live as long as its group: a batch weighs its bytes or this much
 # a value its lines will name (the last group's named values a byte; before any, the `=`
-# of a sample of the first batch), so lines of 40 `key=value` pairs make groups of a
-# quarter the text (256 MB of them: 1.30 GB peak at 64 MB groups, 0.95 at 16 MB) while
-# lines a pattern reads (probe records' `k=v`) keep whole groups
+# of a sample of the first batch), whichever is more, so lines of 40 `key=value` pairs
+# make groups of a twelfth the text (256 MB of them: 1.30 GB peak at 64 MB groups) while
+# lines a pattern reads (probe records' `k=v`) keep whole groups. Not the sum: a value
+# a 200-byte line adds nothing to the peak (mixed journal 0.89 GB either way), but made
+# its groups smaller and ingest 5 % slower (bench/README.md)
 PAIR_BYTES = 128
 SAMPLE_LINES = 512
 
@@ -220,7 +222,7 @@ class RecordSink:
         self.held_rows += part.num_rows
         if self.named_per_byte is None:
             self.named_per_byte = _pairs(part["message"]) / max(part.nbytes, 1)
-        self.held_bytes += int(part.nbytes * (1 + PAIR_BYTES * self.named_per_byte))
+        self.held_bytes += int(part.nbytes * max(1.0, PAIR_BYTES * self.named_per_byte))
         if self.held_rows >= GROUP_ROWS or self.held_bytes >= GROUP_BYTES:
             self._flush()
         # Wait when parsing falls behind: a backlog of batches would grow with the input.
