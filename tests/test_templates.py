@@ -326,7 +326,13 @@ def test_a_baseline_of_an_older_masker_is_said_and_removes_cleanly(
 
     con = connect_read_only(db)
     before = con.execute("SELECT DISTINCT text, masker FROM lines WHERE run = 'before'").fetchall()
+    # every stored id is its stored text's hash, whichever masker wrote it: an upgrade
+    # has nothing to re-derive
+    stored = con.execute("SELECT DISTINCT template, text FROM lines ORDER BY text").fetchall()
     con.close()
+    assert len(stored) == 2
+    texts = pl.Series([t for _, t in stored])
+    assert [i for i, _ in stored] == T.template_ids(texts).to_list()
     assert before == [("KV receiver saw a stale page on mlx<n>_<n>", 1)]
     from forensics.writing import remove_source
 

@@ -194,3 +194,22 @@ def test_values_reach_the_terminal_as_typed(hostile: dict) -> None:
     assert "[/rid0]\\u001b[2J\\u009b31m" in follow.stdout.decode().replace("\n", "")
     sources = cli("sources", *db)
     assert "[bold]f" in sources.stdout.decode() and "\\u202e" in sources.stdout.decode()
+
+
+def test_a_templates_named_values_are_shown_escaped(tmp_path: Path) -> None:
+    """`templates --show ID` lists the values a line names: a hostile one (an escape in
+    a peer's name, a bidi control and a screen clear after it) reaches the terminal
+    escaped, as typed."""
+    log = tmp_path / "v.log"
+    log.write_text("".join(
+        f"[2026-11-29 07:00:0{i}] KV transfer failed, peer=n{i}\x1b[2J\u202e\n"
+        for i in range(3)), encoding="utf-8")  # fmt: skip
+    db = tmp_path / "v.duckdb"
+    assert cli("ingest", str(log), "--db", str(db), "--host", "d0").returncode == 0
+    ids = cli("sql", "SELECT DISTINCT printf('%016x', template) FROM lines", "--db", str(db),
+              "--format", "csv").stdout.decode().split()  # fmt: skip
+    shown = cli("templates", "--show", ids[-1], "--db", str(db))
+    out = shown.stdout.decode()
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert "peer" in out and "n0\\u001b" in out
+    assert not RAW.search(out) and not CRASH.search(out + shown.stderr.decode())
