@@ -16,6 +16,7 @@ from ..timefmt import span
 from .canary import CanaryReport, canary
 from .compare import Comparison, compare
 from .correlate import Correlation, correlate
+from .onset import Onset, onset
 from .rooms import RoomsReport, rooms
 from .runs import Runs
 from .skew import Skew, skew
@@ -110,6 +111,7 @@ class Report:
     canary: CanaryReport
     stock: StockEvidence
     suspects: Suspects
+    onset: Onset
 
     def as_dict(self) -> dict:
         return {
@@ -122,6 +124,7 @@ class Report:
             "canary": self.canary.as_dict(),
             "stock": self.stock.as_dict(),
             "suspects": self.suspects.as_dict(),
+            "onset": self.onset.as_dict(),
             "headline": self.headline(),
             "conclusions": self.sentences(),
         }
@@ -143,6 +146,7 @@ class Report:
             *self.stock.sentences(),
             *self.correlation.sentences(),
             *self.suspects.sentences(),
+            *self.onset.sentences(),
             *self.comparison.sentences(),
             *self.canary.sentences(),
             *self.skew.sentences(),
@@ -159,6 +163,8 @@ def headline(rep: Report) -> list[str]:
     top = rep.suspects.found()[:1]
     if top:
         out.append("top suspect: " + describe(top[0], rep.suspects.ranking.corrupted))
+    if began := rep.onset.headline():
+        out.append(began)
     if out:
         return out
     if not rep.coverage.hosts and rep.coverage.window is not None:
@@ -191,6 +197,7 @@ def _report(s: Scope, top: int) -> Report:
         canary(s, top=top),
         stock(s),
         suspects(s),
+        onset(s),
     )
 
 

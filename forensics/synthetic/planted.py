@@ -48,6 +48,8 @@ BASE_RATE = 0.03  # corruption without the cause
 CAUSED_RATE = 0.55  # with it (decode-1: HOST_RATE)
 HOST_RATE = 0.2
 NULL_RATE = 0.06
+PHASE = 40  # requests a load phase
+ONSET_STEP = 3.0  # the rate's change at a planted onset
 
 
 def generate_planted(
@@ -61,11 +63,13 @@ def generate_planted(
     lag_s: float = 0.1,
     side: str = "decode",
     detect: bool = False,
+    onset: float | None = None,
 ) -> Incident:
     """`requests` requests in `sessions` sessions with `cause` planted (see the module),
     over `decode_hosts` decode hosts of `dp_ranks` DP ranks each (`lag_s`, `side`: where
     the "line" cause is logged; `detect`: a line saying so after each corrupted request's
-    transfer, a consequence)."""
+    transfer, a consequence; `onset`: from the middle of the load phase this share of the
+    requests in, every rate ×ONSET_STEP, its time the truth's `onset_us`)."""
     if cause is not None and cause not in CAUSES:
         raise ValueError(f"unknown cause {cause!r}; choose from {', '.join(CAUSES)} or None")
     rng = random.Random(f"planted:{cause}:{seed}")
@@ -91,8 +95,9 @@ def generate_planted(
     recent: dict[str, list[str]] = {h: [] for h in hosts}
     phase = "low"
     rounds = max(1, requests // sessions)
+    began = None if onset is None else int(onset * requests) // PHASE * PHASE + PHASE // 2
     for i in range(requests):
-        if i % 40 == 0:
+        if i % PHASE == 0:
             phase = rng.choice(tuple(LOADS))
         (c_lo, c_hi), p_abort, p_retract = LOADS[phase]
         concurrency = rng.randint(c_lo, c_hi)
@@ -154,6 +159,9 @@ def generate_planted(
         }[cause]  # fmt: skip
         rate = (HOST_RATE if cause == "host" else CAUSED_RATE) if caused else (
             NULL_RATE if cause is None else BASE_RATE)  # fmt: skip
+        if began is not None and i >= began:
+            rate = min(1.0, rate * ONSET_STEP)
+            truth.setdefault("onset_us", start)  # type: ignore[arg-type]
         corrupted = rng.random() < rate
         if detect and corrupted:  # what a checker inside the server would print
             D(host, t + 500_000, _sglang(t + 500_000, DETECT_LINE))
