@@ -38,6 +38,7 @@
 -- @column decode_queue_ms         DOUBLE   decode: waiting queue, ms
 -- @column prefill_host            VARCHAR  host that prefilled it
 -- @column decode_host             VARCHAR  host that decoded it
+-- @column host_pair               VARCHAR  prefill host → decode host (NULL: a side not known)
 -- @column dp_rank                 BIGINT   data-parallel rank (meta_info)
 -- @column anchor                  VARCHAR  what its transfer is timed by: transfer (decode's checksum record), decode (Receive) or client (send)
 -- @column clock                   VARCHAR  its window: decode (Receive→Finish on decode) or client (send→reply)
@@ -81,7 +82,8 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
        coalesce(e.num_retractions, h.m_retr) AS num_retractions,
        e.attempts, e.prefill_retries, e.prefill_queue_ms, e.transfer_speed_gb_s,
        e.decode_prealloc_ms, e.decode_transfer_ms, e.decode_queue_ms,
-       e.prefill_host, e.decode_host, coalesce(e.dp_rank, h.m_dp) AS dp_rank, e.anchor, e.clock,
+       e.prefill_host, e.decode_host, e.prefill_host || ' → ' || e.decode_host AS host_pair,
+       coalesce(e.dp_rank, h.m_dp) AS dp_rank, e.anchor, e.clock,
        e.running_req, e.max_running_req, e.token_usage, e.status_peers, e.nic_pair, e.bs_captured,
        e.own_abort, e.own_transfer_failed,
        CASE WHEN e.decode_host IS NOT NULL THEN e.other_aborts END AS other_aborts,

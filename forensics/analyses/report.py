@@ -17,6 +17,7 @@ from .canary import CanaryReport, canary
 from .compare import Comparison, compare
 from .correlate import Correlation, correlate
 from .onset import Onset, onset
+from .pairs import Pairs, pairs
 from .rooms import RoomsReport, rooms
 from .runs import Runs
 from .skew import Skew, skew
@@ -112,6 +113,7 @@ class Report:
     stock: StockEvidence
     suspects: Suspects
     onset: Onset
+    pairs: Pairs
 
     def as_dict(self) -> dict:
         return {
@@ -125,6 +127,7 @@ class Report:
             "stock": self.stock.as_dict(),
             "suspects": self.suspects.as_dict(),
             "onset": self.onset.as_dict(),
+            **self.pairs.as_dict(),
             "headline": self.headline(),
             "conclusions": self.sentences(),
         }
@@ -147,6 +150,7 @@ class Report:
             *self.correlation.sentences(),
             *self.suspects.sentences(),
             *self.onset.sentences(),
+            *self.pairs.sentences(),
             *self.comparison.sentences(),
             *self.canary.sentences(),
             *self.skew.sentences(),
@@ -198,6 +202,7 @@ def _report(s: Scope, top: int) -> Report:
         stock(s),
         suspects(s),
         onset(s),
+        pairs(s),
     )
 
 
