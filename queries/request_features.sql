@@ -11,6 +11,7 @@
 --
 -- @depends request_evidence
 -- @depends requests
+-- @depends fail_open
 --
 -- @column run                     VARCHAR  the run the results were ingested under
 -- @column source_id               INTEGER  the results file
@@ -50,6 +51,7 @@
 -- @column bs_captured             BOOLEAN  its decode batch size was a captured CUDA-graph size (false: padded)
 -- @column own_abort               BOOLEAN  an abort line names it
 -- @column own_transfer_failed     BOOLEAN  a transfer failure names it
+-- @column answered_failed         BOOLEAN  a transfer failure names it and no retry under another room recovered it (fail_open)
 -- @column other_aborts            BIGINT   aborts of other requests on its decode host in its window
 -- @column other_transfer_failures BIGINT   transfer failures of other requests there
 -- @column retractions             BIGINT   requests retracted there (sum of #retracted_reqs)
@@ -86,6 +88,8 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
        coalesce(e.dp_rank, h.m_dp) AS dp_rank, e.anchor, e.clock,
        e.running_req, e.max_running_req, e.token_usage, e.status_peers, e.nic_pair, e.bs_captured,
        e.own_abort, e.own_transfer_failed,
+       coalesce(e.own_transfer_failed, false)
+           AND NOT coalesce(fo.recovered, false) AS answered_failed,
        CASE WHEN e.decode_host IS NOT NULL THEN e.other_aborts END AS other_aborts,
        CASE WHEN e.decode_host IS NOT NULL THEN e.other_transfer_failures END
            AS other_transfer_failures,
@@ -97,3 +101,4 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
 FROM request_evidence e
 JOIN requests r USING (source_id, line)
 JOIN harness h USING (source_id, line)
+LEFT JOIN fail_open fo USING (source_id, line)

@@ -16,6 +16,7 @@ from ..timefmt import span
 from .canary import CanaryReport, canary
 from .compare import Comparison, compare
 from .correlate import Correlation, correlate
+from .failopen import FailOpen, fail_open
 from .onset import Onset, onset
 from .pairs import Pairs, pairs
 from .rooms import RoomsReport, rooms
@@ -114,6 +115,7 @@ class Report:
     suspects: Suspects
     onset: Onset
     pairs: Pairs
+    fail_open: FailOpen
 
     def as_dict(self) -> dict:
         return {
@@ -128,6 +130,7 @@ class Report:
             "suspects": self.suspects.as_dict(),
             "onset": self.onset.as_dict(),
             **self.pairs.as_dict(),
+            "fail_open": self.fail_open.as_dict(),
             "headline": self.headline(),
             "conclusions": self.sentences(),
         }
@@ -151,6 +154,7 @@ class Report:
             *self.suspects.sentences(),
             *self.onset.sentences(),
             *self.pairs.sentences(),
+            *self.fail_open.sentences(),
             *self.comparison.sentences(),
             *self.canary.sentences(),
             *self.skew.sentences(),
@@ -203,6 +207,7 @@ def _report(s: Scope, top: int) -> Report:
         suspects(s),
         onset(s),
         pairs(s),
+        fail_open(s),
     )
 
 

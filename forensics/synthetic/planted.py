@@ -48,6 +48,9 @@ BASE_RATE = 0.03  # corruption without the cause
 CAUSED_RATE = 0.55  # with it (decode-1: HOST_RATE)
 HOST_RATE = 0.2
 NULL_RATE = 0.06
+LOST_HOST = "decode-1"  # the host whose remote agent is lost (peer_loss)
+RETRIED = 0.15  # of its failed transfers, those the router retries elsewhere
+FAIL_OPEN_RATE = 0.7  # of the rest, answered 200 with garbage
 PHASE = 40  # requests a load phase
 ONSET_STEP = 3.0  # the rate's change at a planted onset
 
@@ -64,12 +67,14 @@ def generate_planted(
     side: str = "decode",
     detect: bool = False,
     onset: float | None = None,
+    peer_loss: float | None = None,
 ) -> Incident:
     """`requests` requests in `sessions` sessions with `cause` planted (see the module),
     over `decode_hosts` decode hosts of `dp_ranks` DP ranks each (`lag_s`, `side`: where
     the "line" cause is logged; `detect`: a line saying so after each corrupted request's
     transfer, a consequence; `onset`: from the middle of the load phase this share of the
-    requests in, every rate ×ONSET_STEP, its time the truth's `onset_us`)."""
+    requests in, every rate ×ONSET_STEP, its time the truth's `onset_us`; `peer_loss`:
+    from this share of the requests in, decode-1's remote agent is gone — see _lost)."""
     if cause is not None and cause not in CAUSES:
         raise ValueError(f"unknown cause {cause!r}; choose from {', '.join(CAUSES)} or None")
     rng = random.Random(f"planted:{cause}:{seed}")
@@ -96,6 +101,8 @@ def generate_planted(
     phase = "low"
     rounds = max(1, requests // sessions)
     began = None if onset is None else int(onset * requests) // PHASE * PHASE + PHASE // 2
+    lost = None if peer_loss is None else int(peer_loss * requests)
+    lrng = random.Random(f"peer_loss:{seed}")  # its own draws: the others stay as they were
     for i in range(requests):
         if i % PHASE == 0:
             phase = rng.choice(tuple(LOADS))
@@ -163,6 +170,8 @@ def generate_planted(
             rate = min(1.0, rate * ONSET_STEP)
             truth.setdefault("onset_us", start)  # type: ignore[arg-type]
         corrupted = rng.random() < rate
+        if lost is not None and i >= lost and host == LOST_HOST:
+            corrupted = _lost(D, t, rid, room, lrng, truth)
         if detect and corrupted:  # what a checker inside the server would print
             D(host, t + 500_000, _sglang(t + 500_000, DETECT_LINE))
         out_len = rng.randint(40, 400)
@@ -203,6 +212,30 @@ def generate_planted(
         t = t_end
     dec.sort(key=lambda e: e.ts_us)
     return Incident(pre, dec, results, {"cause": cause, **truth})
+
+
+def _lost(D, t: int, rid: str, room: int, rng: random.Random, truth: dict) -> bool:
+    """A transfer on the host whose remote agent is gone (nixl#1983's shape): the first
+    fails with the disconnect, every later one with the agent not found. Most are
+    answered 200 with garbage (fail-open: `fail_open` in the truth); RETRIED of them the
+    router sends again under another room, to the other decode host, and it succeeds
+    (`recovered`). Returns whether the reply is corrupted."""
+    code = "NIXL_ERR_NOT_FOUND" if truth.get("fail_open") or truth.get("recovered") else (
+        "NIXL_ERR_REMOTE_DISCONNECT")  # fmt: skip
+    truth.setdefault("peer_loss_us", t + 150_000)
+    D(LOST_HOST, t + 150_000, _sglang(t + 150_000, (
+        f"Decode transfer failed for request rank=0 decode_req.req.rid='{rid}' "
+        f"decode_req.req.bootstrap_room={room} with exception {code}"), " DP0 TP0 EP0"))  # fmt: skip
+    if rng.random() < RETRIED:
+        again = rng.getrandbits(63)
+        recv = (f"Receive: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
+                f"bootstrap_host='10.0.4.11', bootstrap_port=8998, bootstrap_room={again}, "
+                f"stream=False)")  # fmt: skip
+        D("decode-0", t + 400_000, _sglang(t + 400_000, recv, ""))
+        truth.setdefault("recovered", []).append(rid)
+        return False
+    truth.setdefault("fail_open", []).append(rid)
+    return rng.random() < FAIL_OPEN_RATE
 
 
 def _slice_line(at: int, rng: random.Random, nic: int, ip: int) -> str:
