@@ -827,6 +827,9 @@ def follow(
         float | None,
         typer.Option(help="Add the other events on the same hosts within SECONDS."),
     ] = None,
+    cascade: Annotated[
+        bool, typer.Option(help="The first failure (report's) and the failures that echo it.")
+    ] = False,
     json: JsonOpt = False,
 ) -> None:
     """The room's verdict or the request's status, then every line about it on every
@@ -836,12 +839,16 @@ def follow(
     """
     from . import terminal
     from .analyses.follow import follow as run_follow
-    from .analyses.follow import follow_template
+    from .analyses.follow import follow_cascade, follow_template
 
-    if (key is None) == (template is None):
-        raise ForensicsError("follow takes a rid or a room, or --template ID: one of them")
+    if sum((key is not None, template is not None, cascade)) != 1:
+        raise ForensicsError(
+            "follow takes a rid or a room, --template ID or --cascade: one of them"
+        )
     with _scope(db, run) as s:
-        if template is not None:
+        if cascade:
+            found = follow_cascade(s, None, around)
+        elif template is not None:
             found = follow_template(s, _template_id(template), None, around)
         else:
             found = run_follow(s, key or "", None, all_, around)

@@ -37,7 +37,8 @@ class FollowLine:
     source_id: int
     entry_no: int
     message: str
-    about: str = "request"  # request | steps (folded records) | around (another event)
+    # request | steps (folded records) | around (another event) | first failure | echo
+    about: str = "request"
 
 
 @dataclass
@@ -116,6 +117,35 @@ def follow_template(db: Db, template: int, run: Runs = None, around: float | Non
         f = Follow(f"template {template:016x}", [], [], shifts, clock, lines,
                    truncated=len(rows) > MAX_LINES, around_s=around,
                    summary=f"template {template:016x}: {text} — {len(lines):,} lines")  # fmt: skip
+        if around is not None:
+            f.lines = _merge(lines, _around(s, lines, shifts, around))
+        return f
+
+
+def follow_cascade(db: Db, run: Runs = None, around: float | None = None) -> Follow:
+    """The first failure (`report`'s) and every failure that echoes it, on every host in
+    time order (skew applied): the first line is about "first failure", the rest "echo"."""
+    from .cascades import first_cascade
+
+    with scoped(db, run) as s:
+        got = first_cascade(s)
+        if got is None:
+            raise ForensicsError("no cascade stands out in these runs: no first failure to follow")
+        first, rows = got
+        keys = [(r["source_id"], r["entry_no"]) for r in rows][:MAX_LINES]
+        found = s.con.execute(
+            """SELECT e.ts_us, e.host, s.run, e.source_id, e.entry_no, e.message
+               FROM (SELECT unnest(?::INTEGER[]) AS source_id, unnest(?::BIGINT[]) AS entry_no) k
+               JOIN entries e USING (source_id, entry_no) JOIN sources s USING (source_id)""",
+            [[k[0] for k in keys], [k[1] for k in keys]],
+        ).fetchall()
+        shifts, clock = _shifts(s)
+        root = keys[0]
+        lines = [_line(*r, shifts, about="first failure" if (r[3], r[4]) == root else "echo")
+                 for r in found]  # fmt: skip
+        lines.sort(key=_order)
+        f = Follow("cascade", [], [], shifts, clock, lines, truncated=len(rows) > MAX_LINES,
+                   around_s=around, summary=first.headline())  # fmt: skip
         if around is not None:
             f.lines = _merge(lines, _around(s, lines, shifts, around))
         return f

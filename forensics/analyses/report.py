@@ -14,6 +14,7 @@ from ..plural import counted
 from ..scope import Db, Scope, scoped
 from ..timefmt import span
 from .canary import CanaryReport, canary
+from .cascades import FirstFailure, first_failure
 from .compare import Comparison, compare
 from .correlate import Correlation, correlate
 from .failopen import FailOpen, fail_open
@@ -116,6 +117,7 @@ class Report:
     onset: Onset
     pairs: Pairs
     fail_open: FailOpen
+    first_failure: FirstFailure | None
 
     def as_dict(self) -> dict:
         return {
@@ -131,6 +133,7 @@ class Report:
             "onset": self.onset.as_dict(),
             **self.pairs.as_dict(),
             "fail_open": self.fail_open.as_dict(),
+            "first_failure": self.first_failure.as_dict() if self.first_failure else None,
             "headline": self.headline(),
             "conclusions": self.sentences(),
         }
@@ -163,7 +166,7 @@ class Report:
 
 def headline(rep: Report) -> list[str]:
     """See Report.headline."""
-    out = []
+    out = [rep.first_failure.headline()] if rep.first_failure else []
     found = [a for a in rep.correlation.associations if a.table.significant]
     if found:
         best = max(found, key=lambda a: (a.table.exposed_cases, -(a.table.p_value or 1.0)))
@@ -208,6 +211,7 @@ def _report(s: Scope, top: int) -> Report:
         onset(s),
         pairs(s),
         fail_open(s),
+        first_failure(s),
     )
 
 

@@ -171,7 +171,7 @@ def generate_planted(
             truth.setdefault("onset_us", start)  # type: ignore[arg-type]
         corrupted = rng.random() < rate
         if lost is not None and i >= lost and host == LOST_HOST:
-            corrupted = _lost(D, t, rid, room, lrng, truth)
+            corrupted = _lost(P, D, t, rid, room, lrng, truth)
         if detect and corrupted:  # what a checker inside the server would print
             D(host, t + 500_000, _sglang(t + 500_000, DETECT_LINE))
         out_len = rng.randint(40, 400)
@@ -214,11 +214,13 @@ def generate_planted(
     return Incident(pre, dec, results, {"cause": cause, **truth})
 
 
-def _lost(D, t: int, rid: str, room: int, rng: random.Random, truth: dict) -> bool:
+def _lost(P, D, t: int, rid: str, room: int, rng: random.Random, truth: dict) -> bool:
     """A transfer on the host whose remote agent is gone (nixl#1983's shape): the first
-    fails with the disconnect, every later one with the agent not found. Most are
-    answered 200 with garbage (fail-open: `fail_open` in the truth); RETRIED of them the
-    router sends again under another room, to the other decode host, and it succeeds
+    fails with the disconnect, every later one with the agent not found — half of them
+    echoed by another rank of the host (SGLang's "unknown reason from another rank") and
+    each by prefill's "Aborted by AbortReq." (sglang#26092's shape). Most are answered
+    200 with garbage (fail-open: `fail_open` in the truth); RETRIED of them the router
+    sends again under another room, to the other decode host, and it succeeds
     (`recovered`). Returns whether the reply is corrupted."""
     code = "NIXL_ERR_NOT_FOUND" if truth.get("fail_open") or truth.get("recovered") else (
         "NIXL_ERR_REMOTE_DISCONNECT")  # fmt: skip
@@ -226,6 +228,16 @@ def _lost(D, t: int, rid: str, room: int, rng: random.Random, truth: dict) -> bo
     D(LOST_HOST, t + 150_000, _sglang(t + 150_000, (
         f"Decode transfer failed for request rank=0 decode_req.req.rid='{rid}' "
         f"decode_req.req.bootstrap_room={room} with exception {code}"), " DP0 TP0 EP0"))  # fmt: skip
+    if rng.random() < 0.5:
+        D(LOST_HOST, t + 152_000, _sglang(t + 152_000, (
+            f"Decode transfer failed for request rank=1 decode_req.req.rid='{rid}' "
+            f"decode_req.req.bootstrap_room={room} with exception KVTransferError("
+            f"bootstrap_room={room}): Failed due to an unknown reason from another rank"),
+            " DP0 TP1 EP1"))  # fmt: skip
+    P(t + 180_000, _sglang(t + 180_000, (
+        f"Prefill transfer failed for request rank=0 req.rid='{rid}' req.bootstrap_room="
+        f"{room} with exception KVTransferError(bootstrap_room={room}): Aborted by AbortReq."),
+        " DP0 TP0 EP0"))  # fmt: skip
     if rng.random() < RETRIED:
         again = rng.getrandbits(63)
         recv = (f"Receive: obj=GenerateReqInput(rid='{rid}', text='…' ... , "

@@ -60,3 +60,65 @@ def generate_requests(
         onset_us = int(t[at])
     y = rng.random(requests) < rate
     return Requests(kind, t, y, concurrency, session, phase, onset_us)
+
+
+@dataclass
+class Failures:
+    """Failure rows (the `failures` view's columns cascades.py reads), in time order, the
+    requests they came with, and the planted first failure's index (None: no cascade)."""
+
+    kind: str
+    rows: list[dict]
+    requests: Requests
+    root: int | None
+
+
+FAILURE_KINDS = ("background", "cascade")
+FAIL_RATE = 0.01  # a request's transfer failing on its own (×STEP in the busiest phase)
+LOST = "decode-2"  # the host whose agent is lost in a cascade
+ANOTHER_RANK = "Failed due to an unknown reason from another rank"  # SGLang's wording
+DEAD = "Failed to get kvcache from prefill instance, it might be dead"
+
+
+def generate_failures(kind: str, seed: int = 0, requests: int = 1800) -> Failures:
+    """Background failures at a load-driven rate (a transfer failure on a decode host, half
+    naming one of four prefill sessions, its prefill echo `Aborted by AbortReq.`), and
+    for "cascade" a lost agent on one decode host: NIXL_ERR_REMOTE_DISCONNECT, then
+    NIXL_ERR_NOT_FOUND on every later transfer there, some with another rank's echo,
+    each with prefill's."""
+    if kind not in FAILURE_KINDS:
+        raise ValueError(f"unknown kind {kind!r}: one of {', '.join(FAILURE_KINDS)}")
+    req = generate_requests("constant", seed, requests)
+    rng = np.random.default_rng([seed, 7])
+    busy = req.phase == PHASES.index("high")
+    lost_at = int(rng.integers(requests // 3, 2 * requests // 3)) if kind == "cascade" else None
+    rows: list[dict] = []
+    for i, t in enumerate(req.t.tolist()):
+        host = f"decode-{int(rng.integers(0, 4))}"
+        room = int(rng.integers(0, 2**62))
+        rid = f"r{i:05d}"
+        if lost_at is not None and i >= lost_at and host == LOST:
+            code = "NIXL_ERR_REMOTE_DISCONNECT" if i == lost_at else "NIXL_ERR_NOT_FOUND"
+            rows.append(_failure(t, host, 0, rid, room, code, None))
+            if i > lost_at and rng.random() < 0.5:
+                rows.append(_failure(t + 2_000, host, 1, rid, room, None, ANOTHER_RANK))
+        elif rng.random() < FAIL_RATE * (STEP if busy[i] else 1.0):
+            rows.append(_failure(t, host, int(rng.integers(0, 4)), rid, room, None, DEAD))
+            if rng.random() < 0.5:  # Mooncake names the session: chains by peer are chance
+                rows[-1]["peer"] = f"10.0.4.{11 + int(rng.integers(0, 4))}:16581"
+        else:
+            continue
+        if rng.random() < 0.8:
+            rows.append(_failure(t + 500_000, "prefill-0", 0, rid, room, None,
+                                 "Aborted by AbortReq."))  # fmt: skip
+    if lost_at is not None and not any(r["code"] == "NIXL_ERR_REMOTE_DISCONNECT" for r in rows):
+        return generate_failures(kind, seed + 1000, requests)  # the lost host got no request
+    rows.sort(key=lambda r: (r["ts_us"], r["host"]))
+    root = next((i for i, r in enumerate(rows) if r["code"] == "NIXL_ERR_REMOTE_DISCONNECT"), None)
+    return Failures(kind, rows, req, root)
+
+
+def _failure(t: int, host: str, tp: int, rid: str, room: int, code: str | None,
+             reason: str | None) -> dict:  # fmt: skip
+    return {"ts_us": int(t), "host": host, "tp": tp, "kind": "transfer", "rid": rid,
+            "room": room, "peer": None, "code": code, "reason": reason}  # fmt: skip

@@ -1,0 +1,339 @@
+"""Who failed first: failures on every host and rank (the `failures` view), linked by the
+echo rules of echoes.toml (a later failure that points back to an earlier one), into
+cascades — and the first failure of the one that stands out.
+
+A failure explained by an earlier one (an echo rule matches the pair within its window)
+is an echo; following each echo back to what explains it ends at a root, a failure no
+earlier one explains. A root whose echoes, directly or through other echoes, reach at least
+MIN_ECHOES other rooms (one room told by each side and rank is one failure) is a cascade
+when its window's failed rooms exceed the background: failed rooms a request elsewhere in
+the incident at the same load stratum (concurrency quintiles; a second elsewhere where
+there are no harness requests; at least MIN_OUTSIDE of the incident outside the window),
+a one-sided Poisson p below ALPHA. The first failure is the earliest root of the
+cascades that stand out.
+
+Order across hosts is each host's clock: where a cascade spans hosts, the answer says the
+order holds only if their clocks agree (the skew view bounds prefill against decode
+where rooms on both give it).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from ..scope import Db, Runs, Scope, scoped
+
+MIN_ECHOES = 3
+MIN_OUTSIDE = 0.25  # of the incident outside a cascade's window: its background
+ALPHA = 0.01
+RELATIONS = ("room", "room_other_rank", "rid", "peer", "host")
+COLUMNS = ("ts_us", "host", "tp", "kind", "rid", "room", "peer", "code", "reason")
+
+
+@dataclass(frozen=True)
+class Echo:
+    name: str
+    doc: str
+    echo: dict[str, str]
+    relation: str
+    window_s: float
+    sample: str
+    origin: str
+    cause: dict[str, str] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def rules() -> tuple[Echo, ...]:
+    text = resources.files(__package__).joinpath("echoes.toml").read_text()
+    out = []
+    for d in tomllib.loads(text)["echo"]:
+        rule = Echo(**d)
+        if rule.relation not in RELATIONS:
+            raise ValueError(f"echo {rule.name}: unknown relation {rule.relation!r}")
+        out.append(rule)
+    return tuple(out)
+
+
+@dataclass
+class Cascade:
+    root: int  # index into the failures
+    echoes: list[int]  # every failure it explains, directly or through another echo
+    expected: float  # failures the background predicts in its window
+    p: float
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.echoes)
+
+
+@dataclass
+class FirstFailure:
+    host: str
+    rank: int | None
+    ts_us: int
+    kind: str
+    code: str | None  # the transport's code, where the line gives one
+    line: str
+    template: str | None
+    echoes: int
+    hosts: list[str]
+    span_s: float
+    p: float
+    order: str  # how far the order across hosts holds
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def headline(self) -> str:
+        rank = "" if self.rank is None else f" TP{self.rank}"
+        what = f"{self.kind} {self.code}" if self.code else self.kind
+        said = re.sub(r"^\[[^\]]*\]\s*", "", self.line)  # the line without its prefix
+        return (
+            f"first failure: {self.host}{rank} at {_utc(self.ts_us)}, {what} "
+            f"({_short(said)}); {self.echoes} later failures on "
+            f"{', '.join(self.hosts)} echo it over {self.span_s:.1f} s; {self.order}"
+        )
+
+
+def _utc(ts_us: int) -> str:
+    from ..timefmt import iso_us
+
+    return iso_us(ts_us)
+
+
+def _short(text: str, limit: int = 120) -> str:
+    from ..clip import clip
+
+    return clip(text, limit)
+
+
+def matches(want: dict[str, str], row: dict) -> bool:
+    """Whether a failure (a dict of COLUMNS) is what `want` describes."""
+    for key, value in want.items():
+        if key == "reason":
+            if value not in (row.get("reason") or ""):
+                return False
+        elif row.get(key) != value:
+            return False
+    return True
+
+
+def _related(rule: Echo, echo: dict, cause: dict) -> bool:
+    rel = rule.relation
+    if rel == "room":
+        return echo["room"] is not None and echo["room"] == cause["room"]
+    if rel == "room_other_rank":
+        return (echo["room"] is not None and echo["room"] == cause["room"]
+                and echo["host"] == cause["host"] and echo["tp"] != cause["tp"])  # fmt: skip
+    if rel == "rid":
+        return echo["rid"] is not None and echo["rid"] == cause["rid"]
+    if rel == "peer":
+        return echo["peer"] is not None and echo["peer"] == cause["peer"]
+    return echo["host"] == cause["host"]
+
+
+def explained_by(failures: list[dict]) -> list[int | None]:
+    """For each failure (in time order), the earlier failure that explains it (the
+    latest one an echo rule links it to), or None."""
+    parent: list[int | None] = [None] * len(failures)
+    by_key: dict[tuple[str, object], list[int]] = {}  # (relation key, value) -> failures
+    for j, row in enumerate(failures):
+        best = None
+        for rule in rules():
+            if not matches(rule.echo, row):
+                continue
+            for i in reversed(_candidates(by_key, rule, row)):
+                cause = failures[i]
+                if row["ts_us"] - cause["ts_us"] > rule.window_s * 1e6:
+                    break
+                if matches(rule.cause, cause) and _related(rule, row, cause):
+                    best = i if best is None else max(best, i)
+                    break
+        parent[j] = best
+        for key in _keys(row):
+            by_key.setdefault(key, []).append(j)
+    return parent
+
+
+def _keys(row: dict) -> list[tuple[str, object]]:
+    return [(k, row[k]) for k in ("room", "rid", "peer", "host") if row[k] is not None]
+
+
+def _candidates(by_key: dict, rule: Echo, row: dict) -> list[int]:
+    key = {"room": "room", "room_other_rank": "room", "rid": "rid", "peer": "peer",
+           "host": "host"}[rule.relation]  # fmt: skip
+    return by_key.get((key, row[key]), []) if row[key] is not None else []
+
+
+def cascades(
+    failures: list[dict], requests: tuple[np.ndarray, np.ndarray] | None = None
+) -> list[Cascade]:
+    """The cascades among `failures` (time order), strongest first. `requests`: each
+    harness request's send time (µs) and load stratum, for the background; without
+    them, failures a second elsewhere."""
+    parent = explained_by(failures)
+    root_of = list(range(len(failures)))
+    for j, p in enumerate(parent):
+        if p is not None:
+            root_of[j] = root_of[p]
+    members: dict[int, list[int]] = {}
+    for j, r in enumerate(root_of):
+        if r != j:
+            members.setdefault(r, []).append(j)
+    out = []
+    unit = _units(failures)
+    first = _first_of_unit(unit)  # one failure a transfer: the first line of its room
+    times = np.array([f["ts_us"] for f in failures], dtype=np.int64)
+    for root, echoes in members.items():
+        spread = {unit[j] for j in echoes} - {unit[root]}
+        if len(spread) < MIN_ECHOES:
+            continue  # the same room told by each side and rank is one failure
+        lo, hi = int(times[root]), int(times[max(echoes)])
+        if not _elsewhere(times, lo, hi, requests):
+            continue  # no background to stand out from
+        expected = _background(times[first], lo, hi, requests)
+        seen = int(np.sum((times[first] >= lo) & (times[first] <= hi)))
+        p = _poisson_sf(seen, expected)
+        if p < ALPHA:
+            out.append(Cascade(root, sorted(echoes), expected, p))
+    return sorted(out, key=lambda c: (c.p, times[c.root]))
+
+
+def _units(failures: list[dict]) -> list[tuple]:
+    """What each failure is a failure of: its room, else its request, else itself."""
+    return [("room", f["room"]) if f["room"] is not None else
+            ("rid", f["rid"]) if f["rid"] is not None else ("line", i)
+            for i, f in enumerate(failures)]  # fmt: skip
+
+
+def _first_of_unit(unit: list[tuple]) -> np.ndarray:
+    seen: set[tuple] = set()
+    keep = []
+    for i, u in enumerate(unit):
+        if u not in seen:
+            seen.add(u)
+            keep.append(i)
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _elsewhere(
+    times: np.ndarray, lo: int, hi: int, requests: tuple[np.ndarray, np.ndarray] | None
+) -> bool:
+    """Whether at least MIN_OUTSIDE of the incident lies outside [lo, hi] (its requests,
+    else its time): a window over nearly all of it has no background to compare with."""
+    if requests is not None and len(requests[0]):
+        sent = requests[0]
+        return float(np.mean((sent < lo) | (sent > hi))) >= MIN_OUTSIDE
+    span = int(times.max() - times.min()) if len(times) else 0
+    return span > 0 and 1 - (hi - lo) / span >= MIN_OUTSIDE
+
+
+def _background(
+    times: np.ndarray, lo: int, hi: int, requests: tuple[np.ndarray, np.ndarray] | None
+) -> float:
+    """Failures the rest of the incident predicts in [lo, hi]: outside it, failures a
+    request at each load stratum (a failure is the stratum of the request sent last
+    before it); inside, that rate times its requests of each stratum. Without requests,
+    failures a second."""
+    inside = (times >= lo) & (times <= hi)
+    if requests is not None and len(requests[0]):
+        sent, stratum = requests
+        order = np.argsort(sent, kind="stable")
+        sent, stratum = sent[order], stratum[order]
+        at = np.clip(np.searchsorted(sent, times, side="right") - 1, 0, len(sent) - 1)
+        fail_stratum = stratum[at]
+        sent_inside = (sent >= lo) & (sent <= hi)
+        expected = 0.0
+        for s in np.unique(stratum):
+            there = int(np.sum(~sent_inside & (stratum == s)))
+            failed = int(np.sum(~inside & (fail_stratum == s)))
+            here = int(np.sum(sent_inside & (stratum == s)))
+            # a stratum seen only inside the window: the whole incident's rate
+            rate = failed / there if there else float(np.sum(~inside)) / max(
+                int(np.sum(~sent_inside)), 1)  # fmt: skip
+            expected += here * rate
+        return expected
+    span = max(int(times.max() - times.min()), 1) if len(times) else 1
+    rest_s = max(span - (hi - lo), 1) / 1e6
+    return float(np.sum(~inside)) / rest_s * max(hi - lo, 1) / 1e6
+
+
+def _poisson_sf(k: int, mu: float) -> float:
+    """P(X ≥ k) for X ~ Poisson(mu)."""
+    if k <= 0:
+        return 1.0
+    if mu <= 0:
+        return 0.0
+    term = math.exp(-mu)
+    below = term
+    for i in range(1, k):
+        term *= mu / i
+        below += term
+    return max(0.0, 1.0 - below)
+
+
+def first_failure(db: Db = None, run: Runs = None) -> FirstFailure | None:
+    with scoped(db, run) as s:
+        return s.memo(("first_failure", tuple(s.runs)), lambda: _first(s))
+
+
+def _first(s: Scope) -> FirstFailure | None:
+    got = first_cascade(s)
+    return None if got is None else got[0]
+
+
+def first_cascade(db: Db = None, run: Runs = None) -> tuple[FirstFailure, list[dict]] | None:
+    """The first failure and its cascade's failures (rows of `failures`, the first one
+    first, its echoes in time order), or None when no cascade stands out."""
+    with scoped(db, run) as s:
+        return s.memo(("first_cascade", tuple(s.runs)), lambda: _first_cascade(s))
+
+
+def _first_cascade(s: Scope) -> tuple[FirstFailure, list[dict]] | None:
+    where, params = s.where()
+    rows = s.con.execute(
+        f"""SELECT {", ".join(COLUMNS)}, source_id, entry_no, template FROM failures
+            WHERE {where} ORDER BY ts_us, host, source_id, entry_no""",
+        params,
+    ).fetchall()
+    failures = [dict(zip((*COLUMNS, "source_id", "entry_no", "template"), r, strict=True))
+                for r in rows]  # fmt: skip
+    found = cascades(failures, _requests(s))
+    if not found:
+        return None
+    top = min(found, key=lambda c: failures[c.root]["ts_us"])
+    root = failures[top.root]
+    line, text = s.con.execute(
+        """SELECT e.message, l.text FROM entries e
+           LEFT JOIN lines l USING (source_id, entry_no)
+           WHERE e.source_id = ? AND e.entry_no = ?""",
+        [root["source_id"], root["entry_no"]],
+    ).fetchall()[0]
+    hosts = sorted({failures[i]["host"] for i in [top.root, *top.echoes]})
+    span = (failures[max(top.echoes)]["ts_us"] - root["ts_us"]) / 1e6
+    order = ("one host: its clock orders them" if len(hosts) == 1 else
+             f"the order across {', '.join(hosts)} holds only if their clocks agree")  # fmt: skip
+    first = FirstFailure(root["host"], root["tp"], root["ts_us"], root["kind"], root["code"],
+                         line or "", text, len(top.echoes), hosts, span, top.p, order)  # fmt: skip
+    return first, [failures[i] for i in [top.root, *top.echoes]]
+
+
+def _requests(s: Scope) -> tuple[np.ndarray, np.ndarray] | None:
+    from .onset import _load_strata
+
+    where, params = s.where()
+    got = s.con.execute(
+        f"SELECT start_us, concurrency FROM results WHERE {where} AND start_us IS NOT NULL",
+        params,
+    ).fetchnumpy()
+    if not len(got["start_us"]):
+        return None
+    conc = np.asarray(np.ma.filled(np.ma.asarray(got["concurrency"], dtype=float), np.nan))
+    return np.asarray(got["start_us"], dtype=np.int64), _load_strata(conc)

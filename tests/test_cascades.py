@@ -1,0 +1,110 @@
+"""Who failed first: the echo rules (forensics/analyses/echoes.toml), cascades and the
+first failure (forensics/analyses/cascades.py), swept over generated failure tables and
+end to end on a planted peer loss."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+import forensics
+from forensics.analyses import cascades as C
+from forensics.analyses.onset import _load_strata
+from forensics.synthetic.planted import generate_planted, write_planted
+from forensics.synthetic.requests import generate_failures
+from tests.helpers import cli
+
+
+def _first(kind: str, seed: int) -> tuple[int | None, int | None]:
+    f = generate_failures(kind, seed)
+    found = C.cascades(f.rows, (f.requests.t, _load_strata(f.requests.concurrency)))
+    first = min(found, key=lambda c: f.rows[c.root]["ts_us"]) if found else None
+    return (None if first is None else first.root), f.root
+
+
+@pytest.mark.slow
+def test_the_planted_first_failure_is_found_and_background_claims_none() -> None:
+    """Seeds 0–19: a lost agent's disconnect is the first failure on at least 19; failures
+    at a load-driven background rate (half naming a session, each echoed by prefill)
+    make no cascade on at least 18."""
+    planted = sum(got == root for got, root in (_first("cascade", s) for s in range(20)))
+    quiet = sum(got is None for got, _ in (_first("background", s) for s in range(20)))
+    assert planted >= 19 and quiet >= 18, (planted, quiet)
+
+
+def test_every_rules_sample_is_a_failure_it_reads_as_an_echo(tmp_path: Path) -> None:
+    """Each echo rule's real sample line, ingested, is a row of `failures` that the
+    rule's `echo` describes (its origin beside it)."""
+    rules = C.rules()
+    assert len({r.name for r in rules}) == len(rules) and all(r.origin for r in rules)
+    log = tmp_path / "echoes.log"
+    log.write_text("".join(r.sample + "\n" for r in rules))
+    db = tmp_path / "e.duckdb"
+    forensics.ingest([str(log)], db, host="h0", fmt="sglang")
+    cols, rows = forensics.query_rows(
+        f"SELECT entry_no, {', '.join(C.COLUMNS)} FROM failures ORDER BY entry_no", db)  # fmt: skip
+    by_entry = {r[0]: dict(zip(cols[1:], r[1:], strict=True)) for r in rows}
+    for i, rule in enumerate(rules):
+        assert i in by_entry, rule.name
+        assert C.matches(rule.echo, by_entry[i]), (rule.name, by_entry[i])
+
+
+def _row(ts: float, host: str, tp: int, room: int | None, code=None, reason=None, peer=None):
+    return {"ts_us": int(ts * 1e6), "host": host, "tp": tp, "kind": "transfer", "rid": None,
+            "room": room, "peer": peer, "code": code, "reason": reason}  # fmt: skip
+
+
+def test_echoes_point_back_by_their_rules_and_nothing_else() -> None:
+    rows = [
+        _row(0.0, "decode-1", 0, 1, code="NIXL_ERR_REMOTE_DISCONNECT"),
+        _row(0.1, "decode-1", 1, 1, reason="Failed due to an unknown reason from another rank"),
+        _row(0.5, "prefill-0", 0, 1, reason="Aborted by AbortReq."),
+        _row(30.0, "decode-1", 0, 2, code="NIXL_ERR_NOT_FOUND"),
+        _row(31.0, "decode-0", 0, 3, code="NIXL_ERR_NOT_FOUND"),  # another host: unexplained
+        _row(32.0, "prefill-0", 0, 9, reason="Aborted by AbortReq."),  # no earlier room 9
+        _row(40.0, "decode-1", 0, 4, code="NIXL_ERR_NOT_FOUND"),
+        _row(41.0, "decode-1", 0, 5, code="NIXL_ERR_NOT_FOUND"),
+    ]
+    assert C.explained_by(rows) == [None, 0, 1, 0, None, None, 0, 0]  # not-found: the disconnect
+    # the root's echoes reach rooms 2, 4 and 5 beside its own: a cascade, by time alone
+    found = C.cascades(rows + [_row(t, "decode-0", 0, 100 + t) for t in range(100, 1000, 100)])
+    assert [c.root for c in found] == [0] and found[0].echoes == [1, 2, 3, 6, 7]
+
+
+def test_a_planted_peer_loss_is_the_first_failure_and_heads_the_report(tmp_path: Path) -> None:
+    inc = generate_planted(None, seed=0, requests=400, peer_loss=0.5)
+    files = write_planted(inc, tmp_path / "i")
+    db = tmp_path / "i.duckdb"
+    forensics.ingest([str(f) for f in files], db)
+    got = json.loads(cli("report", "--db", str(db), "--json").stdout)
+    first = got["first_failure"]
+    assert first is not None and set(first) == {f.name for f in fields(C.FirstFailure)}
+    assert (first["host"], first["code"], first["ts_us"]) == (
+        "decode-1", "NIXL_ERR_REMOTE_DISCONNECT", inc.truth["peer_loss_us"])  # fmt: skip
+    assert first["hosts"] == ["decode-1", "prefill-0"] and first["echoes"] >= 3
+    assert "only if their clocks agree" in first["order"]
+    assert got["headline"][0].startswith("first failure: decode-1 TP0 at ")
+    followed = json.loads(cli("follow", "--cascade", "--db", str(db), "--json").stdout)
+    assert followed["lines"][0]["about"] == "first failure"
+    assert followed["lines"][0]["raw_ts_us"] == inc.truth["peer_loss_us"]
+    assert len(followed["lines"]) == first["echoes"] + 1
+    assert {ln["about"] for ln in followed["lines"][1:]} == {"echo"}
+    calm = generate_planted("host", seed=0, requests=400)
+    files = write_planted(calm, tmp_path / "c")
+    forensics.ingest([str(f) for f in files], tmp_path / "c.duckdb")
+    quiet = json.loads(cli("report", "--db", str(tmp_path / "c.duckdb"), "--json").stdout)
+    assert quiet["first_failure"] is None
+    assert not quiet["headline"][0].startswith("first failure")
+    none = cli("follow", "--cascade", "--db", str(tmp_path / "c.duckdb"))
+    assert none.returncode != 0 and b"no cascade stands out" in none.stderr
+    assert b"Traceback" not in none.stderr
+
+
+def test_the_docs_say_every_key_of_the_first_failure() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "investigations.md").read_text()
+    section = doc[doc.index("### `first_failure`") :]
+    for f in fields(C.FirstFailure):
+        assert f"`{f.name}`" in section, f.name
