@@ -352,7 +352,9 @@ def _max_over(
         rank = np.empty(n, np.int64)
         rank[o] = np.arange(n)
         u0, v = _moments(y, strata[o], n, grid, o)
-        at = np.searchsorted(grid, rank[chosen])  # the first split it is before-or-at
+        # the first split each is before-or-at: a table over ranks, gathered (a binary
+        # search of each drawn request was a third of the scan at 10 k requests)
+        at = np.searchsorted(grid, np.arange(n))[rank[chosen]]
         g = len(grid) + 1
         flat = (np.arange(rows)[:, None] * g + at).ravel()
         counts = np.bincount(flat, minlength=rows * g).reshape(rows, g)

@@ -185,9 +185,9 @@ def headline(rep: Report) -> list[str]:
             "no harness results: no request is judged corrupted or intact (ingest the "
             "reproducer's results beside the logs)"
         ]
-    said = rep.suspects.sentences()[:1]
+    said = rep.suspects.sentences()[:1]  # "insufficient evidence …" leads: no suspect
     if rep.correlation.associations and rep.correlation.corrupted:
-        said = [rep.correlation.associations[0].conclusion, *said]
+        said = [*said, rep.correlation.associations[0].conclusion]
     return said
 
 
