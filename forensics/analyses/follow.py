@@ -207,7 +207,9 @@ def _verdicts(s: Scope, rooms: list[int]) -> list[dict]:
 def _around(
     s: Scope, lines: list[FollowLine], shifts: dict[str, int], seconds: float
 ) -> list[FollowLine]:
-    """The other events on the request's hosts within `seconds` of its lines."""
+    """The other events on the request's hosts within `seconds` of its lines, and the
+    lines of every template `suspects` ranks above noise (the line a headline blames is
+    one no pattern reads)."""
     hosts = sorted({ln.host for ln in lines if ln.host})
     times = [ln.raw_ts_us for ln in lines if ln.raw_ts_us is not None]
     if not hosts or not times:
@@ -221,14 +223,26 @@ def _around(
                   UNION ALL
                   SELECT ts_us, host, run, source_id, entry_no FROM transfers
                   WHERE pattern IN ('transfer_failed', 'bootstrap_failed', 'handshake_failed')
+                  UNION ALL
+                  SELECT ts_us, host, run, source_id, entry_no FROM lines
+                  WHERE template IN (SELECT unnest(?::UBIGINT[]))
                  ) e
             JOIN entries n USING (source_id, entry_no)
             WHERE {where} AND e.host IN (SELECT unnest(?::VARCHAR[]))
               AND e.ts_us BETWEEN ? AND ?
             ORDER BY e.ts_us LIMIT {MAX_LINES}""",
-        [*params, hosts, min(times) - pad, max(times) + pad],
+        [_ranked_templates(s), *params, hosts, min(times) - pad, max(times) + pad],
     ).fetchall()
     return [_line(*r, shifts, about="around") for r in rows if (r[3], r[4]) not in mine]
+
+
+def _ranked_templates(s: Scope) -> list[int]:
+    """The templates of the lines near the transfer `suspects` ranks above noise."""
+    from .suspects import suspects
+    from .suspects.rank import NOISE, TIERS
+
+    above = [x for x in suspects(s).lines() if TIERS[x.verdict] < TIERS[NOISE]]
+    return sorted({int(x.feature.split()[-1], 16) for x in above if x.feature.startswith("line ")})
 
 
 def _merge(lines: list[FollowLine], extra: list[FollowLine]) -> list[FollowLine]:
