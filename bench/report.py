@@ -1,6 +1,7 @@
 """What issue 53's sections add to `forensics report` at 10 k requests: the onset scan,
-the pairs, the fail-open count and the first failure, each timed in-process on a fresh
-scope (median of `--repeat`), beside `forensics report --json` in a fresh process.
+the pairs, the fail-open count, the first failure and the integrity checks, each timed
+in-process on a fresh scope (median of `--repeat`), beside `forensics report --json` in a
+fresh process.
 
     python3 bench/report.py [--requests 10000] [--repeat 5]
 
@@ -30,13 +31,14 @@ def main(argv: list[str] | None = None) -> None:
     db = bench.build(args.requests)
     from forensics.analyses.cascades import first_failure
     from forensics.analyses.failopen import fail_open
+    from forensics.analyses.integrity import integrity
     from forensics.analyses.onset import onset
     from forensics.analyses.pairs import pairs
     from forensics.scope import scoped
 
     rows = []
     for name, fn in (("onset", onset), ("pairs", pairs), ("fail_open", fail_open),
-                     ("first_failure", first_failure)):  # fmt: skip
+                     ("first_failure", first_failure), ("integrity", integrity)):  # fmt: skip
         took = []
         for _ in range(args.repeat):
             with scoped(db) as s:

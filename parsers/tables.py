@@ -591,6 +591,24 @@ COLLECTIVES = Table(
     ),
 )
 
+CHECKS = Table(
+    "checks",
+    "check",
+    "An integrity check's own line: a KV checksum, a metadata room check, a store's checksum\n"
+    "(SGLang's, a vLLM connector's, vLLM-Ascend's DFX records, Mooncake Store's): what it\n"
+    "found, for which request or room; `verdict` on says the check is on (its flag in the\n"
+    "server arguments). The `integrity` view adds the probes' rooms and the harness's.",
+    (
+        C("checker", "VARCHAR", "which check: sglang_kv_checksum, sglang_metadata_room, "
+          "vllm_kv_checksum, vllm_ascend_dfx, mooncake_store", not_null=True),
+        C("verdict", "VARCHAR", "verified, mismatch, not_verified, or on (the check is on)",
+          not_null=True),
+        C("rid", "VARCHAR", "the request it names"),
+        C("room", "UBIGINT", "the bootstrap_room it names"),
+        C("reason", "VARCHAR", "what it says: the mismatch, why it was not verified"),
+    ),
+)  # fmt: skip
+
 PATTERN_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -603,6 +621,7 @@ PATTERN_TABLES: dict[str, Table] = {
         EVENTS,
         SCHEDULER_STATUS,
         COLLECTIVES,
+        CHECKS,
     )
 }
 

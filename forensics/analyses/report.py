@@ -18,6 +18,7 @@ from .cascades import FirstFailure, first_failure
 from .compare import Comparison, compare
 from .correlate import Correlation, correlate
 from .failopen import FailOpen, fail_open
+from .integrity import Integrity, integrity
 from .onset import Onset, onset
 from .pairs import Pairs, pairs
 from .rooms import RoomsReport, rooms
@@ -118,6 +119,7 @@ class Report:
     pairs: Pairs
     fail_open: FailOpen
     first_failure: FirstFailure | None
+    integrity: Integrity
 
     def as_dict(self) -> dict:
         return {
@@ -134,6 +136,7 @@ class Report:
             **self.pairs.as_dict(),
             "fail_open": self.fail_open.as_dict(),
             "first_failure": self.first_failure.as_dict() if self.first_failure else None,
+            "integrity": self.integrity.as_dict(),
             "headline": self.headline(),
             "conclusions": self.sentences(),
         }
@@ -158,6 +161,7 @@ class Report:
             *self.onset.sentences(),
             *self.pairs.sentences(),
             *self.fail_open.sentences(),
+            *self.integrity.sentences(),
             *self.comparison.sentences(),
             *self.canary.sentences(),
             *self.skew.sentences(),
@@ -212,6 +216,7 @@ def _report(s: Scope, top: int) -> Report:
         pairs(s),
         fail_open(s),
         first_failure(s),
+        integrity(s),
     )
 
 

@@ -1,0 +1,53 @@
+-- integrity: one row per integrity record of any source — the probes' room verdicts,
+-- SGLang's KV checksum (a mismatch; a skip, which names no request) and its metadata
+-- room check (its line, or the abort it answers with), a vLLM connector's KV checksum,
+-- vLLM-Ascend's DFX content checks, Mooncake Store's checksum code, and a harness result
+-- whose error body says "KV checksum mismatch". Each says `verified`, `mismatch` or
+-- `not_verified` for the request or room it names (or, naming none, for its host at its
+-- time). `known_false_positive` is set where a documented false positive may apply
+-- (SGLang's metadata room check before sgl-project/sglang#27374, 2026-06-05: under TCP
+-- transport at 32+ concurrent requests it aborted ~3 % of requests falsely). Which
+-- requests a check verified is `forensics report`'s (forensics/analyses/integrity.py): a
+-- check counts as on only where its flag or its passes are in the logs. Rows are not
+-- sorted.
+--
+-- @depends rooms
+--
+-- @column run                  VARCHAR  the run
+-- @column ts_us                BIGINT   when, µs since the epoch (the host's clock; the harness's for its rows)
+-- @column host                 VARCHAR  the host that logged it (NULL: the harness)
+-- @column checker              VARCHAR  probes, sglang_kv_checksum, sglang_metadata_room, vllm_kv_checksum, vllm_ascend_dfx, mooncake_store, harness
+-- @column rid                  VARCHAR  the request it names
+-- @column room                 UBIGINT  the bootstrap_room it names
+-- @column verdict              VARCHAR  verified, mismatch or not_verified
+-- @column reason               VARCHAR  what it says (the mismatch, why not verified, the probes' verdicts)
+-- @column known_false_positive VARCHAR  a documented false positive that may apply, and its fix (NULL: none known)
+WITH records AS (
+    SELECT run, ts_us, host, checker, rid, room, verdict, reason FROM checks
+    WHERE verdict <> 'on'
+    UNION ALL
+    -- the probes: each room's worst verdict over its buffers, layers and ranks
+    SELECT run, min(dst_ts_us), arg_min(dst_host, dst_ts_us), 'probes', any_value(rid), room,
+           CASE WHEN bool_or(verdict IN ('mismatch', 'stale', 'partial')) THEN 'mismatch'
+                WHEN bool_and(verdict = 'match') THEN 'verified' ELSE 'not_verified' END,
+           string_agg(DISTINCT verdict, ', ' ORDER BY verdict)
+    FROM rooms WHERE source = 'probes'
+    GROUP BY run, room
+    UNION ALL
+    -- the abort the metadata room check answers with (its line may be missing)
+    SELECT run, ts_us, host, 'sglang_metadata_room', rid, NULL, 'mismatch', finish_message
+    FROM request_meta WHERE finish_message LIKE 'Metadata corruption detected%'
+    UNION ALL
+    SELECT run, end_us, NULL, 'harness', rid, room, 'mismatch', reason FROM results
+    WHERE status = 'http_error'
+      AND (contains(coalesce(reason, ''), 'KV checksum mismatch')
+           OR contains(coalesce(extra, ''), 'KV checksum mismatch'))
+)
+SELECT *,
+       CASE WHEN checker = 'sglang_metadata_room' AND verdict = 'mismatch' THEN
+           'possible: sgl-project/sglang#27374 — before its fix (merged 2026-06-05) the room '
+           || 'check read a freed slot''s stale room and aborted ~3 % of requests falsely '
+           || 'under TCP transport (MC_FORCE_TCP=1) at 32+ concurrent requests; the '
+           || 'version is not in the logs'
+       END AS known_false_positive
+FROM records
