@@ -108,3 +108,25 @@ def test_the_docs_say_every_key_of_the_first_failure() -> None:
     section = doc[doc.index("### `first_failure`") :]
     for f in fields(C.FirstFailure):
         assert f"`{f.name}`" in section, f.name
+
+
+def test_the_order_across_hosts_is_said_within_the_clock_bounds() -> None:
+    """Decode's first failure, prefill's first echo 30 ms later by their clocks: the skew
+    bounds (decode's clock − prefill's) settle the order or say it is within their
+    uncertainty; without bounds it holds only if the clocks agree."""
+    root = _row(0.0, "decode-1", 0, 1)
+    cascade = [root, _row(0.03, "prefill-0", 0, 1), _row(0.05, "decode-1", 1, 1)]
+    said = C.order_sentence(root, cascade, {("prefill-0", "decode-1"): (10_000, 90_000)})
+    assert said == "before prefill-0's first echo by at least 0.040 s within the clock bounds"
+    said = C.order_sentence(root, cascade, {("prefill-0", "decode-1"): (-50_000, 90_000)})
+    assert (
+        said
+        == "the order with prefill-0 is within the clocks' uncertainty (0.020 s short of certain)"
+    )
+    assert C.order_sentence(root, cascade, {}).startswith(
+        "no clock bound between decode-1 and prefill-0: before it by 0.030 s")  # fmt: skip
+    first = _row(0.0, "prefill-0", 0, 1)
+    other = [first, _row(0.03, "decode-1", 0, 1)]
+    said = C.order_sentence(first, other, {("prefill-0", "decode-1"): (None, 20_000)})
+    assert said == "before decode-1's first echo by at least 0.010 s within the clock bounds"
+    assert C.order_sentence(root, [root], {}) == "one host: its clock orders them"

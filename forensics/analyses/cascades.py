@@ -12,9 +12,10 @@ there are no harness requests; at least MIN_OUTSIDE of the incident outside the 
 a one-sided Poisson p below ALPHA. The first failure is the earliest root of the
 cascades that stand out.
 
-Order across hosts is each host's clock: where a cascade spans hosts, the answer says the
-order holds only if their clocks agree (the skew view bounds prefill against decode
-where rooms on both give it).
+Order across hosts: each host's clock orders its own lines; across a prefill–decode pair
+the skew view's bounds on their clocks settle it (or say it is within their uncertainty)
+where rooms on both give them; elsewhere the answer says the order holds only if their
+clocks agree.
 """
 
 from __future__ import annotations
@@ -318,11 +319,58 @@ def _first_cascade(s: Scope) -> tuple[FirstFailure, list[dict]] | None:
     ).fetchall()[0]
     hosts = sorted({failures[i]["host"] for i in [top.root, *top.echoes]})
     span = (failures[max(top.echoes)]["ts_us"] - root["ts_us"]) / 1e6
-    order = ("one host: its clock orders them" if len(hosts) == 1 else
-             f"the order across {', '.join(hosts)} holds only if their clocks agree")  # fmt: skip
+    cascade = [failures[i] for i in [top.root, *top.echoes]]
+    order = order_sentence(root, cascade, _bounds(s))
     first = FirstFailure(root["host"], root["tp"], root["ts_us"], root["kind"], root["code"],
                          line or "", text, len(top.echoes), hosts, span, top.p, order)  # fmt: skip
     return first, [failures[i] for i in [top.root, *top.echoes]]
+
+
+def _bounds(s: Scope) -> dict[tuple[str, str], tuple[int | None, int | None]]:
+    """(prefill host, decode host) -> bounds on decode's clock − prefill's (µs; the skew
+    view's, the tightest over runs)."""
+    where, params = s.where_followed()
+    rows = s.con.execute(
+        f"""SELECT src_host, dst_host, max(lower_us), min(upper_us) FROM skew
+            WHERE {where} GROUP BY ALL""",
+        params,
+    ).fetchall()
+    return {(src, dst): (lo, hi) for src, dst, lo, hi in rows}
+
+
+def order_sentence(
+    root: dict, cascade: list[dict], bounds: dict[tuple[str, str], tuple[int | None, int | None]]
+) -> str:
+    """How far "it came first" holds across hosts: for each other host, the first failure
+    against that host's first echo, within the skew bounds of the pair where they exist
+    (decode's clock − prefill's), else as each clock says."""
+    host, at = root["host"], root["ts_us"]
+    others = sorted({r["host"] for r in cascade} - {host})
+    if not others:
+        return "one host: its clock orders them"
+    said = []
+    for other in others:
+        gap = min(r["ts_us"] for r in cascade if r["host"] == other) - at
+        if (other, host) in bounds:  # the first failure on decode, the other prefill
+            lo = bounds[(other, host)][0]
+            margin = None if lo is None else gap + lo
+        elif (host, other) in bounds:  # the first failure on prefill, the other decode
+            hi = bounds[(host, other)][1]
+            margin = None if hi is None else gap - hi
+        else:
+            said.append(f"no clock bound between {host} and {other}: before it by "
+                        f"{gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
+            continue
+        if margin is None:
+            said.append(f"the clock bounds between {host} and {other} bound one side only: "
+                        f"before it by {gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
+        elif margin >= 0:
+            said.append(f"before {other}'s first echo by at least {margin / 1e6:.3f} s "
+                        "within the clock bounds")  # fmt: skip
+        else:
+            said.append(f"the order with {other} is within the clocks' uncertainty "
+                        f"({-margin / 1e6:.3f} s short of certain)")  # fmt: skip
+    return "; ".join(said)
 
 
 def _requests(s: Scope) -> tuple[np.ndarray, np.ndarray] | None:
