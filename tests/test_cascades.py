@@ -12,7 +12,7 @@ import pytest
 
 import forensics
 from forensics.analyses import cascades as C
-from forensics.analyses.onset import _load_strata
+from forensics.analyses.onset import load_strata
 from forensics.synthetic.planted import generate_planted, write_planted
 from forensics.synthetic.requests import generate_failures
 from tests.helpers import cli
@@ -20,7 +20,7 @@ from tests.helpers import cli
 
 def _first(kind: str, seed: int) -> tuple[int | None, int | None]:
     f = generate_failures(kind, seed)
-    found = C.cascades(f.rows, (f.requests.t, _load_strata(f.requests.concurrency)))
+    found = C.cascades(f.rows, (f.requests.t, load_strata(f.requests.concurrency)))
     first = min(found, key=lambda c: f.rows[c.root]["ts_us"]) if found else None
     return (None if first is None else first.root), f.root
 

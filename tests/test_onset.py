@@ -61,7 +61,7 @@ def test_the_permutations_count_what_the_observed_statistic_counts() -> None:
     t, y, conc = r.t[order], r.y[order], r.concurrency[order]
     by_time = np.argsort(t, kind="stable")
     phase, edges = O._phases(conc, by_time)
-    strata = O._codes(O._load_strata(conc) * (len(edges) + 1) + phase)
+    strata = O._codes(O.load_strata(conc) * (len(edges) + 1) + phase)
     grid = O._splits(600, 50)
     orders = (by_time, np.arange(600))
     corrupted = np.flatnonzero(y)

@@ -374,7 +374,7 @@ def order_sentence(
 
 
 def _requests(s: Scope) -> tuple[np.ndarray, np.ndarray] | None:
-    from .onset import _load_strata
+    from .onset import load_strata
 
     where, params = s.where()
     got = s.con.execute(
@@ -384,4 +384,4 @@ def _requests(s: Scope) -> tuple[np.ndarray, np.ndarray] | None:
     if not len(got["start_us"]):
         return None
     conc = np.asarray(np.ma.filled(np.ma.asarray(got["concurrency"], dtype=float), np.nan))
-    return np.asarray(got["start_us"], dtype=np.int64), _load_strata(conc)
+    return np.asarray(got["start_us"], dtype=np.int64), load_strata(conc)

@@ -147,7 +147,7 @@ def scan(
     by_time = np.argsort(t, kind="stable")
     phase, edges = _phases(concurrency, by_time)
     out.phases = [int(t[by_time[i]]) for i in edges]
-    load = _load_strata(concurrency)
+    load = load_strata(concurrency)
     strata = _codes(load * (len(edges) + 1) + phase)
     # the harness's order is its send order where requests were sent one after another:
     # one axis then, not two tests of the same splits
@@ -180,7 +180,7 @@ def _codes(values: np.ndarray) -> np.ndarray:
     return np.unique(np.asarray(values), return_inverse=True)[1].astype(np.int64)
 
 
-def _load_strata(concurrency: np.ndarray) -> np.ndarray:
+def load_strata(concurrency: np.ndarray) -> np.ndarray:
     """`suspects`' load strata (quintiles of concurrency; not known: a stratum of its own)."""
     from .suspects.features import Table
     from .suspects.rank import _strata
