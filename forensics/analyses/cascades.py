@@ -142,35 +142,36 @@ def _related(rule: Echo, echo: dict, cause: dict) -> bool:
 
 def explained_by(failures: list[dict]) -> list[int | None]:
     """For each failure (in time order), the earlier failure that explains it (the
-    latest one an echo rule links it to), or None."""
+    latest one an echo rule links it to), or None. Each rule keeps the earlier failures
+    its `cause` takes by the key its relation compares (room, rid, peer or host), so a
+    failure is weighed against those alone, newest first, until the rule's window ends."""
     parent: list[int | None] = [None] * len(failures)
-    by_key: dict[tuple[str, object], list[int]] = {}  # (relation key, value) -> failures
+    index: dict[tuple[str, object], list[int]] = {}  # (rule, key) -> causes, in time order
     for j, row in enumerate(failures):
         best = None
         for rule in rules():
-            if not matches(rule.echo, row):
+            key = _key(rule, row)
+            if key is None or not matches(rule.echo, row):
                 continue
-            for i in reversed(_candidates(by_key, rule, row)):
+            for i in reversed(index.get((rule.name, key), ())):
                 cause = failures[i]
                 if row["ts_us"] - cause["ts_us"] > rule.window_s * 1e6:
                     break
-                if matches(rule.cause, cause) and _related(rule, row, cause):
+                if _related(rule, row, cause):
                     best = i if best is None else max(best, i)
                     break
         parent[j] = best
-        for key in _keys(row):
-            by_key.setdefault(key, []).append(j)
+        for rule in rules():
+            key = _key(rule, row)
+            if key is not None and matches(rule.cause, row):
+                index.setdefault((rule.name, key), []).append(j)
     return parent
 
 
-def _keys(row: dict) -> list[tuple[str, object]]:
-    return [(k, row[k]) for k in ("room", "rid", "peer", "host") if row[k] is not None]
-
-
-def _candidates(by_key: dict, rule: Echo, row: dict) -> list[int]:
-    key = {"room": "room", "room_other_rank": "room", "rid": "rid", "peer": "peer",
-           "host": "host"}[rule.relation]  # fmt: skip
-    return by_key.get((key, row[key]), []) if row[key] is not None else []
+def _key(rule: Echo, row: dict) -> object:
+    """The value a rule's relation compares (None: the failure has none)."""
+    return row[{"room": "room", "room_other_rank": "room", "rid": "rid", "peer": "peer",
+                "host": "host"}[rule.relation]]  # fmt: skip
 
 
 def cascades(
@@ -298,7 +299,7 @@ def first_cascade(db: Db = None, run: Runs = None) -> tuple[FirstFailure, list[d
 
 
 def _first_cascade(s: Scope) -> tuple[FirstFailure, list[dict]] | None:
-    where, params = s.where()
+    where, params = s.where_followed()  # the failures are the evidence runs' lines
     rows = s.con.execute(
         f"""SELECT {", ".join(COLUMNS)}, source_id, entry_no, template FROM failures
             WHERE {where} ORDER BY ts_us, host, source_id, entry_no""",
@@ -323,7 +324,7 @@ def _first_cascade(s: Scope) -> tuple[FirstFailure, list[dict]] | None:
     order = order_sentence(root, cascade, _bounds(s))
     first = FirstFailure(root["host"], root["tp"], root["ts_us"], root["kind"], root["code"],
                          line or "", text, len(top.echoes), hosts, span, top.p, order)  # fmt: skip
-    return first, [failures[i] for i in [top.root, *top.echoes]]
+    return first, cascade
 
 
 def _bounds(s: Scope) -> dict[tuple[str, str], tuple[int | None, int | None]]:
