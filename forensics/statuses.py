@@ -60,8 +60,13 @@ BAD_VERDICTS = tuple(v.name for v in VERDICT_TABLE if v.exposure == "bad")
 ONE_SIDED = tuple(v.name for v in VERDICT_TABLE if v.exposure == "unknown")
 
 
-def _in(words: tuple[str, ...]) -> str:
-    return "coalesce(status IN ({}), false)".format(", ".join(f"'{s}'" for s in words))
+def _in(words: tuple[str, ...], column: str = "status") -> str:
+    return f"coalesce({column} IN ({{}}), false)".format(", ".join(f"'{s}'" for s in words))
+
+
+def unjudged_sql(column: str) -> str:
+    """UNJUDGED_SQL over another column (a join's `e.status`)."""
+    return _in(UNJUDGED, column)
 
 
 # SQL over a `status` column (NULL: a reply, judged)

@@ -11,6 +11,7 @@
 -- check counts as on only where its flag or its passes are in the logs. Rows are not
 -- sorted.
 --
+-- @virtual
 -- @depends rooms
 --
 -- @column run                  VARCHAR  the run

@@ -29,7 +29,9 @@ from importlib import resources
 
 import numpy as np
 
+from ..clip import clip
 from ..scope import Db, Runs, Scope, scoped
+from ..timefmt import iso_us
 
 MIN_ECHOES = 3
 MIN_OUTSIDE = 0.25  # of the incident outside a cascade's window: its background
@@ -69,10 +71,6 @@ class Cascade:
     expected: float  # failures the background predicts in its window
     p: float
 
-    @property
-    def size(self) -> int:
-        return 1 + len(self.echoes)
-
 
 @dataclass
 class FirstFailure:
@@ -97,22 +95,10 @@ class FirstFailure:
         what = f"{self.kind} {self.code}" if self.code else self.kind
         said = re.sub(r"^\[[^\]]*\]\s*", "", self.line)  # the line without its prefix
         return (
-            f"first failure: {self.host}{rank} at {_utc(self.ts_us)}, {what} "
-            f"({_short(said)}); {self.echoes} later failures on "
+            f"first failure: {self.host}{rank} at {iso_us(self.ts_us)}, {what} "
+            f"({clip(said, 120)}); {self.echoes} later failures on "
             f"{', '.join(self.hosts)} echo it over {self.span_s:.1f} s; {self.order}"
         )
-
-
-def _utc(ts_us: int) -> str:
-    from ..timefmt import iso_us
-
-    return iso_us(ts_us)
-
-
-def _short(text: str, limit: int = 120) -> str:
-    from ..clip import clip
-
-    return clip(text, limit)
 
 
 def matches(want: dict[str, str], row: dict) -> bool:

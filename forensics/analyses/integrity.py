@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ..scope import Db, Runs, Scope, scoped
-from ..statuses import UNJUDGED_SQL
+from ..statuses import BAD_VERDICTS, unjudged_sql
 
 NOT_ON = "not known on"
 SKIPPED = "a skip on its host names no request"
@@ -87,12 +87,11 @@ def _integrity(s: Scope) -> Integrity:
     where, params = s.where("e.run")
     if not records and not on:  # no check looked: the requests' evidence is not read
         (n,) = s.con.execute(
-            f"SELECT count(*) FROM results e WHERE {where} AND NOT "
-            f"{UNJUDGED_SQL.replace('status', 'e.status')}",
+            f"SELECT count(*) FROM results e WHERE {where} AND NOT {unjudged_sql('e.status')}",
             params,
         ).fetchall()[0]
         return Integrity(n, [], 0)
-    judged = UNJUDGED_SQL.replace("status", "e.status")
+    judged = unjudged_sql("e.status")
     reqs = s.con.execute(
         f"""SELECT e.rid, e.room, e.decode_host, e.corrupted, r.verdict
             FROM request_evidence e JOIN requests r USING (source_id, line)
@@ -128,7 +127,7 @@ class _Check:
         """A request's verdict by this check, and why where it is not verified."""
         rid, room, host, _bad, room_verdict = req
         if self.name == "probes":
-            if room_verdict in ("mismatch", "stale", "partial"):
+            if room_verdict in BAD_VERDICTS:
                 return "mismatch", room_verdict
             if room_verdict == "match":
                 return "verified", ""

@@ -9,9 +9,8 @@ statistic is the largest over τ and the axes (one test). A stratum is a load st
 level of load, found on concurrency over time): a rate that steps with the load is the
 load's (a quintile straddling two levels read the load's step as an onset).
 
-Measured on generated requests (tests/test_onset.py, bench/README.md), against the
-likelihood ratio of a rate before and after within each stratum (one degree of freedom a
-stratum): that found 9 of 20 planted onsets, this 20 of 20, with as few false ones.
+One degree of freedom, not one a stratum: a likelihood ratio of a rate before and after
+within each stratum spread the one change over every stratum (bench/README.md's row).
 
 Its p: the same maximum in PERMUTATIONS shuffles of the outcomes within each stratum and
 session (a session's own rate and the load's stay; only the order goes), over GRID
@@ -182,12 +181,9 @@ def _codes(values: np.ndarray) -> np.ndarray:
 
 def load_strata(concurrency: np.ndarray) -> np.ndarray:
     """`suspects`' load strata (quintiles of concurrency; not known: a stratum of its own)."""
-    from .suspects.features import Table
-    from .suspects.rank import _strata
+    from .suspects.rank import load_strata as quintiles
 
-    table = Table({"concurrency": concurrency}, np.zeros(len(concurrency), bool),
-                  np.zeros(len(concurrency), object))  # fmt: skip
-    stratum, _ = _strata(table)
+    stratum, _ = quintiles(np.asarray(concurrency, dtype=float))
     return np.zeros(len(concurrency), np.int64) if stratum is None else stratum + 1
 
 

@@ -404,8 +404,13 @@ def _per_run(p: Predicate, y: np.ndarray, table: Table, level: float) -> TwoByTw
 def _strata(table: Table) -> tuple[np.ndarray | None, list[tuple[float, float, int]]]:
     """Each request's load stratum (-1: concurrency not known), or None with one stratum."""
     conc = table.columns.get("concurrency")
-    if conc is None:
-        return None, []
+    return (None, []) if conc is None else load_strata(conc)
+
+
+def load_strata(conc: np.ndarray) -> tuple[np.ndarray | None, list[tuple[float, float, int]]]:
+    """Quintiles of concurrency, the thinnest merged with a neighbour until each holds
+    MIN_STRATUM requests: each request's stratum (-1: not known), and each stratum's
+    (lowest, highest, requests); None where fewer than two strata stand."""
     known = ~np.isnan(conc)
     if known.sum() < 2 * MIN_STRATUM:
         return None, []
