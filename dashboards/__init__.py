@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:
     # Plotly loads only when a figure is asked for: `forensics` commands that import the
     # dashboard writer's constants must not pay for it.
     if name in __all__:
-        from . import figures
+        from . import figures, panels
 
-        return getattr(figures, name)
+        return getattr(panels if name == "timeline" else figures, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

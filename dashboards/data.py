@@ -1,7 +1,8 @@
 """What the dashboard draws, fetched from DuckDB and cut to a point budget there.
 
-Every panel's rows carry two x positions: the decode step and the wall time (decode's
-clock, ms since the epoch) so that the page can switch its shared axis between them.
+Each panel's fetch (a row of panels.PANELS) reads through one `Fetch`. Every timeline
+row carries two x positions: the decode step and the wall time (its host's clock, ms since
+the epoch) so that the page can switch its shared axis between them.
 Above a panel's budget the rows are aggregated in SQL (step bins) or thinned (rooms that
 matched), never in Python, so a million canary rows cost a GROUP BY, not a million dicts.
 """
@@ -13,7 +14,11 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
+from ..analyses.cascades import FirstFailure, first_cascade
+from ..analyses.pairs import Pairs
+from ..analyses.pairs import pairs as pair_table
 from ..analyses.runs import run_filter
+from ..scope import Scope
 from ..statuses import BAD_VERDICTS
 
 POINT_BUDGET = 20_000  # canary markers (all layers)
@@ -29,111 +34,123 @@ RIDS_SHOWN = 4  # first rids in a hover
 
 
 @dataclass
-class Panels:
-    canary: pl.DataFrame
-    canary_bin: int  # steps per marker: 1 = one marker per canary record
-    requests: pl.DataFrame
-    pages: pl.DataFrame  # heatmap cells
+class Fetch:
+    """What every panel's fetch reads: the scope's connection and run filter, when each
+    decode step happened, and the notes it adds where it aggregated or left rows out."""
+
+    scope: Scope
+    where: str
+    params: list
+    steps: pl.DataFrame  # (run, ts_us, step), by time
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        return self.scope.con
+
+
+@dataclass
+class Writes:
+    frame: pl.DataFrame  # a marker per canary record, or per step bin and layer
+    bin: int  # steps per marker: 1 = one marker per canary record
+
+
+@dataclass
+class Events:
     rooms: pl.DataFrame
     load: pl.DataFrame  # binned: the mean, and the min and max within each bin
-    notes: list[str] = field(default_factory=list)  # what was aggregated or left out
-    failures: pl.DataFrame | None = None  # transfer failures and aborts, one marker each
-    has_steps: bool = True  # decode steps recorded: else the x axis opens on wall time
-    outcomes: pl.DataFrame | None = None  # corrupted requests at their reply's time
-    counts: dict[str, int] = field(default_factory=dict)  # records behind the panels
+    outcomes: pl.DataFrame  # corrupted requests at their reply's time
 
-    def drawn(self) -> dict[str, str | None]:
-        """Each timeline panel: None where it is drawn, else the one line saying why not
-        ("" where another panel's line says it). The figure and the page's list of
-        missing panels both read this."""
-        c = self.counts
-        out: dict[str, str | None] = {}
-        out["writes"] = (
-            None
-            if not self.canary.is_empty()
-            else (
-                f"Unexpected page writes: none in {c.get('canary', 0):,} canary records."
-                if c.get("canary")
-                else "Unexpected page writes: no canary records in these runs."
-            )
-        )
-        out["requests"] = (
-            None
-            if not self.requests.is_empty()
-            else (
-                "Requests: no harness result could be placed on decode steps"
-                + (" (no rid or room in common)." if c.get("steps") else " (no step records).")
-            )
-        )
-        if not self.pages.is_empty():
-            out["pages"] = None
-        elif self.canary.is_empty():
-            out["pages"] = ""  # not drawn, and the page writes' line says why
-        else:
-            out["pages"] = (
-                "Page map: no pages listed."
-                if c.get("paged")
-                else "Page map: the canary records give counts only, no page lists."
-            )
-        events = [self.rooms, self.load, self.failures, self.outcomes]
-        out["verdicts"] = (
-            None
-            if any(d is not None and not d.is_empty() for d in events)
-            else (
-                "Transfer verdicts: no room has a time."
-                if c.get("rooms")
-                else "Transfer verdicts and events: no checksum records with times, no Decode "
-                "batch lines, no transfer failure, abort or corrupted request with a time."
-            )
-        )
-        return out  # fmt: skip
 
-    def present(self) -> list[str]:
-        """Panels with something to draw, in page order."""
-        return [k for k, why in self.drawn().items() if why is None]
-
-    def missing(self) -> list[str]:
-        return [why for why in self.drawn().values() if why]
+@dataclass
+class Failures:
+    frame: pl.DataFrame  # a marker each; `role`: first, echo (of the first) or other
+    first: FirstFailure | None
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pl.DataFrame:
     return con.sql(sql, params=params).pl()
 
 
-def panels(con: duckdb.DuckDBPyConnection, runs: list[str] | None = None) -> Panels:
-    where, params = run_filter(runs)
-    notes: list[str] = []
-    canary, width, n_canary = _canary(con, where, params)
+def fetch_context(scope: Scope) -> Fetch:
+    where, params = run_filter(scope.runs)
+    return Fetch(scope, where, params, _step_times(scope.con, where, params))
+
+
+def counts(f: Fetch) -> dict[str, int]:
+    """The records behind the panels, for the lines that say why one is not drawn."""
+    return _counts(f.con, f.where, f.params)
+
+
+def writes(f: Fetch) -> Writes:
+    canary, width, n = _canary(f.con, f.where, f.params)
     if width > 1:
-        notes.append(
-            f"unexpected page writes: {n_canary:,} canary records aggregated into bins of "
+        f.notes.append(
+            f"unexpected page writes: {n:,} canary records aggregated into bins of "
             f"{width:,} steps per layer (budget {POINT_BUDGET:,} points)"
         )
-    requests, n_req = _requests(con, where, params)
-    if n_req > len(requests):
-        notes.append(
-            f"requests: {len(requests):,} of {n_req:,} drawn (budget {REQUEST_BUDGET:,}): "
+    return Writes(canary, width)
+
+
+def requests(f: Fetch) -> pl.DataFrame:
+    df, n = _requests(f.con, f.where, f.params)
+    if n > len(df):
+        f.notes.append(
+            f"requests: {len(df):,} of {n:,} drawn (budget {REQUEST_BUDGET:,}): "
             f"corrupted first, then bad-room, then those in steps with unexpected writes, "
             f"then the rest, evenly spaced where a group does not fit"
         )
-    steps = _step_times(con, where, params)
-    rooms, n_rooms = _rooms(con, where, params, steps)
+    return df
+
+
+def pages(f: Fetch) -> pl.DataFrame:
+    return _pages(f.con, f.where, f.params)
+
+
+def events(f: Fetch) -> Events:
+    rooms, n_rooms = _rooms(f.con, f.where, f.params, f.steps)
     if n_rooms > len(rooms):
-        notes.append(
+        f.notes.append(
             f"transfer verdicts: {len(rooms):,} of {n_rooms:,} rooms drawn (budget "
             f"{ROOM_BUDGET:,}): bad rooms first, then evenly spaced matches"
         )
-    pages, load = _pages(con, where, params), _load(con, where, params, steps)
-    failures, n_fail = _failures(con, where, params, steps)
-    if n_fail > len(failures):
-        notes.append(f"failures: {len(failures):,} of {n_fail:,} drawn (budget {ROOM_BUDGET:,})")
-    outcomes, n_out = _outcomes(con, where, params, steps)
+    outcomes, n_out = _outcomes(f.con, f.where, f.params, f.steps)
     if n_out > len(outcomes):
-        notes.append(f"corrupted requests: {len(outcomes):,} of {n_out:,} drawn "
-                     f"(budget {ROOM_BUDGET:,})")  # fmt: skip
-    return Panels(canary, width, requests, pages, rooms, load, notes, failures,
-                  has_steps=not steps.is_empty() or not canary.is_empty(), outcomes=outcomes,
-                  counts=_counts(con, where, params))  # fmt: skip
+        f.notes.append(f"corrupted requests: {len(outcomes):,} of {n_out:,} drawn "
+                       f"(budget {ROOM_BUDGET:,})")  # fmt: skip
+    return Events(rooms, _load(f.con, f.where, f.params, f.steps), outcomes)
+
+
+def failures(f: Fetch) -> Failures:
+    """Every failure line (the `failures` view) at its decode step, the first failure's
+    cascade marked: its members first within the budget, then the earliest of the rest."""
+    got = first_cascade(f.scope)
+    first, cascade = (None, []) if got is None else got
+    where, params = f.scope.where_followed()
+    body = f"""SELECT run, host, ts_us, tp, kind, code, rid, reason AS detail, source_id,
+                      entry_no FROM failures WHERE {where} AND ts_us IS NOT NULL"""
+    (n,) = f.con.execute(f"SELECT count(*) FROM ({body})", params).fetchall()[0]
+    ids = [(r["source_id"], r["entry_no"]) for r in cascade]
+    role = pl.DataFrame(
+        {"source_id": [i[0] for i in ids], "entry_no": [i[1] for i in ids],
+         "role": ["first", *["echo"] * (len(ids) - 1)][: len(ids)]},
+        schema={"source_id": pl.Int32, "entry_no": pl.Int64, "role": pl.String},
+    )  # fmt: skip
+    df = _df(f.con, f"SELECT *, ts_us / 1000 AS t_ms FROM ({body})", params)
+    df = df.with_columns(pl.col("source_id").cast(pl.Int32), pl.col("entry_no").cast(pl.Int64))
+    df = df.join(role, on=["source_id", "entry_no"], how="left").with_columns(
+        pl.col("role").fill_null("other")
+    )
+    if n > ROOM_BUDGET:
+        rank = pl.when(pl.col("role") == "first").then(0).when(pl.col("role") == "echo").then(1)
+        df = _thin(df.sort("ts_us"), rank.otherwise(2), ROOM_BUDGET)
+        f.notes.append(f"failures: {len(df):,} of {n:,} drawn (budget {ROOM_BUDGET:,}): the "
+                       "first failure's cascade first, then evenly spaced")  # fmt: skip
+    return Failures(_at_step(df, f.steps), first)
+
+
+def pairs(f: Fetch) -> Pairs:
+    return pair_table(f.scope)
 
 
 def _counts(con, where: str, params: list) -> dict[str, int]:
@@ -156,22 +173,6 @@ def _outcomes(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.Da
     (n,) = con.execute(f"SELECT count(*) FROM ({body})", params).fetchall()[0]
     df = _df(con, f"SELECT *, ts_us / 1000 AS t_ms FROM ({body}) ORDER BY ts_us "
                   f"LIMIT {ROOM_BUDGET}", params)  # fmt: skip
-    return _at_step(df, steps), n
-
-
-def _failures(con, where: str, params: list, steps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """SGLang's transfer failures and aborts, at their decode step (first ones first)."""
-    body = f"""SELECT run, host, ts_us, 'transfer: ' || coalesce(exception, pattern) AS kind,
-                      rid, reason AS detail FROM transfers
-               WHERE {where} AND ts_us IS NOT NULL
-               UNION ALL
-               SELECT run, host, ts_us, kind, rid, detail FROM events
-               WHERE {where} AND ts_us IS NOT NULL
-                 AND kind IN ('abort', 'oom_abort', 'too_long', 'room_failed', 'lost_connection',
-                              'session_failed')"""
-    (n,) = con.execute(f"SELECT count(*) FROM ({body})", params + params).fetchall()[0]
-    df = _df(con, f"SELECT *, ts_us / 1000 AS t_ms FROM ({body}) ORDER BY ts_us "
-                  f"LIMIT {ROOM_BUDGET}", params + params)  # fmt: skip
     return _at_step(df, steps), n
 
 

@@ -17,16 +17,16 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 import polars as pl
-from plotly.subplots import make_subplots
 
 from ..analyses.canary import page_ranges
 from ..analyses.compare import Comparison, compare
+from ..analyses.pairs import UNKNOWN, Pair, Pairs
 from ..analyses.stats import fmt_ci, fmt_num, fmt_p
 from ..analyses.suspects import Suspects
 from ..analyses.suspects.rank import Suspect
 from ..analyses.templates import Templates
-from ..scope import Db, scoped
-from .data import Panels, panels
+from ..scope import Db
+from .data import Events, Failures, Writes
 
 LAYER_TRACES_MAX = 10  # more layers than this: one trace coloured by layer
 VERDICT_COLOURS = {
@@ -42,55 +42,9 @@ LOAD_COLOURS = [
     "rgba(140,86,75,0.7)",
     "rgba(23,190,207,0.7)",
 ]
-PANEL_TITLES = {
-    "writes": "Unexpected page writes (per canary layer)",
-    "requests": "Requests over the steps they were decoded in",
-    "pages": "Page map: unexpected writes, page × step",
-    "verdicts": "Transfer verdicts (room at decode's receive time) and decode load",
-}
-
-
 def esc(value: object) -> str:
     """Text from the database as inert HTML (Plotly turns entities back into characters)."""
     return html.escape("" if value is None else str(value), quote=False)
-
-
-def timeline(db: Db = None, run: str | list[str] | None = None) -> go.Figure:
-    """The step-aligned panels of the runs' incident as one figure."""
-    with scoped(db, run) as s:
-        return timeline_figure(panels(s.con, s.runs))
-
-
-def present(p: Panels) -> list[str]:
-    """Panels with something to draw, in page order (Panels.drawn decides)."""
-    return p.present()
-
-
-def timeline_figure(p: Panels) -> go.Figure:
-    rows = p.present()
-    if not rows:
-        fig = go.Figure()
-        fig.update_layout(title="nothing to draw: no canary, step, room or batch records")
-        return fig
-    heights = {"writes": 1.0, "requests": 1.3, "pages": 1.0, "verdicts": 0.9}
-    fig = make_subplots(
-        rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-        subplot_titles=[PANEL_TITLES[r] for r in rows],
-        row_heights=[heights[r] for r in rows],
-        specs=[[{"secondary_y": r == "verdicts"}] for r in rows],
-    )  # fmt: skip
-    for i, name in enumerate(rows, 1):
-        {"writes": _writes, "requests": _requests, "pages": _pages, "verdicts": _verdicts}[name](
-            fig, p, i
-        )
-    axis = "step" if p.has_steps else "time"  # no step records: steps would all be one
-    fig.update_xaxes(title_text="decode step", row=len(rows), col=1)
-    fig.update_layout(
-        height=320 * len(rows) + 120, margin=dict(l=70, r=40, t=60, b=50),
-        hovermode="closest", legend=dict(orientation="h", y=1.04, x=0, yanchor="bottom"),
-        template="plotly_white", meta={"panels": rows, "axis": axis},
-    )  # fmt: skip
-    return fig
 
 
 def _with_time(trace, xt) -> object:
@@ -100,10 +54,11 @@ def _with_time(trace, xt) -> object:
     return trace
 
 
-def _writes(fig: go.Figure, p: Panels, row: int) -> None:
-    df = p.canary
+def writes(fig: go.Figure, got: Writes, row: int) -> None:
+    """Unexpected pages per canary record (or step bin), one trace a layer."""
+    df = got.frame
     layers = df["layer"].unique().sort().to_list()
-    binned = p.canary_bin > 1
+    binned = got.bin > 1
     texts = [_write_hover(r, binned) for r in df.iter_rows(named=True)]
     df = df.with_columns(hover=pl.Series(texts, dtype=pl.String))
     size = (5 + 2.5 * pl.col("n_unexpected").fill_null(0).sqrt()).clip(upper_bound=30)
@@ -159,8 +114,9 @@ def _segments(df: pl.DataFrame, a: str, b: str) -> list:
     return out
 
 
-def _requests(fig: go.Figure, p: Panels, row: int) -> None:
-    df = p.requests.with_columns(y=pl.int_range(pl.len()))
+def requests(fig: go.Figure, got: pl.DataFrame, row: int) -> None:
+    """A bar per request over its decode steps: corrupted, ok, its room's bad verdict."""
+    df = got.with_columns(y=pl.int_range(pl.len()))
     hover = [
         "<br>".join([
             f"<b>{esc(r['rid'])}</b>",
@@ -198,10 +154,10 @@ def _requests(fig: go.Figure, p: Panels, row: int) -> None:
                      range=[-1, len(df)])  # fmt: skip
 
 
-def _pages(fig: go.Figure, p: Panels, row: int) -> None:
+def pages(fig: go.Figure, got: pl.DataFrame, row: int) -> None:
     """Unexpected writes per (step bin, page bin), each bin a column exactly its steps
     wide: the heatmap's x are the columns' edges, an empty column between bins apart."""
-    df = p.pages
+    df = got
     bins = (df.group_by("step").agg(pl.col("step_last").max(), pl.col("t_ms").min())
             .sort("step"))  # fmt: skip
     pages = df["page"].unique().sort().to_list()
@@ -276,8 +232,10 @@ def _verdict_hover() -> pl.Expr:
     )  # fmt: skip
 
 
-def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
-    df = p.rooms
+def verdicts(fig: go.Figure, got: Events, row: int) -> None:
+    """Each room's verdict at decode's receive time, the corrupted requests at their
+    reply's time, and each decode host's load on the second y axis."""
+    df = got.rooms
     order = [v for v in VERDICT_COLOURS if v in set(df["verdict"].to_list())]
     for v in order:
         g = df.filter(pl.col("verdict") == v).with_columns(hover=_verdict_hover())
@@ -296,43 +254,85 @@ def _verdicts(fig: go.Figure, p: Panels, row: int) -> None:
             ),
             row=row, col=1, secondary_y=False,
         )  # fmt: skip
-    order += _failures(fig, p, row)
-    order += _outcomes(fig, p, row)
-    if not p.load.is_empty():
-        _load(fig, p.load, row)
+    order += _outcomes(fig, got.outcomes, row)
+    if not got.load.is_empty():
+        _load(fig, got.load, row)
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], row=row, col=1,
                      secondary_y=False)  # fmt: skip
 
 
-def _failures(fig: go.Figure, p: Panels, row: int) -> list[str]:
-    """Transfer failures and aborts, a row of ✕ per host: the categories drawn."""
-    fails = p.failures if p.failures is not None else pl.DataFrame()
-    if fails.is_empty():
-        return []
-    cats = []
-    for host in sorted(set(fails["host"].to_list()), key=lambda h: h or ""):
-        g = fails.filter(pl.col("host").eq_missing(host))
-        cat = f"failures {host or '?'}"
-        cats.append(cat)
+FAILURE_LOOK = {  # role: (legend name, symbol, size, opacity)
+    "other": ("failures", "x", 9, 0.9),
+    "echo": ("echoes of the first failure", "x", 9, 0.3),
+    "first": ("first failure", "star", 18, 1.0),
+}
+
+
+def failures(fig: go.Figure, got: Failures, row: int) -> None:
+    """Failure lines, a row per host and rank: the first failure a star, its echoes
+    faint, the failures outside its cascade plain."""
+    df = got.frame.with_columns(
+        cat=pl.concat_str(pl.col("host").fill_null("?"),
+                          pl.when(pl.col("tp").is_not_null())
+                          .then(pl.lit(" TP") + pl.col("tp").cast(pl.String))
+                          .otherwise(pl.lit(""))),
+    )  # fmt: skip
+    cats = sorted(set(df["cat"].to_list()))
+    for role, (name, symbol, size, opacity) in FAILURE_LOOK.items():
+        g = df.filter(pl.col("role") == role)
+        if g.is_empty():
+            continue
+        hover = [_failure_hover(r) for r in g.iter_rows(named=True)]
         fig.add_trace(
             _with_time(
                 go.Scattergl(
-                    x=g["step"].to_list(), y=np.full(len(g), cat, dtype=object),
-                    mode="markers", name=f"transfer failures, aborts: {esc(host or '?')}",
-                    marker=dict(color="#b00020", size=10, symbol="x"),
-                    hovertext=np.array([_failure_hover(r) for r in g.iter_rows(named=True)],
-                                       dtype=object), hoverinfo="text",
+                    x=g["step"].to_list(), y=np.array(g["cat"].to_list(), dtype=object),
+                    mode="markers", name=name,
+                    marker=dict(color="#b00020", size=size, symbol=symbol, opacity=opacity,
+                                line=dict(width=1, color=OUTLINE) if role == "first" else None),
+                    hovertext=np.array(hover, dtype=object), hoverinfo="text",
                 ),
                 g["t_ms"].to_numpy(),
             ),
-            row=row, col=1, secondary_y=False,
+            row=row, col=1,
         )  # fmt: skip
-    return cats
+    fig.update_yaxes(categoryorder="array", categoryarray=cats[::-1], row=row, col=1)
 
 
-def _outcomes(fig: go.Figure, p: Panels, row: int) -> list[str]:
+def pairs(fig: go.Figure, got: Pairs, row: int) -> None:
+    """Prefill host × decode host: the Wilson 95 % lower bound of the corruption rate
+    (the rank the report gives), the counts in each cell."""
+    known = [q for q in got.pairs if UNKNOWN not in (q.prefill_host, q.decode_host)]
+    pre = sorted({q.prefill_host for q in known})
+    dec = sorted({q.decode_host for q in known})
+    cell = {(q.prefill_host, q.decode_host): q for q in known}
+    z, text, hover = [], [], []
+    for a in pre:
+        qs = [cell.get((a, b)) for b in dec]
+        z.append([None if q is None else 100 * q.rate_low for q in qs])
+        text.append(["" if q is None else f"{q.corrupted}/{q.requests}" for q in qs])
+        hover.append(["" if q is None else _pair_hover(q) for q in qs])
+    fig.add_trace(
+        go.Heatmap(
+            x=[esc(b) for b in dec], y=[esc(a) for a in pre], z=z, text=text,
+            texttemplate="%{text}", hovertext=hover, hoverinfo="text", colorscale="Reds",
+            zmin=0, colorbar=dict(title="lower bound, %"), hoverongaps=False, name="pairs",
+        ),
+        row=row, col=1,
+    )  # fmt: skip
+    fig.update_xaxes(title_text="decode host", row=row, col=1)
+    fig.update_yaxes(title_text="prefill host", row=row, col=1)
+
+
+def _pair_hover(q: Pair) -> str:
+    return (f"<b>{esc(q.prefill_host)} → {esc(q.decode_host)}</b><br>{q.corrupted}/"
+            f"{q.requests} corrupted ({100 * q.rate:.1f} %, Wilson 95 % "
+            f"{100 * q.rate_low:.1f}–{100 * q.rate_high:.1f} %)<br>transfer failures "
+            f"{q.failures}, checksum mismatches {q.mismatches}")  # fmt: skip
+
+
+def _outcomes(fig: go.Figure, df: pl.DataFrame, row: int) -> list[str]:
     """Corrupted requests at their reply's time, the judge's reason in the hover."""
-    df = p.outcomes if p.outcomes is not None else pl.DataFrame()
     if df.is_empty():
         return []
     hover = [f"<b>CORRUPTED</b> {esc(r['rid'])}<br>session {esc(r['session'])} round "
@@ -399,8 +399,11 @@ def _step_of(x: float) -> float:
 
 
 def _failure_hover(r: dict) -> str:
-    return (f"<b>{esc(r['kind'])}</b><br>host {esc(r['host'])}, rid {esc(r['rid'] or '-')}"
-            f"<br>{esc((r['detail'] or '')[:200])}")  # fmt: skip
+    rank = "" if r["tp"] is None else f" TP{r['tp']}"
+    what = f"{r['kind']} {r['code']}" if r["code"] else r["kind"]
+    role = {"first": "FIRST FAILURE: ", "echo": "echo of the first failure: "}.get(r["role"], "")
+    return (f"<b>{role}{esc(what)}</b><br>host {esc(r['host'])}{rank}, rid "
+            f"{esc(r['rid'] or '-')}<br>{esc((r['detail'] or '')[:200])}")  # fmt: skip
 
 
 def runs_compared(db: Db = None, runs: list[str] | None = None) -> go.Figure:

@@ -8,6 +8,7 @@ and `/`, so no string can close the script element it sits in).
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -18,6 +19,9 @@ from ..analyses.report import Report
 from ..analyses.stats import fmt_pct
 from ..timefmt import iso_us, span
 from .figures import esc
+
+if TYPE_CHECKING:
+    from .panels import Panel
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 16px 24px; color: #222; }
@@ -63,7 +67,6 @@ _JS = """
     }
     document.querySelectorAll('.controls button').forEach(
       b => b.addEventListener('click', () => use(b.dataset.mode)));
-    if (gd.layout.meta && gd.layout.meta.axis === 'time') use('time');
   }
   document.querySelectorAll('table.sortable').forEach(table => {
     table.querySelectorAll('th').forEach((th, col) => th.addEventListener('click', () => {
@@ -203,16 +206,19 @@ def steps_table(c: CanaryReport) -> str:
 
 def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],
            empty: list[str], suspects: go.Figure | None = None,
-           templates: go.Figure | None = None) -> str:  # fmt: skip
-    """The page. `empty`: one line per panel that had nothing to draw."""
+           templates: go.Figure | None = None,
+           own: list[tuple[Panel, go.Figure | None, str | None]] = ()) -> str:  # fmt: skip
+    """The page. `empty`: one line per timeline panel that had nothing to draw; `own`:
+    the panels with a section of their own, each a figure or the line why not."""
     has_timeline = bool(timeline.data)
+    on_steps = has_timeline and (timeline.layout.meta or {}).get("axis") == "step"
     body = [
         header(rep, notes),
         '<h2>Timeline</h2>',
         (
             '<div class="controls">x axis: <button data-mode="step" class="on">decode step'
             '</button> <button data-mode="time">wall time</button></div>'
-            if has_timeline
+            if on_steps
             else ""
         ),
         *[f'<p class="empty">{esc(e)}</p>' for e in empty],
@@ -220,6 +226,10 @@ def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],
         "<h2>Runs compared</h2>",
         _plot("runs", runs) if runs.data and runs.data[0].x else
         '<p class="empty">Runs compared: no harness results.</p>',
+        *[part for panel, fig, why in own for part in (
+            f"<h2>{esc(panel.title)}</h2>",
+            _plot(panel.name, fig) if fig is not None else f'<p class="empty">{esc(why)}</p>',
+        )],
         "<h2>Suspects</h2>",
         _plot("suspects", suspects) if suspects is not None and suspects.data else
         f'<p class="empty">Suspects: {esc(rep.suspects.sentences()[0])}</p>',

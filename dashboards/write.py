@@ -7,7 +7,6 @@ import time
 import webbrowser
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..analyses.canary import canary
 from ..analyses.report import report
@@ -16,16 +15,13 @@ from ..outputs import write_text
 from ..scope import Db, Runs, scoped
 from . import DEFAULT_NAME
 
-if TYPE_CHECKING:
-    pass
-
 
 @dataclass
 class DashboardResult:
     path: Path
     bytes: int
     seconds: float  # to query, build and write
-    panels: list[str]  # timeline panels drawn
+    panels: list[str]  # panels drawn: the timeline's, then those of their own
     empty: list[str] = field(default_factory=list)  # one line per panel with no data
     notes: list[str] = field(default_factory=list)  # aggregation above the point budget
 
@@ -45,15 +41,9 @@ def dashboard(
     connection given, its tables stay scrubbed after)."""
     # Plotly takes 0.2 s to import: only this command pays for it.
     from ..analyses.templates import templates
-    from .data import panels
-    from .figures import (
-        TEMPLATE_ROWS,
-        runs_figure,
-        suspects_figure,
-        templates_figure,
-        timeline_figure,
-    )
+    from .figures import TEMPLATE_ROWS, runs_figure, suspects_figure, templates_figure
     from .page import render
+    from .panels import fetch, own_figures, timeline_figure
 
     t0 = time.perf_counter()
     with scoped(db, runs) as s:  # a path, a connection or the bundle's scope
@@ -63,20 +53,21 @@ def dashboard(
             shadow(s.con, keep=True)
             s.changed()
         s = s.narrowed(s.followed)  # the runs their results' evidence is in drawn too
-        p = panels(s.con, s.runs)
+        p = fetch(s)
         p.notes[:0] = s.follow_notes
         # the report the command (or the bundle) already has; the tables list more rows
         rep = replace(report(s), rooms=rooms(s, limit=200), canary=canary(s, top=200))
         empty = p.missing()
         lines = templates(s, limit=TEMPLATE_ROWS)
-    timeline = timeline_figure(p)
-    page = render(rep, timeline, runs_figure(rep.comparison), p.notes, empty,
-                  suspects_figure(rep.suspects), templates_figure(lines))  # fmt: skip
+    timeline, own = timeline_figure(p), own_figures(p)
+    page = render(rep, timeline, runs_figure(rep.comparison), p.notes, p.missing(timeline=True),
+                  suspects_figure(rep.suspects), templates_figure(lines), own)  # fmt: skip
     path = Path(out) if out is not None else Path(DEFAULT_NAME)
     write_text(path, page, make_parents=True)
     res = DashboardResult(
         path, path.stat().st_size, time.perf_counter() - t0,
-        list(timeline.layout.meta["panels"]) if timeline.layout.meta else [], empty, p.notes,
+        [*(timeline.layout.meta["panels"] if timeline.layout.meta else []),
+         *(panel.name for panel, fig, _ in own if fig is not None)], empty, p.notes,
     )  # fmt: skip
     if open_browser and not _open(path):
         res.notes.append(f"--open: no browser found here; open {path.resolve()} in one")

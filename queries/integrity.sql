@@ -4,9 +4,15 @@
 -- vLLM-Ascend's DFX content checks, Mooncake Store's checksum code, and a harness result
 -- whose error body says "KV checksum mismatch". Each says `verified`, `mismatch` or
 -- `not_verified` for the request or room it names (or, naming none, for its host at its
--- time). `known_false_positive` is set where a documented false positive may apply
--- (SGLang's metadata room check before sgl-project/sglang#27374, 2026-06-05: under TCP
--- transport at 32+ concurrent requests it aborted ~3 % of requests falsely). Which
+-- time). `known_false_positive` is set where a documented false positive may apply:
+-- SGLang's metadata room check before sgl-project/sglang#27374 (merged 2026-06-05; first
+-- in SGLang 0.5.13 — 0.5.12's decode.py lacks the reset, 0.5.13's has it) read a freed
+-- slot's stale room and, under TCP transport at 32+ concurrent requests, aborted ~3 % of
+-- requests falsely. The note names what the incident's own lines show: the version (a
+-- `sglang==X`, `sglang: X` or `sglang version X` line), the TCP transport
+-- (`MC_FORCE_TCP=1`, the `mooncake_tcp` backend) and the highest concurrency (the
+-- harness's, or decode's #running-req); with all three shown it is a statement, otherwise
+-- "possible: …" with what is missing; a version with the fix sets none. Which
 -- requests a check verified is `forensics report`'s (forensics/analyses/integrity.py): a
 -- check counts as on only where its flag or its passes are in the logs. Rows are not
 -- sorted.
@@ -44,11 +50,44 @@ WITH records AS (
       AND (contains(coalesce(reason, ''), 'KV checksum mismatch')
            OR contains(coalesce(extra, ''), 'KV checksum mismatch'))
 )
-SELECT *,
-       CASE WHEN checker = 'sglang_metadata_room' AND verdict = 'mismatch' THEN
-           'possible: sgl-project/sglang#27374 — before its fix (merged 2026-06-05) the room '
-           || 'check read a freed slot''s stale room and aborted ~3 % of requests falsely '
-           || 'under TCP transport (MC_FORCE_TCP=1) at 32+ concurrent requests; the '
-           || 'version is not in the logs'
-       END AS known_false_positive
-FROM records
+-- what the incident's own lines show of the false positive's conditions
+, shown AS (
+    SELECT (SELECT max(regexp_extract(message, '(?i)\bsglang(?:==|: ?| version:? ?| v)(\d+\.\d+\.\d+)', 1))
+            FROM entries WHERE message ILIKE '%sglang%'
+              AND regexp_matches(message, '(?i)\bsglang(?:==|: ?| version:? ?| v)\d+\.\d+\.\d+')
+           ) AS version,
+           (SELECT count(*) > 0 FROM entries
+            WHERE contains(message, 'MC_FORCE_TCP=1') OR contains(message, 'mooncake_tcp')) AS tcp,
+           greatest((SELECT max(concurrency) FROM results),
+                    (SELECT max(running_req) FROM batches WHERE lower(phase) = 'decode'))
+               AS concurrency
+    WHERE EXISTS (SELECT 1 FROM records WHERE checker = 'sglang_metadata_room'
+                                          AND verdict = 'mismatch')
+)
+, room_note AS (
+    SELECT CASE
+        WHEN version IS NOT NULL AND CAST(string_split(version, '.') AS INTEGER[]) >= [0, 5, 13]
+            THEN NULL
+        ELSE CASE WHEN version IS NOT NULL AND tcp AND coalesce(concurrency, 0) >= 32
+                  THEN '' ELSE 'possible: ' END
+             || 'sgl-project/sglang#27374 — before its fix (merged 2026-06-05, first in '
+             || 'SGLang 0.5.13) the room check read a freed slot''s stale room and aborted '
+             || '~3 % of requests falsely under TCP transport (MC_FORCE_TCP=1) at 32+ '
+             || 'concurrent requests; the logs show '
+             || concat_ws(', ',
+                    CASE WHEN version IS NOT NULL THEN 'SGLang ' || version END,
+                    CASE WHEN tcp THEN 'the TCP transport' END,
+                    CASE WHEN concurrency IS NOT NULL
+                         THEN concurrency::VARCHAR || ' concurrent requests at most' END)
+             || CASE WHEN version IS NULL AND NOT tcp AND concurrency IS NULL THEN 'none of it'
+                     ELSE '' END
+             || CASE WHEN version IS NULL THEN '; the version is not in the logs' ELSE '' END
+             || CASE WHEN NOT tcp THEN '; the transport is not in the logs' ELSE '' END
+             || '. Fix: SGLang 0.5.13 or later'
+        END AS note
+    FROM shown
+)
+SELECT r.*,
+       CASE WHEN r.checker = 'sglang_metadata_room' AND r.verdict = 'mismatch'
+            THEN (SELECT note FROM room_note) END AS known_false_positive
+FROM records r

@@ -9,8 +9,8 @@ from pathlib import Path
 import forensics.dashboards
 import polars as pl
 import pytest
-from forensics.dashboards import data, figures
-from forensics.dashboards.figures import PANEL_TITLES
+from forensics.dashboards import data, figures, panels
+from forensics.dashboards.panels import PANELS
 from forensics.dashboards.write import dashboard
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -62,19 +62,18 @@ def _hostile(tmp: Path) -> Path:
 
 def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
     fig = forensics.dashboards.timeline(demo.ingest.db, run="demo")  # the notebook API
-    assert fig.layout.meta["panels"] == ["writes", "requests", "pages", "verdicts"]
+    assert fig.layout.meta["panels"] == ["writes", "requests", "pages", "failures", "verdicts"]
     names = [t.name for t in fig.data]
-    # one canary layer; bad-room outline, ok, corrupted; the heatmap; 7 verdicts, the
-    # failures of each host, the corrupted requests at their time, each host's load
+    # one canary layer; bad-room outline, ok, corrupted; the heatmap; the failures (no
+    # cascade: no first failure, no echoes); 7 verdicts, the corrupted requests at their
+    # time, each host's load
     assert names == ["layer 30", "bad room (outline)", "ok", "corrupted", "page map",
-                     "match", "partial", "stale", "mismatch", "conflict", "missing_dst",
-                     "missing_src", "transfer failures, aborts: decode-0", "corrupted requests",
+                     "failures", "match", "partial", "stale", "mismatch", "conflict",
+                     "missing_dst", "missing_src", "corrupted requests",
                      "#running-req decode-0"]  # fmt: skip
-    (n_fail,), = forensics.query_rows(
-        "SELECT (SELECT count(*) FROM transfers) + (SELECT count(*) FROM events WHERE kind IN "
-        "('abort', 'oom_abort', 'too_long', 'room_failed', 'lost_connection', 'session_failed'))",
-        demo.ingest.db)[1]  # fmt: skip
-    assert len(fig.data[12].x) == n_fail > 0
+    ((n_fail,),) = forensics.query_rows(
+        "SELECT count(*) FROM failures WHERE ts_us IS NOT NULL", demo.ingest.db)[1]  # fmt: skip
+    assert len(fig.data[5].x) == n_fail > 0
     # the step axis spans the incident's steps: nothing is drawn at a step 0 it never had
     ((first,),) = forensics.query_rows("SELECT min(step) FROM steps", demo.ingest.db)[1]
     assert first > 0 and min(x for t in fig.data for x in t.x if x is not None) >= first
@@ -89,24 +88,28 @@ def test_timeline_traces_and_axes_of_the_demo(demo) -> None:
         range(300 + burst[0] % 7, 333 + 3)
     )
     # every panel shares the first x axis: the burst lines up across them
-    assert {fig.layout[a].matches for a in ("xaxis", "xaxis2", "xaxis3")} == {"x4"}
+    assert {fig.layout[a].matches for a in ("xaxis", "xaxis2", "xaxis3", "xaxis4")} == {"x5"}
     assert tuple(fig.layout.yaxis2.range) == (-1, 32)  # one row per request, all 32
-    assert fig.layout.xaxis4.title.text == "decode step"
+    assert fig.layout.xaxis5.title.text == "decode step"
     corrupted = fig.data[3]
     steps = [x for x in corrupted.x if x is not None]
     assert min(steps) <= burst[0] and any(s >= burst[-1] for s in steps)
 
 
-def test_without_step_records_the_axis_opens_on_wall_time_and_load_shows_its_range(
+def test_without_step_records_the_axis_is_wall_time_alone_and_load_shows_its_range(
     tmp_path: Path,
 ) -> None:
     stock = forensics.demo(tmp_path / "stock", stock=True)
     fig = forensics.dashboards.timeline(stock.ingest.db)
-    assert fig.layout.meta["axis"] == "time"
-    assert "gd.layout.meta.axis === 'time'" in stock.dashboard.path.read_text()
-    p = data.panels(forensics.connect_read_only(stock.ingest.db))
-    assert (p.load["running_min"] <= p.load["running_req"]).all()
-    assert (p.load["running_req"] <= p.load["running_max"]).all()
+    # no decode step to switch to: the x axis is the wall time alone, and no switch shown
+    assert fig.layout.meta["axis"] == "time" and fig.layout.xaxis.type == "date"
+    assert all(not t.meta for t in fig.data) and min(x for x in fig.data[0].x) > 1.7e12
+    axis = [a for a in fig.layout if a.startswith("xaxis") and fig.layout[a].title.text]
+    assert [fig.layout[a].title.text for a in axis] == ["wall time (UTC, each host's clock)"]
+    assert 'data-mode="step"' not in stock.dashboard.path.read_text()
+    load = panels.panels(forensics.connect_read_only(stock.ingest.db)).data["verdicts"].load
+    assert (load["running_min"] <= load["running_req"]).all()
+    assert (load["running_req"] <= load["running_max"]).all()
 
 
 def test_runs_figure_has_wilson_error_bars(demo) -> None:
@@ -120,38 +123,41 @@ def test_runs_figure_has_wilson_error_bars(demo) -> None:
 def test_point_budget_aggregates_and_says_so(demo, monkeypatch: pytest.MonkeyPatch) -> None:
     con = forensics.connect_read_only(demo.ingest.db)
     try:
-        full = data.panels(con)
+        full = panels.panels(con)
         monkeypatch.setattr(data, "POINT_BUDGET", 2)
         monkeypatch.setattr(data, "REQUEST_BUDGET", 10)
         monkeypatch.setattr(data, "ROOM_BUDGET", 12)
-        cut = data.panels(con)
+        cut = panels.panels(con)
     finally:
         con.close()
-    assert full.canary_bin == 1 and len(full.canary) == 3
-    assert cut.canary_bin == 2 and len(cut.canary) == 2  # 3 steps in bins of 2
-    assert cut.canary["n_unexpected"].sum() == full.canary["n_unexpected"].sum()
-    assert cut.canary["records"].to_list() == [2, 1]
-    corrupted = set(full.requests.filter("corrupted")["rid"].to_list())
-    assert len(cut.requests) == 10 and corrupted <= set(cut.requests["rid"].to_list())
-    bad = full.rooms.filter(full.rooms["verdict"] != "match")
-    assert len(cut.rooms) <= 12 + len(bad) and set(bad["room"]) <= set(cut.rooms["room"])
+    fw, cw = full.data["writes"], cut.data["writes"]
+    assert fw.bin == 1 and len(fw.frame) == 3
+    assert cw.bin == 2 and len(cw.frame) == 2  # 3 steps in bins of 2
+    assert cw.frame["n_unexpected"].sum() == fw.frame["n_unexpected"].sum()
+    assert cw.frame["records"].to_list() == [2, 1]
+    full_req, cut_req = full.data["requests"], cut.data["requests"]
+    corrupted = set(full_req.filter("corrupted")["rid"].to_list())
+    assert len(cut_req) == 10 and corrupted <= set(cut_req["rid"].to_list())
+    rooms, cut_rooms = full.data["verdicts"].rooms, cut.data["verdicts"].rooms
+    bad = rooms.filter(rooms["verdict"] != "match")
+    assert len(cut_rooms) <= 12 + len(bad) and set(bad["room"]) <= set(cut_rooms["room"])
     assert len(cut.notes) == 3 and "budget 2 points" in cut.notes[0]
     assert "10 of 32" in cut.notes[1] and "of 32 rooms" in cut.notes[2]
     monkeypatch.setattr(data, "REQUEST_BUDGET", 3)  # fewer than the corrupted ones
     con = forensics.connect_read_only(demo.ingest.db)
     try:
-        few = data.panels(con).requests
+        few = panels.panels(con).data["requests"]
     finally:
         con.close()
     assert len(few) == 3 and few["corrupted"].all()
     assert few["first_step"].to_list() == sorted(few["first_step"].to_list())
-    hover = figures.timeline_figure(cut).data[0].hovertext[0]
+    hover = panels.timeline_figure(cut).data[0].hovertext[0]
     assert hover.startswith("<b>steps ") and "(2 records)" in hover
 
 
 def test_markup_from_logs_is_escaped_in_figures(tmp_path: Path) -> None:
     db = _hostile(tmp_path)
-    fig = figures.timeline(db)
+    fig = panels.timeline(db)
     texts = " ".join(
         str(h) for t in fig.data for h in (t.hovertext if t.hovertext is not None else []) if h
     )
@@ -167,10 +173,11 @@ def test_empty_panels_say_so_in_one_line(tmp_path: Path) -> None:
     db = tmp_path / "db.duckdb"
     forensics.ingest([str(f) for f in files], db)
     res = dashboard(db, out=tmp_path / "d.html")
-    assert res.panels == ["verdicts"]
+    assert res.panels == ["failures", "verdicts"]
     assert res.empty == [
         "Unexpected page writes: no canary records in these runs.",
         "Requests: no harness result could be placed on decode steps (no rid or room in common).",
+        "Pairs: no judged request's prefill and decode hosts are both known.",
     ]
     page = (tmp_path / "d.html").read_text()
     assert "Runs compared: no harness results." in page
@@ -251,7 +258,8 @@ def test_demo_dashboard_draws_every_panel_offline(browser: Browser, demo, tmp_pa
     titles = page.eval_on_selector_all(
         "#timeline .annotation-text", "es => es.map(e => e.textContent)"
     )
-    assert [t for t in titles if t in PANEL_TITLES.values()] == list(PANEL_TITLES.values())
+    timeline = [p.title for p in PANELS if p.timeline]
+    assert [t for t in titles if t in timeline] == timeline
     # WebGL traces draw on canvases, the heatmap and bars into SVG.
     assert page.evaluate("document.querySelectorAll('#timeline canvas').length") > 0
     assert (
@@ -376,7 +384,9 @@ def test_the_stock_page_shows_what_matters(browser: Browser, stock_two_hosts) ->
     assert corrupted == [len(inc.truth["corrupted"])] and corrupted[0] > 0
     loads = [n for n in names if n.startswith("#running-req") and not n.endswith("min–max")]
     assert loads == ["#running-req decode-0", "#running-req decode-1"]
-    assert any(n.startswith("transfer failures, aborts: decode-0") for n in names)
+    assert "failures" in names
+    assert page.evaluate("document.getElementById('timeline')._fullLayout.xaxis.type") == "date"
+    assert page.evaluate("document.querySelectorAll('.controls button').length") == 0
     banner = page.eval_on_selector_all(".conclusion", "es => es.map(e => e.textContent)")
     rep = forensics.report(db)
     assert banner == rep.headline() and banner[0] == rep.sentences()[0]

@@ -8,6 +8,8 @@ import tomllib
 from dataclasses import fields
 from pathlib import Path
 
+import pytest
+
 import forensics
 from forensics.analyses.integrity import NOT_ON, SKIPPED, CheckCount, Integrity
 from forensics.synthetic.planted import generate_planted, write_planted
@@ -88,6 +90,52 @@ def test_a_request_is_verified_only_where_the_check_is_known_on(tmp_path: Path) 
     again = json.loads(cli("report", "--db", str(db), "--json").stdout)["integrity"]
     kv = {c["checker"]: c for c in again["checks"]}["sglang_kv_checksum"]
     assert kv["verified"] == 0 and kv["why_not"][SKIPPED] == on_host - 2
+
+
+# The incident's own lines that show the metadata room check's false-positive conditions:
+# the version as `python -m sglang.check_env` prints it (sglang/check_env.py:
+# `print(f"{k}: {v}")` over PACKAGE_LIST), the TCP transport as SGLang 0.5.23's
+# srt/arg_groups/pd_disaggregation_hook.py logs it, and decode's load.
+TCP_LINE = ("disaggregation transfer backend 'mooncake_tcp' -> mooncake with MC_FORCE_TCP=1 "
+            "(TCP transport, no RDMA)")  # fmt: skip
+ROOM_ABORT = ("Context corruption detected: Request 0aa1c3e5f7094b2d8e6f1a3c5e7b9d0f "
+              "(bootstrap_room=1655955501905217457) received metadata from "
+              "bootstrap_room=887504041590801090. Metadata buffer index: 3.")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("version", "tcp", "running", "said"),
+    [
+        ("0.5.12", True, 48, "stated"),  # every condition shown: a statement, no "possible"
+        ("0.5.13", True, 48, None),  # the fix is in: no note
+        (None, True, 48, "possible"),  # the version missing: possible, and said missing
+        ("0.5.12", False, 8, "possible"),  # no TCP line, low load: possible
+    ],
+)
+def test_the_false_positive_note_follows_the_incidents_own_lines(
+    tmp_path: Path, version: str | None, tcp: bool, running: int, said: str | None
+) -> None:
+    lines = [_sglang("00:00", f"sglang: {version}")] if version else []
+    lines += [_sglang("00:01", TCP_LINE)] if tcp else []
+    lines += [_sglang("00:02", f"Decode batch, #running-req: {running}, #token: 10, token "
+                               "usage: 0.10, gen throughput (token/s): 1.0, #queue-req: 0"),
+              _sglang("00:03", ROOM_ABORT)]  # fmt: skip
+    log = tmp_path / "decode.log"
+    log.write_text("".join(lines), encoding="utf-8")
+    db = tmp_path / "fp.duckdb"
+    forensics.ingest([str(log)], db, host="decode-0", fmt="sglang")
+    _, rows = forensics.query_rows(
+        "SELECT known_false_positive FROM integrity WHERE checker = 'sglang_metadata_room'", db)
+    ((note,),) = rows
+    if said is None:
+        assert note is None
+        return
+    assert "sglang#27374" in note and note.endswith("Fix: SGLang 0.5.13 or later")
+    assert note.startswith("possible: ") == (said == "possible")
+    assert (f"SGLang {version}" in note) == (version is not None)
+    assert ("the version is not in the logs" in note) == (version is None)
+    assert ("the TCP transport" in note) == tcp
+    assert f"{running} concurrent requests at most" in note
 
 
 def _run(db: Path) -> str:
