@@ -42,6 +42,8 @@ LOAD_COLOURS = [
     "rgba(140,86,75,0.7)",
     "rgba(23,190,207,0.7)",
 ]
+
+
 def esc(value: object) -> str:
     """Text from the database as inert HTML (Plotly turns entities back into characters)."""
     return html.escape("" if value is None else str(value), quote=False)

@@ -38,8 +38,10 @@ h1 { font-size: 20px; margin: 0 0 6px; } h2 { font-size: 16px; margin: 22px 0 6p
 table.sortable { border-collapse: collapse; font-size: 13px; }
 table.sortable th, table.sortable td { border: 1px solid #ddd; padding: 3px 7px;
   text-align: left; vertical-align: top; white-space: nowrap; }
-table.sortable td.text { white-space: normal; min-width: 260px; max-width: 520px;
+table.sortable td.text { white-space: normal; min-width: 200px; max-width: 320px;
   overflow-wrap: anywhere; }
+table.sortable td.id { white-space: normal; max-width: 120px; overflow-wrap: anywhere; }
+table.sortable td.time { white-space: normal; max-width: 90px; }
 table.sortable th { background: #f0f0f0; cursor: pointer; user-select: none; }
 table.sortable th[aria-sort=ascending]::after { content: " ▲"; }
 table.sortable th[aria-sort=descending]::after { content: " ▼"; }
@@ -101,12 +103,20 @@ def _plot(div: str, fig: go.Figure) -> str:
 
 
 def _table(
-    tid: str, head: list[str], rows: list[list[tuple[str, object]]], wrap: tuple[str, ...] = ()
+    tid: str,
+    head: list[str],
+    rows: list[list[tuple[str, object]]],
+    wrap: tuple[str, ...] = (),
+    ids: tuple[str, ...] = (),
+    times: tuple[str, ...] = (),
 ) -> str:
     """rows: cells as (text, sort value or None); text is escaped here. Columns named in
-    `wrap` hold free text and may wrap."""
+    `wrap` hold free text and may wrap; those in `ids` hold long ids that may break, those
+    in `times` a date and a time on two lines (so that no table is wider than a 1280-px
+    page)."""
     th = "".join(f"<th>{esc(h)}</th>" for h in head)
-    cls = ['<td class="text"' if h in wrap else "<td" for h in head]
+    cls = ['<td class="text"' if h in wrap else '<td class="id"' if h in ids
+           else '<td class="time"' if h in times else "<td" for h in head]  # fmt: skip
     body = []
     for r in rows:
         cells = "".join(
@@ -181,7 +191,14 @@ def rooms_table(rep: Report) -> str:
         ]
         for r in rep.rooms.worst
     ]  # fmt: skip
-    return _table("rooms-table", head, rows, wrap=("transfer events",))
+    return _table(
+        "rooms-table",
+        head,
+        rows,
+        wrap=("transfer events",),
+        ids=("room", "rid", "stale_of"),
+        times=("sent", "received"),
+    )
 
 
 def steps_table(c: CanaryReport) -> str:
@@ -201,7 +218,7 @@ def steps_table(c: CanaryReport) -> str:
         for s in c.steps
         for lw in s.layers
     ]  # fmt: skip
-    return _table("steps-table", head, rows, wrap=("batch",))
+    return _table("steps-table", head, rows, wrap=("batch",), times=("time",))
 
 
 def render(rep: Report, timeline: go.Figure, runs: go.Figure, notes: list[str],

@@ -166,7 +166,7 @@ def timeline_figure(p: Panels) -> go.Figure:
     fig.update_xaxes(title_text="decode step" if axis == "step" else "wall time (UTC, each "
                      "host's clock)", row=len(rows), col=1)  # fmt: skip
     fig.update_layout(
-        height=sum(r.height for r in rows) + 120, margin=dict(l=70, r=40, t=60, b=50),
+        height=sum(r.height for r in rows) + 140, margin=dict(l=70, r=40, t=90, b=50),
         hovermode="closest", legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
         template="plotly_white", meta={"panels": [r.name for r in rows], "axis": axis},
     )  # fmt: skip

@@ -398,3 +398,57 @@ def test_the_stock_page_shows_what_matters(browser: Browser, stock_two_hosts) ->
         "  return L[a]._vals.length; })()")  # fmt: skip
     assert ticks > 2
     assert o.errors == [] and o.requests == []
+
+
+@pytest.fixture(scope="module")
+def peer_loss(tmp_path_factory: pytest.TempPathFactory):
+    """A planted peer loss on decode-1 (its remote agent lost, every later transfer there
+    failing, echoes on prefill, fail-open corruption) and its dashboard."""
+    from forensics.synthetic.planted import generate_planted, write_planted
+
+    d = tmp_path_factory.mktemp("peer")
+    inc = generate_planted(None, seed=0, requests=400, peer_loss=0.5)
+    db = d / "p.duckdb"
+    forensics.ingest([str(f) for f in write_planted(inc, d / "i")], db)
+    return db, forensics.dashboard(db, out=d / "p.html"), inc
+
+
+def test_the_first_failure_is_marked_and_its_echoes_drawn_fainter(peer_loss) -> None:
+    db, res, inc = peer_loss
+    assert res.panels == ["failures", "verdicts", "pairs"]
+    fig = panels.timeline(db)
+    by = {t.name: t for t in fig.data if t.name in ("failures", "first failure",
+                                                    "echoes of the first failure")}  # fmt: skip
+    first, echoes = by["first failure"], by["echoes of the first failure"]
+    assert list(first.x) == [inc.truth["peer_loss_us"] / 1000]  # no steps: wall time alone
+    assert list(first.y) == ["decode-1 TP0"] and first.marker.symbol == "star"
+    assert "FIRST FAILURE: transfer NIXL_ERR_REMOTE_DISCONNECT" in first.hovertext[0]
+    rep = forensics.report(db)
+    assert len(echoes.x) == rep.first_failure.echoes
+    assert echoes.marker.opacity < by["failures"].marker.opacity
+    assert {y.split()[0] for y in echoes.y} == set(rep.first_failure.hosts)
+
+
+def test_the_pairs_heat_map_puts_the_bad_pair_highest(peer_loss) -> None:
+    db, _, _ = peer_loss
+    p = panels.panels(db)
+    (heat,) = panels.figure(p, "pairs").data
+    top = forensics.report(db).pairs.pairs[0]
+    row, col = heat.y.index(top.prefill_host), heat.x.index(top.decode_host)
+    cells = [v for r in heat.z for v in r if v is not None]
+    assert heat.z[row][col] == max(cells) == pytest.approx(100 * top.rate_low)
+    assert len(cells) >= 2 and top.decode_host == "decode-1"
+    assert heat.text[row][col] == f"{top.corrupted}/{top.requests}"
+
+
+def test_no_page_table_is_wider_than_1280_px(browser: Browser, peer_loss, demo) -> None:
+    for path in (peer_loss[1].path, demo.dashboard.path):
+        o = _open(browser, path, (1600, 1000))
+        widths = o.page.evaluate(
+            "Array.from(document.querySelectorAll('table')).map("
+            "t => [t.id, t.getBoundingClientRect().width])")  # fmt: skip
+        assert all(w <= 1280 for _, w in widths), (path.name, widths)
+        assert len(widths) == (2 if path == demo.dashboard.path else 0)  # the stock page: none
+        assert o.page.evaluate("document.getElementById('pairs') !== null") == (
+            path == peer_loss[1].path)  # fmt: skip
+        assert o.errors == [] and o.requests == []

@@ -125,7 +125,8 @@ def test_the_false_positive_note_follows_the_incidents_own_lines(
     db = tmp_path / "fp.duckdb"
     forensics.ingest([str(log)], db, host="decode-0", fmt="sglang")
     _, rows = forensics.query_rows(
-        "SELECT known_false_positive FROM integrity WHERE checker = 'sglang_metadata_room'", db)
+        "SELECT known_false_positive FROM integrity WHERE checker = 'sglang_metadata_room'", db
+    )
     ((note,),) = rows
     if said is None:
         assert note is None
