@@ -23,9 +23,15 @@
 -- a pair, not a process); '(none)' where its decode host is known and none was named.
 -- Anchor: the time its transfer is weighed from — the transfer's end where decode logged
 -- it (the probes' `forensics:checksum side=dst` record of its room on its decode host),
--- else decode's Receive, else the client's send. Rows are not sorted.
+-- else decode's Receive, else the client's send. Transfer end: where a line marks when
+-- its bytes were in — the probes' record of their arrival, else decode's Receive plus its
+-- ReqTimeStats' pre-allocation and transfer waits, else its first decode step (step
+-- records) — the edge `suspects` measures "after its transfer" from: a line between the
+-- anchor and this end was logged while the transfer ran ("during"), not after it. Rows
+-- are not sorted.
 --
 -- @depends result_links
+-- @depends requests
 --
 -- @column run                 VARCHAR  the run the results were ingested under
 -- @column session             VARCHAR  harness session
@@ -45,6 +51,8 @@
 -- @column resolution_us       BIGINT   time resolution of the decode host's SGLang lines, µs (1 or 1,000,000)
 -- @column anchor              VARCHAR  what its transfer is timed by: transfer (decode's checksum of the bytes received), decode (decode's Receive) or client (the harness's send)
 -- @column anchor_us           BIGINT   that time, µs since the epoch
+-- @column transfer_end        VARCHAR  what marks its transfer's end: transfer (the probes' arrival record), time_stats (Receive + decode's pre-allocation and transfer waits) or first_step (its first decode step); NULL: nothing on decode's clock does
+-- @column transfer_end_us     BIGINT   that time, µs since the epoch (decode's clock)
 -- @column input_len           BIGINT   prompt tokens (ReqTimeStats)
 -- @column cached_input_len    BIGINT   prompt tokens from the prefix cache (prefill's ReqTimeStats)
 -- @column output_len          BIGINT   tokens generated (decode's ReqTimeStats)
@@ -239,6 +247,16 @@ SELECT w.run, w.session, w.round, w.rid, w.linked_room AS room, w.status, w.corr
        w.window_start_us, w.window_end_us, w.resolution_us,
        CASE WHEN ar.arrived_us IS NOT NULL THEN 'transfer' ELSE w.clock END AS anchor,
        coalesce(ar.arrived_us, w.window_start_us) AS anchor_us,
+       CASE WHEN ar.arrived_us IS NOT NULL THEN 'transfer'
+            WHEN w.clock <> 'decode' THEN NULL
+            WHEN w.d.transfer_ms IS NOT NULL THEN 'time_stats'
+            WHEN rq.first_step_us IS NOT NULL THEN 'first_step' END AS transfer_end,
+       CASE WHEN ar.arrived_us IS NOT NULL THEN ar.arrived_us
+            WHEN w.clock <> 'decode' THEN NULL
+            WHEN w.d.transfer_ms IS NOT NULL
+            THEN w.receive_us + round(1000 * (coalesce(w.d.prealloc_queue_ms, 0)
+                                              + w.d.transfer_ms))::BIGINT
+            ELSE rq.first_step_us END AS transfer_end_us,
        coalesce(w.d.input_len, w.p.input_len) AS input_len,
        w.p.cached_input_len AS cached_input_len, w.d.output_len AS output_len,
        w.d.attempts AS attempts, w.p.retries AS prefill_retries,
@@ -272,4 +290,5 @@ LEFT JOIN nic nc USING (source_id, line)
 LEFT JOIN arrived ar ON ar.run = w.evidence_run AND ar.room = w.linked_room
                     AND ar.host = w.decode_host
 LEFT JOIN meta m ON m.run = w.evidence_run AND m.rid = w.rid
+LEFT JOIN requests rq ON rq.source_id = w.source_id AND rq.line = w.line
 LEFT JOIN captured cap ON cap.run = w.evidence_run AND cap.host IS NOT DISTINCT FROM w.decode_host

@@ -71,6 +71,29 @@ def test_a_load_confounded_factor_is_explained_by_load(tmp_path: Path) -> None:
     assert aborts and all(s.verdict in (LOAD, NOISE) for s in aborts)
 
 
+def test_a_line_logged_while_the_transfer_ran_is_during_not_a_consequence(
+    tmp_path: Path,
+) -> None:
+    """The cause line 3 ms after decode's Receive, while the transfer still runs (decode's
+    ReqTimeStats: its pre-allocation and transfer waits end 6–42 ms after Receive): it is
+    weighed with the lines before the transfer, a suspect, not "after" it; the detector's
+    line 0.5 s after Receive stays a consequence."""
+    files = write_planted(generate_planted("line", seed=1, lag_s=-0.003, side="decode",
+                                           detect=True), tmp_path)  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    forensics.ingest([str(f) for f in files], db, run="incident")
+    _, rows = forensics.query_rows(
+        "SELECT DISTINCT transfer_end, transfer_end_us > anchor_us FROM request_evidence", db
+    )
+    assert rows == [("time_stats", True)]
+    res = suspects(db)
+    first = res.lines()[0]
+    assert "RDMA completion error" in first.predicate and first.verdict == SUSPECT
+    assert "before or during its transfer" in first.predicate
+    detected = [s for s in res.suspects if "Output validator" in s.predicate]
+    assert detected and any(s.verdict == AFTER for s in detected)
+
+
 @pytest.mark.parametrize(
     ("seed", "lag", "side"), [(0, 0.1, "decode"), (1, 0.8, "decode"), (2, 3.0, "decode"),
                               (3, 0.8, "prefill")])  # fmt: skip

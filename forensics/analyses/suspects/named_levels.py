@@ -123,7 +123,8 @@ def _near_host(
     out: set[tuple[int, str, str]] = set()
     for side in SIDES:
         req, line, lag, _ = near_pairs(side, anc, lines, delta)
-        before = lag <= anc.widen_us[req]  # at or before the transfer, within Δ of its edge
+        # before the transfer or while it ran, within Δ of its start
+        before = lag <= anc.widen_us[req] + anc.span_us[req]
         out |= {(int(r), str(name[k]), str(value[k])) for r, k in
                 zip(req[before], line[before], strict=True)}  # fmt: skip
     return out, delta

@@ -1,12 +1,16 @@
 """Lines weighed where they happened: for every template (a line's masked text, or the
 pattern that names it), whether a line of it was logged on the request's decode host (or
-its prefill host) within Δ before its transfer, for each Δ of a small grid — and within
-Δ after it, reported as a consequence, never a cause.
+its prefill host) within Δ before its transfer or while it ran, for each Δ of a small
+grid — and within Δ after its end, reported as a consequence, never a cause.
 
 The anchor is the transfer's end where decode logged it (the probes' checksum of the
 bytes received), else decode's Receive for the request, else the client's send where
 decode's lines are not matched (`request_evidence.anchor`), widened by the time resolution
-of the host's lines and, on the client's clock, by a second. The anchor's kind is a
+of the host's lines and, on the client's clock, by a second. "After" starts at the
+transfer's end where a line marks it (`request_evidence.transfer_end`: the probes'
+arrival, Receive plus decode's pre-allocation and transfer waits, or the first decode
+step); a line between the anchor and that end was logged during the transfer and is
+weighed with the lines before it, not as a consequence. The anchor's kind is a
 stratum of the time-stratified test (rank.py). A line that names the request's
 own rid or room is its consequence and is left out; so are the request's bookkeeping
 (Receive/Finish, time stats, access lines) and load samples, which are factors of their
@@ -40,6 +44,7 @@ MAX_TEMPLATES = 1_000
 class Anchors:
     at_us: np.ndarray  # int64, the anchor per request (0: unknown)
     widen_us: np.ndarray  # int64
+    span_us: np.ndarray  # int64 ≥ 0: from the anchor to the transfer's end ("during")
     hosts: dict[str, np.ndarray]  # side -> host per request (None: unknown)
     rid: np.ndarray  # uint64: DuckDB's hash of the rid (0: none), as the lines' are
     room: np.ndarray  # float (NaN: unknown): compared as float64 of the 63-bit room
@@ -54,20 +59,21 @@ def anchors(con: duckdb.DuckDBPyConnection, table: Table) -> Anchors | None:
             """SELECT k.i, coalesce(e.anchor_us, 0) AS at,
                       greatest(coalesce(e.resolution_us, 1),
                                CASE e.anchor WHEN 'client' THEN 1000000 ELSE 0 END) AS widen,
+                      greatest(coalesce(e.transfer_end_us - e.anchor_us, 0), 0) AS span,
                       e.decode_host, e.prefill_host, coalesce(hash(e.rid), 0) AS rid,
                       coalesce(e.room::DOUBLE, 'NaN'::DOUBLE) AS room
                FROM fx_request_keys k JOIN request_evidence e USING (run, source_id, line)"""
         ).fetchnumpy()
     n = len(table)
     i = np.asarray(got["i"], dtype=np.int64)
-    at, widen = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    at[i], widen[i] = got["at"], got["widen"]
+    at, widen, span = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    at[i], widen[i], span[i] = got["at"], got["widen"], got["span"]
     hosts = {s: np.full(n, None, dtype=object) for s in SIDES}
     for side in SIDES:
         hosts[side][i] = np.ma.filled(np.ma.asarray(got[f"{side}_host"]).astype(object), None)
     rid, room = np.zeros(n, np.uint64), np.full(n, np.nan)
     rid[i], room[i] = got["rid"], got["room"]
-    return Anchors(at, widen, hosts, rid, room)
+    return Anchors(at, widen, span, hosts, rid, room)
 
 
 @dataclass
@@ -158,9 +164,9 @@ def near(
 
 
 def near_pairs(side: str, anc: Anchors, got: Lines, span_s: float) -> tuple[np.ndarray, ...]:
-    """(request, line) pairs: the side's host's lines within `span_s` of each anchor
-    (either way, widened), the request's own lines left out; their lag from the anchor,
-    and which requests know their host on this side."""
+    """(request, line) pairs: the side's host's lines within `span_s` before each anchor
+    or after its transfer's end (widened), the request's own lines left out; their lag
+    from the anchor, and which requests know their host on this side."""
     lookup = {h: i for i, h in enumerate(got.hosts)}
     req_host = np.array([lookup.get(h, -1) if h is not None else -1 for h in anc.hosts[side]],
                         dtype=np.int64)  # fmt: skip
@@ -171,7 +177,7 @@ def near_pairs(side: str, anc: Anchors, got: Lines, span_s: float) -> tuple[np.n
     reach = anc.widen_us + int(span_s * 1e6)
     base = req_host * big + (anc.at_us - t0)
     lo = np.searchsorted(key, base - reach, "left")
-    counts = np.where(ok, np.searchsorted(key, base + reach, "right") - lo, 0)
+    counts = np.where(ok, np.searchsorted(key, base + anc.span_us + reach, "right") - lo, 0)
     req = np.repeat(np.arange(len(counts)), counts)
     line = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(
         lo, counts)  # fmt: skip
@@ -201,12 +207,14 @@ def _side(side: str, anc: Anchors, got: Lines, grid: list[float]) -> list[Predic
     number[seen] = np.arange(len(seen))
     tix = number[tid]
     w = anc.widen_us[req]
+    end = anc.span_us[req] + w  # past the transfer's end (widened): after
     n = len(anc.at_us)
     out = []
     for after in (False, True):
-        # distance past the window's near edge: before, a line at a − d − w; after, a + w + d
-        dist = np.where(lag > w, lag - w, np.inf) if after else np.where(
-            lag <= w, np.maximum(-lag - w, 0), np.inf)  # fmt: skip
+        # distance past the window's near edge: before, a line at a − d − w (one during
+        # the transfer: 0); after, at the end + w + d
+        dist = np.where(lag > end, lag - end, np.inf) if after else np.where(
+            lag <= end, np.maximum(-lag - w, 0), np.inf)  # fmt: skip
         for d in grid:
             sel = dist <= d * 1e6
             exposed = np.zeros((len(seen), n), dtype=bool)
@@ -223,7 +231,7 @@ def _side(side: str, anc: Anchors, got: Lines, grid: list[float]) -> list[Predic
 
 def _predicate(side: str, after: bool, d: float, tid: int, text: str, exposed: np.ndarray,
                known: np.ndarray, occurrences: int) -> Predicate:  # fmt: skip
-    when = "after" if after else "before"
+    when = "after" if after else "before or during"
     words = f"“{clip(text, MAX_TEXT)}” on its {side} host within {d:g} s {when} its transfer"
     return line_predicate(side, after, d, tid, words, exposed, known, occurrences)
 
