@@ -21,28 +21,42 @@
 -- @column code         VARCHAR  the transport's code (NIXL_ERR_…), where the line gives one
 -- @column reason       VARCHAR  what it says went wrong (the exception's message, the event's detail)
 -- @column template     UBIGINT  its template (`templates`)
-SELECT t.run, t.host, t.ts_us, t.source_id, t.entry_no, t.tp, t.dp, 'transfer' AS kind,
-       t.rid, t.room, t.peer, t.reason_code AS code, t.reason, l.template
-FROM transfers t LEFT JOIN lines l USING (source_id, entry_no)
-UNION ALL
-SELECT c.run, c.host, c.ts_us, c.source_id, c.entry_no, c.tp, c.dp, 'collective', NULL, NULL,
-       NULL, NULL, c.state || ' ' || coalesce(c.op, '') || ' seq ' || coalesce(c.seq::VARCHAR, '?'),
-       l.template
-FROM collectives c LEFT JOIN lines l USING (source_id, entry_no)
-UNION ALL
-SELECT e.run, e.host, e.ts_us, e.source_id, e.entry_no, e.tp, e.dp, e.kind, e.rid, e.room,
-       e.peer, nullif(regexp_extract(e.detail, '(NIXL_ERR_[A-Z_]+)', 1), ''), e.detail,
-       l.template
-FROM events e LEFT JOIN lines l USING (source_id, entry_no)
-WHERE e.kind IN ('abort', 'oom_abort', 'lost_connection', 'session_failed', 'slice_failed',
-                 'bootstrap_error', 'transfer_timeout', 'traceback', 'cuda_error', 'nccl_error',
-                 'ucx_error', 'sigquit', 'router_error', 'room_failed', 'aux_mismatch',
-                 'index_mismatch', 'rnic_inactive', 'rnic_error')
-UNION ALL
-SELECT run, host, ts_us, source_id, entry_no, tp, dp,
-       CASE WHEN level IN ('error', 'critical') THEN 'error' ELSE 'exception' END, NULL, NULL,
-       NULL, nullif(regexp_extract(text, '(NIXL_ERR_[A-Z_]+)', 1), ''), text, template
-FROM lines
-WHERE pattern IS NULL
-  AND (level IN ('error', 'critical')
-       OR (component = 'traceback' AND regexp_matches(text, '^[\w.<>]+(Error|Exception)(:|$)')))
+-- @column began_us     BIGINT   where it is a timeout: when its wait began — its time less the duration it states (`timed out after 300.0s`, a watchdog's `ran for N milliseconds`), else its room's first line (decode's Receive); NULL: not a timeout, or not known
+WITH failed AS (
+    SELECT t.run, t.host, t.ts_us, t.source_id, t.entry_no, t.tp, t.dp, 'transfer' AS kind,
+           t.rid, t.room, t.peer, t.reason_code AS code, t.reason, l.template,
+           round(1e6 * TRY_CAST(nullif(regexp_extract(t.reason, 'timed out after ([0-9.]+) ?s', 1), '') AS DOUBLE))::BIGINT AS waited_us
+    FROM transfers t LEFT JOIN lines l USING (source_id, entry_no)
+    UNION ALL
+    SELECT c.run, c.host, c.ts_us, c.source_id, c.entry_no, c.tp, c.dp, 'collective', NULL, NULL,
+           NULL, NULL, c.state || ' ' || coalesce(c.op, '') || ' seq ' || coalesce(c.seq::VARCHAR, '?'),
+           l.template, 1000 * c.ran_ms
+    FROM collectives c LEFT JOIN lines l USING (source_id, entry_no)
+    UNION ALL
+    SELECT e.run, e.host, e.ts_us, e.source_id, e.entry_no, e.tp, e.dp, e.kind, e.rid, e.room,
+           e.peer, nullif(regexp_extract(e.detail, '(NIXL_ERR_[A-Z_]+)', 1), ''), e.detail,
+           l.template, round(1e6 * TRY_CAST(nullif(regexp_extract(e.detail, 'timed out after ([0-9.]+) ?s', 1), '') AS DOUBLE))::BIGINT
+    FROM events e LEFT JOIN lines l USING (source_id, entry_no)
+    WHERE e.kind IN ('abort', 'oom_abort', 'lost_connection', 'session_failed', 'slice_failed',
+                     'bootstrap_error', 'transfer_timeout', 'traceback', 'cuda_error', 'nccl_error',
+                     'ucx_error', 'sigquit', 'router_error', 'room_failed', 'aux_mismatch',
+                     'index_mismatch', 'rnic_inactive', 'rnic_error')
+    UNION ALL
+    SELECT run, host, ts_us, source_id, entry_no, tp, dp,
+           CASE WHEN level IN ('error', 'critical') THEN 'error' ELSE 'exception' END, NULL, NULL,
+           NULL, nullif(regexp_extract(text, '(NIXL_ERR_[A-Z_]+)', 1), ''), text, template,
+           round(1e6 * TRY_CAST(nullif(regexp_extract(text, 'timed out after ([0-9.]+) ?s', 1), '') AS DOUBLE))::BIGINT
+    FROM lines
+    WHERE pattern IS NULL
+      AND (level IN ('error', 'critical')
+           OR (component = 'traceback' AND regexp_matches(text, '^[\w.<>]+(Error|Exception)(:|$)')))
+), first_seen AS (
+    -- a room's first line: where a timeout that states no duration began waiting
+    SELECT run, room, min(ts_us) AS first_us FROM rid_rooms GROUP BY ALL
+)
+SELECT f.* EXCLUDE (waited_us),
+       CASE WHEN f.waited_us IS NOT NULL THEN f.ts_us - f.waited_us
+            WHEN f.kind = 'transfer_timeout' OR contains(coalesce(f.reason, ''), 'timed out')
+            THEN fs.first_us END AS began_us
+FROM failed f
+LEFT JOIN first_seen fs ON fs.run = f.run AND fs.room = f.room

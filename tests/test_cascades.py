@@ -46,15 +46,53 @@ def test_every_rules_sample_is_a_failure_it_reads_as_an_echo(tmp_path: Path) -> 
     forensics.ingest([str(log)], db, host="h0", fmt="sglang")
     cols, rows = forensics.query_rows(
         f"SELECT entry_no, {', '.join(C.COLUMNS)} FROM failures ORDER BY entry_no", db)  # fmt: skip
-    by_entry = {r[0]: dict(zip(cols[1:], r[1:], strict=True)) for r in rows}
+    by_entry: dict[int, list[dict]] = {}  # a line may be two failures (a watchdog's)
+    for r in rows:
+        by_entry.setdefault(r[0], []).append(dict(zip(cols[1:], r[1:], strict=True)))
     for i, rule in enumerate(rules):
         assert i in by_entry, rule.name
-        assert C.matches(rule.echo, by_entry[i]), (rule.name, by_entry[i])
+        mine = [row for row in by_entry[i] if C.matches(rule.echo, row)
+                and (not rule.waited or row["began_us"] is not None)]  # fmt: skip
+        assert mine, (rule.name, by_entry[i])
+        if rule.waited:  # a timeout's sample: its wait's start read from the duration it states
+            assert all(row["ts_us"] - row["began_us"] >= 300e6 for row in mine)
 
 
-def _row(ts: float, host: str, tp: int, room: int | None, code=None, reason=None, peer=None):
+def test_a_timeout_echoes_a_failure_that_came_after_its_wait_began() -> None:
+    """Decode waited on room 7 for 300 s; prefill's disconnect 100 s into the wait is what
+    it waited on: the timeout is its echo. A timeout whose wait began after a failure, or
+    one that states no wait, is none."""
+    rows = [
+        _row(0.0, "prefill-0", 0, 9, code="NIXL_ERR_REMOTE_DISCONNECT"),  # before any wait
+        _row(200.0, "prefill-0", 0, 7, code="NIXL_ERR_REMOTE_DISCONNECT"),
+        _row(400.0, "decode-0", 0, 7, reason="Request 7 timed out after 300.0s in "
+             "KVPoll.WaitingForInput", waited=300.0),  # began at 100 s: before the cause
+        _row(450.0, "decode-2", 0, 9, reason="Request 9 timed out after 300.0s in "
+             "KVPoll.WaitingForInput", waited=300.0),  # began at 150 s: after room 9's failure
+        _row(460.0, "decode-3", 1, 8, reason="timed out, no duration"),  # no wait known
+    ]  # fmt: skip
+    assert C.explained_by(rows) == [None, None, 1, None, None]
+    # on the same host, any room: a collective stuck behind an earlier failure there
+    host = [
+        _row(10.0, "decode-1", 0, 1, code="NIXL_ERR_REMOTE_DISCONNECT"),
+        {**_row(600.0, "decode-1", 3, None, waited=600.0), "kind": "collective"},
+    ]
+    assert C.explained_by(host) == [None, 0]
+
+
+def _row(
+    ts: float,
+    host: str,
+    tp: int,
+    room: int | None,
+    code=None,
+    reason=None,
+    peer=None,
+    waited: float | None = None,
+):
     return {"ts_us": int(ts * 1e6), "host": host, "tp": tp, "kind": "transfer", "rid": None,
-            "room": room, "peer": peer, "code": code, "reason": reason}  # fmt: skip
+            "room": room, "peer": peer, "code": code, "reason": reason,
+            "began_us": None if waited is None else int((ts - waited) * 1e6)}  # fmt: skip
 
 
 def test_echoes_point_back_by_their_rules_and_nothing_else() -> None:

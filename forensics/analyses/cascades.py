@@ -37,7 +37,7 @@ MIN_ECHOES = 3
 MIN_OUTSIDE = 0.25  # of the incident outside a cascade's window: its background
 ALPHA = 0.01
 RELATIONS = ("room", "room_other_rank", "rid", "peer", "host")
-COLUMNS = ("ts_us", "host", "tp", "kind", "rid", "room", "peer", "code", "reason")
+COLUMNS = ("ts_us", "host", "tp", "kind", "rid", "room", "peer", "code", "reason", "began_us")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class Echo:
     sample: str
     origin: str
     cause: dict[str, str] = field(default_factory=dict)
+    waited: bool = False  # a timeout whose wait began at or before its cause
 
 
 @lru_cache(maxsize=1)
@@ -113,6 +114,10 @@ def matches(want: dict[str, str], row: dict) -> bool:
 
 
 def _related(rule: Echo, echo: dict, cause: dict) -> bool:
+    if rule.waited:  # the timeout's wait began at or before its cause
+        began = echo.get("began_us")
+        if began is None or began > cause["ts_us"]:
+            return False
     rel = rule.relation
     if rel == "room":
         return echo["room"] is not None and echo["room"] == cause["room"]
@@ -139,10 +144,15 @@ def explained_by(failures: list[dict]) -> list[int | None]:
             key = _key(rule, row)
             if key is None or not matches(rule.echo, row):
                 continue
+            began = row.get("began_us")
+            if rule.waited and began is None:
+                continue  # not a timeout, or its wait's start unknown
             for i in reversed(index.get((rule.name, key), ())):
                 cause = failures[i]
                 if row["ts_us"] - cause["ts_us"] > rule.window_s * 1e6:
                     break
+                if rule.waited and cause["ts_us"] < began:
+                    break  # older causes came before the wait began
                 if _related(rule, row, cause):
                     best = i if best is None else max(best, i)
                     break
