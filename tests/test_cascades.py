@@ -13,6 +13,7 @@ import pytest
 import forensics
 from forensics.analyses import cascades as C
 from forensics.analyses.onset import load_strata
+from forensics.scope import scoped
 from forensics.synthetic.planted import generate_planted, write_planted
 from forensics.synthetic.requests import generate_failures
 from tests.helpers import cli
@@ -123,7 +124,8 @@ def test_a_planted_peer_loss_is_the_first_failure_and_heads_the_report(tmp_path:
     assert (first["host"], first["code"], first["ts_us"]) == (
         "decode-1", "NIXL_ERR_REMOTE_DISCONNECT", inc.truth["peer_loss_us"])  # fmt: skip
     assert first["hosts"] == ["decode-1", "prefill-0"] and first["echoes"] >= 3
-    assert "only if their clocks agree" in first["order"]
+    # no probes: the stock lines' causal pairs bound the clocks, one side only
+    assert "decode's Receive of a room before prefill's send of it" in first["order"]
     assert got["headline"][0].startswith("first failure: decode-1 TP0 at ")
     followed = json.loads(cli("follow", "--cascade", "--db", str(db), "--json").stdout)
     assert followed["lines"][0]["about"] == "first failure"
@@ -168,3 +170,41 @@ def test_the_order_across_hosts_is_said_within_the_clock_bounds() -> None:
     said = C.order_sentence(first, other, {("prefill-0", "decode-1"): (None, 20_000)})
     assert said == "before decode-1's first echo by at least 0.010 s within the clock bounds"
     assert C.order_sentence(root, [root], {}) == "one host: its clock orders them"
+
+
+def test_stock_lines_bound_decodes_clock_from_below(tmp_path: Path) -> None:
+    """Decode's clock 5 s ahead of prefill's: each room's Receive on decode (+2 ms) comes
+    before prefill's send of it (+100–140 ms, its ReqTimeStats), so decode − prefill is at
+    least the largest Receive − send: a bound below the true 5 s and within 0.1 s of it.
+    A bootstrap timeout on prefill (which may come before decode's Receive) bounds
+    nothing."""
+    pre, dec = [], []
+    for k in range(20):
+        t = 60.0 * k
+        stamp = lambda s: f"[2026-11-29 07:{int(s // 60):02d}:{s % 60:06.3f}] "  # noqa: E731
+        dec.append(stamp(t + 5.002) + f"Receive: obj=GenerateReqInput(rid='r{k}', text='…' ... , "
+                   f"bootstrap_host='10.0.4.11', bootstrap_port=8998, bootstrap_room={100 + k}, "
+                   "stream=False)")  # fmt: skip
+        pre.append(stamp(t + 0.1 + 0.002 * k) + f"ReqTimeStats(rid=r{k}, bootstrap_room={100 + k}, "
+                   "input_len=10, cached_input_len=0, output_len=1, attempts=0, type=prefill): "
+                   "bootstrap_duration=0.40ms, queue_duration=1.00ms, forward_duration=80.00ms")  # fmt: skip
+    pre.append(
+        "[2026-11-29 07:03:00.000] Prefill bootstrap failed for request rank=0 "
+        "req.rid='r3' req.bootstrap_room=103 with exception KVTransferError("
+        "bootstrap_room=103): Request 103 timed out after 300.0s in KVPoll.Bootstrapping"
+    )
+    (tmp_path / "p.log").write_text("\n".join(pre) + "\n")
+    (tmp_path / "d.log").write_text("\n".join(dec) + "\n")
+    db = tmp_path / "s.duckdb"
+    forensics.ingest([str(tmp_path / "p.log")], db, host="prefill-0", fmt="sglang", run="r")
+    forensics.ingest([str(tmp_path / "d.log")], db, host="decode-0", fmt="sglang", run="r")
+    with scoped(db) as s:
+        bounds, said_by = C._bounds(s)
+    lo, hi = bounds[("prefill-0", "decode-0")]
+    assert hi is None and lo == 5_002_000 - 100_000  # room 0's: the largest Receive − send
+    assert said_by == {("prefill-0", "decode-0"): C.STOCK_BOUND}
+    # prefill's echo 3 s before decode's failure by their clocks; decode's runs ≥ 4.902 s
+    # ahead, so decode's came first by at least 1.902 s
+    root, echo = _row(1000.0, "decode-0", 0, 1), _row(997.0, "prefill-0", 0, 1)
+    got = C.order_sentence(root, [root, echo], bounds, said_by)
+    assert got == f"before prefill-0's first echo by at least 1.902 s within {C.STOCK_BOUND}"

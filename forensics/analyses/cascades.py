@@ -14,8 +14,9 @@ cascades that stand out.
 
 Order across hosts: each host's clock orders its own lines; across a prefill–decode pair
 the skew view's bounds on their clocks settle it (or say it is within their uncertainty)
-where rooms on both give them; elsewhere the answer says the order holds only if their
-clocks agree.
+where the probes' rooms on both give them, else the stock lines' causal pairs bound
+decode's clock from below (`_stock_bounds`); elsewhere the answer says the order holds
+only if their clocks agree.
 """
 
 from __future__ import annotations
@@ -317,30 +318,70 @@ def _first_cascade(s: Scope) -> tuple[FirstFailure, list[dict]] | None:
     hosts = sorted({failures[i]["host"] for i in [top.root, *top.echoes]})
     span = (failures[max(top.echoes)]["ts_us"] - root["ts_us"]) / 1e6
     cascade = [failures[i] for i in [top.root, *top.echoes]]
-    order = order_sentence(root, cascade, _bounds(s))
+    order = order_sentence(root, cascade, *_bounds(s))
     first = FirstFailure(root["host"], root["tp"], root["ts_us"], root["kind"], root["code"],
                          line or "", text, len(top.echoes), hosts, span, top.p, order)  # fmt: skip
     return first, cascade
 
 
-def _bounds(s: Scope) -> dict[tuple[str, str], tuple[int | None, int | None]]:
-    """(prefill host, decode host) -> bounds on decode's clock − prefill's (µs; the skew
-    view's, the tightest over runs)."""
+def _bounds(s: Scope) -> tuple[Bounds, dict[tuple[str, str], str]]:
+    """(prefill host, decode host) -> bounds on decode's clock − prefill's (µs): the skew
+    view's (the tightest over runs) where the probes' rooms give them, else those of the
+    causal pairs in stock lines; and, for the second, where they came from."""
     where, params = s.where_followed()
     rows = s.con.execute(
         f"""SELECT src_host, dst_host, max(lower_us), min(upper_us) FROM skew
             WHERE {where} GROUP BY ALL""",
         params,
     ).fetchall()
-    return {(src, dst): (lo, hi) for src, dst, lo, hi in rows}
+    out: Bounds = {(src, dst): (lo, hi) for src, dst, lo, hi in rows}
+    said: dict[tuple[str, str], str] = {}
+    for pair, lo in _stock_bounds(s).items():
+        if pair not in out:
+            out[pair], said[pair] = (lo, None), STOCK_BOUND
+    return out, said
+
+
+STOCK_BOUND = "the bound decode's Receive of a room before prefill's send of it gives"
+Bounds = dict[tuple[str, str], tuple[int | None, int | None]]
+
+
+def _stock_bounds(s: Scope) -> dict[tuple[str, str], int]:
+    """(prefill host, decode host) -> a lower bound on decode's clock − prefill's (µs)
+    from stock lines: decode receives a room's request before prefill can send its KV
+    (decode allocates first), so decode's `Receive` of the room, read on decode's clock,
+    less prefill's send of it (its ReqTimeStats, logged when the transfer is done) or
+    its transfer failure (not a bootstrap timeout, which may precede decode's Receive),
+    on prefill's, is at most the offset."""
+    where, params = s.where_followed()
+    rows = s.con.execute(
+        f"""WITH recv AS (
+                SELECT run, host, room, min(ts_us) AS t FROM rid_rooms
+                WHERE {where} AND event = 'Receive' GROUP BY ALL
+            ), sent AS (
+                SELECT run, host, room, max(ts_us) AS t FROM req_stats
+                WHERE {where} AND type = 'prefill' AND room IS NOT NULL GROUP BY ALL
+                UNION ALL
+                SELECT run, host, room, ts_us FROM transfers
+                WHERE {where} AND lower(side) = 'prefill' AND room IS NOT NULL
+                  AND NOT contains(coalesce(reason, ''), 'Bootstrapping')
+            ), prefill AS (SELECT DISTINCT run, host FROM sent)
+            SELECT p.host, r.host, max(r.t - p.t)
+            FROM sent p JOIN recv r ON r.run = p.run AND r.room = p.room AND r.host <> p.host
+            WHERE (r.run, r.host) NOT IN (SELECT (run, host) FROM prefill)
+            GROUP BY ALL""",
+        params * 3,
+    ).fetchall()
+    return {(src, dst): lo for src, dst, lo in rows}
 
 
 def order_sentence(
-    root: dict, cascade: list[dict], bounds: dict[tuple[str, str], tuple[int | None, int | None]]
+    root: dict, cascade: list[dict], bounds: Bounds, said_by: dict | None = None
 ) -> str:
     """How far "it came first" holds across hosts: for each other host, the first failure
-    against that host's first echo, within the skew bounds of the pair where they exist
-    (decode's clock − prefill's), else as each clock says."""
+    against that host's first echo, within the bounds of the pair where they exist
+    (decode's clock − prefill's: the skew view's, or `said_by` names where they came
+    from), else as each clock says."""
     host, at = root["host"], root["ts_us"]
     others = sorted({r["host"] for r in cascade} - {host})
     if not others:
@@ -348,6 +389,8 @@ def order_sentence(
     said = []
     for other in others:
         gap = min(r["ts_us"] for r in cascade if r["host"] == other) - at
+        pair = (other, host) if (other, host) in bounds else (host, other)
+        within = (said_by or {}).get(pair, "the clock bounds")
         if (other, host) in bounds:  # the first failure on decode, the other prefill
             lo = bounds[(other, host)][0]
             margin = None if lo is None else gap + lo
@@ -359,14 +402,16 @@ def order_sentence(
                         f"{gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
             continue
         if margin is None:
-            said.append(f"the clock bounds between {host} and {other} bound one side only: "
-                        f"before it by {gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
+            said.append(f"{within} between {host} and {other} bound{'s' * (within != 'the clock bounds')} "
+                        f"one side only: before it by {gap / 1e6:.3f} s only if their clocks "
+                        "agree")  # fmt: skip
         elif margin >= 0:
             said.append(f"before {other}'s first echo by at least {margin / 1e6:.3f} s "
-                        "within the clock bounds")  # fmt: skip
+                        f"within {within}")  # fmt: skip
         else:
+            by = "" if within == "the clock bounds" else f", by {within}"
             said.append(f"the order with {other} is within the clocks' uncertainty "
-                        f"({-margin / 1e6:.3f} s short of certain)")  # fmt: skip
+                        f"({-margin / 1e6:.3f} s short of certain{by})")  # fmt: skip
     return "; ".join(said)
 
 
