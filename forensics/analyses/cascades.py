@@ -402,9 +402,9 @@ def order_sentence(
                         f"{gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
             continue
         if margin is None:
-            said.append(f"{within} between {host} and {other} bound{'s' * (within != 'the clock bounds')} "
-                        f"one side only: before it by {gap / 1e6:.3f} s only if their clocks "
-                        "agree")  # fmt: skip
+            verb = "bound" if within == "the clock bounds" else "bounds"
+            said.append(f"{within} between {host} and {other} {verb} one side only: before "
+                        f"it by {gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
         elif margin >= 0:
             said.append(f"before {other}'s first echo by at least {margin / 1e6:.3f} s "
                         f"within {within}")  # fmt: skip
