@@ -208,3 +208,7 @@ def test_stock_lines_bound_decodes_clock_from_below(tmp_path: Path) -> None:
     root, echo = _row(1000.0, "decode-0", 0, 1), _row(997.0, "prefill-0", 0, 1)
     got = C.order_sentence(root, [root, echo], bounds, said_by)
     assert got == f"before prefill-0's first echo by at least 1.902 s within {C.STOCK_BOUND}"
+    # prefill's failure first: the bound from below cannot settle it, and says so
+    got = C.order_sentence(echo, [echo, root], bounds, said_by)
+    assert got == (f"between prefill-0 and decode-0 there is only {C.STOCK_BOUND}, on one side: "
+                   "before it by 3.000 s only if their clocks agree")  # fmt: skip

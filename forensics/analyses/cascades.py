@@ -342,7 +342,7 @@ def _bounds(s: Scope) -> tuple[Bounds, dict[tuple[str, str], str]]:
     return out, said
 
 
-STOCK_BOUND = "the bound decode's Receive of a room before prefill's send of it gives"
+STOCK_BOUND = "the bound that decode's Receive of a room before prefill's send of it gives"
 Bounds = dict[tuple[str, str], tuple[int | None, int | None]]
 
 
@@ -402,9 +402,11 @@ def order_sentence(
                         f"{gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
             continue
         if margin is None:
-            verb = "bound" if within == "the clock bounds" else "bounds"
-            said.append(f"{within} between {host} and {other} {verb} one side only: before "
-                        f"it by {gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
+            said.append(f"between {host} and {other} {within} bound one side only: before "
+                        f"it by {gap / 1e6:.3f} s only if their clocks agree"
+                        if within == "the clock bounds" else
+                        f"between {host} and {other} there is only {within}, on one side: "
+                        f"before it by {gap / 1e6:.3f} s only if their clocks agree")  # fmt: skip
         elif margin >= 0:
             said.append(f"before {other}'s first echo by at least {margin / 1e6:.3f} s "
                         f"within {within}")  # fmt: skip
