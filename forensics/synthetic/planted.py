@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass, field
 
 from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
 from .stock import CAPTURED, _time_stats
@@ -55,6 +56,51 @@ PHASE = 40  # requests a load phase
 ONSET_STEP = 3.0  # the rate's change at a planted onset
 
 
+@dataclass
+class _Plan:
+    """What one generated incident is: its cause and knobs, the random draws, and the
+    lines, results and truth written so far."""
+
+    cause: str | None
+    rng: random.Random
+    hosts: list[str]
+    lag_s: float
+    side: str
+    detect: bool
+    began: int | None  # the request from which the onset's rates apply
+    lost: int | None  # the request from which LOST_HOST's agent is gone
+    lrng: random.Random  # the peer loss's own draws: the others stay as they were
+    pre: list[Entry] = field(default_factory=list)
+    dec: list[Entry] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    truth: dict = field(default_factory=lambda: {"caused": [], "corrupted": []})
+    recent: dict[str, list[str]] = field(default_factory=dict)
+
+    def P(self, ts: int, msg: str, **kw) -> None:
+        self.pre.append(Entry(ts, ts - T0_US + 5_000_000, PREFILL_BOOT, "prefill-0",
+                              "sglang-prefill.service", "python3", 2001, msg, **kw))  # fmt: skip
+
+    def D(self, host: str, ts: int, msg: str, **kw) -> None:
+        boot = DECODE_BOOT[: -len(host)] + host  # one boot per host
+        self.dec.append(Entry(ts, ts - T0_US + 9_000_000, boot, host, "sglang-decode.service",
+                              "python3", 3001, msg, **kw))  # fmt: skip
+
+
+@dataclass
+class _Request:
+    i: int
+    t: int  # decode's Receive less 2 ms: its send
+    host: str
+    rid: str
+    room: int
+    concurrency: int
+    dp_rank: int
+    phase: str
+    prompt: int = 0
+    cached: int = 0
+    retracted: bool = False
+
+
 def generate_planted(
     cause: str | None,
     *,
@@ -77,141 +123,149 @@ def generate_planted(
     from this share of the requests in, decode-1's remote agent is gone — see _lost)."""
     if cause is not None and cause not in CAUSES:
         raise ValueError(f"unknown cause {cause!r}; choose from {', '.join(CAUSES)} or None")
-    rng = random.Random(f"planted:{cause}:{seed}")
-    pre: list[Entry] = []
-    dec: list[Entry] = []
-    results: list[dict] = []
-    truth: dict[str, list[str]] = {"caused": [], "corrupted": []}
-
-    def P(ts: int, msg: str, **kw) -> None:
-        pre.append(Entry(ts, ts - T0_US + 5_000_000, PREFILL_BOOT, "prefill-0",
-                         "sglang-prefill.service", "python3", 2001, msg, **kw))  # fmt: skip
-
     hosts = [f"decode-{i}" for i in range(max(2, decode_hosts))]
-
-    def D(host: str, ts: int, msg: str, **kw) -> None:
-        boot = DECODE_BOOT[: -len(host)] + host  # one boot per host
-        dec.append(Entry(ts, ts - T0_US + 9_000_000, boot, host, "sglang-decode.service",
-                         "python3", 3001, msg, **kw))  # fmt: skip
-
+    plan = _Plan(
+        cause, random.Random(f"planted:{cause}:{seed}"), hosts, lag_s, side, detect,
+        None if onset is None else int(onset * requests) // PHASE * PHASE + PHASE // 2,
+        None if peer_loss is None else int(peer_loss * requests),
+        random.Random(f"peer_loss:{seed}"), recent={h: [] for h in hosts},
+    )  # fmt: skip
     t = T0_US
     for host in hosts:
-        D(host, t, _sglang(t, f"Capture cuda graph bs [{', '.join(map(str, CAPTURED))}]"))
-    recent: dict[str, list[str]] = {h: [] for h in hosts}
+        plan.D(host, t, _sglang(t, f"Capture cuda graph bs [{', '.join(map(str, CAPTURED))}]"))
     phase = "low"
     rounds = max(1, requests // sessions)
-    began = None if onset is None else int(onset * requests) // PHASE * PHASE + PHASE // 2
-    lost = None if peer_loss is None else int(peer_loss * requests)
-    lrng = random.Random(f"peer_loss:{seed}")  # its own draws: the others stay as they were
     for i in range(requests):
         if i % PHASE == 0:
-            phase = rng.choice(tuple(LOADS))
-        (c_lo, c_hi), p_abort, p_retract = LOADS[phase]
-        concurrency = rng.randint(c_lo, c_hi)
-        host = rng.choice(hosts)
-        dp_rank = rng.randrange(dp_ranks)
-        rid = f"{rng.getrandbits(128):032x}"
-        room = rng.getrandbits(63)
-        t += rng.randint(1_000_000, 1_600_000)
-        start = t
-        recv = (f"Receive: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
-                f"bootstrap_host='10.0.4.11', bootstrap_port=8998, bootstrap_room={room}, "
-                f"stream=False)")  # fmt: skip
-        P(t, _sglang(t, recv, ""))
-        D(host, t + 2_000, _sglang(t + 2_000, recv, ""))
-        prompt = rng.randint(1_500, 9_000)
-        cached = rng.randint(0, prompt // 2)
-        P(t + 100_000, _sglang(t + 100_000, _time_stats(
-            rid, room, "prefill", prompt, cached, 1,
-            f"bootstrap_duration=0.40ms, queue_duration={rng.uniform(0.2, 30):.2f}ms, "
-            f"forward_duration={rng.uniform(80, 900):.2f}ms, entry_time={start / 1e6:.3f}, "
-            f"transfer_speed={rng.uniform(8, 14):.2f} GB/s, transfer_total={prompt * 0.07:.2f} MB")))  # fmt: skip
-        running = max(1, concurrency // 2 + rng.randint(-3, 3))
-        t_batch = t + 200_000
-        D(host, t_batch, _sglang(t_batch, f"Decode batch, #running-req: {running}, #token: "
-                                          f"{running * 4000}, token usage: 0.{rng.randint(20, 95)}, "
-                                          "pre-allocated usage: 0.02, #prealloc-req: 1, #transfer-req: 0, "
-                                          "#retracted-req: 0, cuda graph: True, gen throughput "
-                                          f"(token/s): {rng.uniform(500, 2500):.2f}, #queue-req: 0"))  # fmt: skip
-        aborted = rng.random() < p_abort and recent[host]
-        retracted = rng.random() < p_retract
-        lined = cause == "line" and rng.random() < p_abort
-        if lined:  # lag_s before decode's Receive (t + 2 ms), on the side's host
-            at = t + 2_000 - int(lag_s * 1e6)
-            text = _sglang(
-                at,
-                CAUSE_LINE.format(
-                    nic=rng.randrange(8),
-                    qp=rng.getrandbits(20),
-                    wr=rng.getrandbits(32),
-                    err=rng.getrandbits(8),
-                ),
-            )
-            P(at, text) if side == "prefill" else D(host, at, text)
-        nic = rng.randrange(8) if cause == "nic" else 0  # other causes draw as they did
-        slice_failed = cause == "nic" and rng.random() < p_abort
-        if slice_failed:  # prefill writes the KV after its forward: its engine logs it
-            P(t + 120_000, _slice_line(t + 120_000, rng, nic, 10 + hosts.index(host)))
-        if aborted:  # another request on this host, right after this one's transfer
-            other = recent[host][-1]
-            D(host, t + 250_000, _sglang(t + 250_000, f"Abort running request. req.rid='{other}'"))
-        if retracted:
-            D(host, t + 300_000, _sglang(t + 300_000, "KV cache pool is full. Retract requests. "
-                                                      "#retracted_reqs: 2, #new_token_ratio: 0.4100 -> 0.7000",
-                                         " DP0 TP0 EP0"), priority=4)  # fmt: skip
-        caused = {
-            "abort": bool(aborted), "retract": retracted, "host": host == "decode-1",
-            "line": lined, "nic": slice_failed and nic == BAD_NIC and host == "decode-1",
-            None: False,
-        }[cause]  # fmt: skip
-        rate = (HOST_RATE if cause == "host" else CAUSED_RATE) if caused else (
-            NULL_RATE if cause is None else BASE_RATE)  # fmt: skip
-        if began is not None and i >= began:
-            rate = min(1.0, rate * ONSET_STEP)
-            truth.setdefault("onset_us", start)  # type: ignore[arg-type]
-        corrupted = rng.random() < rate
-        if lost is not None and i >= lost and host == LOST_HOST:
-            corrupted = _lost(P, D, t, rid, room, lrng, truth)
-        if detect and corrupted:  # what a checker inside the server would print
-            D(host, t + 500_000, _sglang(t + 500_000, DETECT_LINE))
-        out_len = rng.randint(40, 400)
-        t_end = t + rng.randint(600_000, 900_000)
-        D(host, t_end, _sglang(t_end, _time_stats(
-            rid, room, "decode", prompt, 0, out_len,
-            f"bootstrap_duration=0.90ms, alloc_wait_duration=1.10ms, "
-            f"transfer_duration={rng.uniform(5, 40):.2f}ms, queue_duration={rng.uniform(0.1, 9):.2f}ms, "
-            f"forward_duration={rng.uniform(300, 600):.2f}ms, entry_time={start / 1e6:.3f}")))  # fmt: skip
-        finish = {"type": "stop", "matched": 151645}
-        D(host, t_end + 1_000, _sglang(t_end + 1_000, f"Finish: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
-                                                      f"bootstrap_room={room}), out={{'text': '…' ... , 'meta_info': "
-                                                      f"{{'id': '{rid}', 'finish_reason': {finish!r}, 'prompt_tokens': {prompt}, "
-                                                      f"'completion_tokens': {out_len}, 'cached_tokens': {cached}, "
-                                                      f"'num_retractions': {int(retracted)}, "
-                                                      f"'e2e_latency': {(t_end - start) / 1e6:.3f}, 'dp_rank': {dp_rank}}}}}", ""))  # fmt: skip
-        if cause == "line" and rng.random() < p_abort:  # the decoy: same phases, not near
-            D(
-                host,
-                t_end + 350_000,
-                _sglang(t_end + 350_000, DECOY_LINE.format(ms=rng.randint(40, 900))),
-            )
-        recent[host] = [*recent[host][-3:], rid]
-        status = "corrupted" if corrupted else "ok"
-        if rng.random() < 0.01:  # a few replies never come: left out, counted
-            status, corrupted = "http_error", False
-        if caused:
-            truth["caused"].append(rid)
-        if corrupted:
-            truth["corrupted"].append(rid)
-        sess, rnd = i % sessions, i // sessions % rounds
-        results.append({
-            "session": sess, "round": rnd, "rid": rid, "corrupted": corrupted,
-            "reason": "tool-call markup in content" if corrupted else "", "status": status,
-            "start": start / 1e6, "end": (t_end + 20_000) / 1e6, "concurrency": concurrency,
-            "step": rng.randrange(4), "attempt": 1,
-        })  # fmt: skip
-        t = t_end
-    dec.sort(key=lambda e: e.ts_us)
-    return Incident(pre, dec, results, {"cause": cause, **truth})
+            phase = plan.rng.choice(tuple(LOADS))
+        req = _received(plan, i, t, phase, dp_ranks)
+        caused = _planted_cause(plan, req)
+        corrupted = _judged(plan, req, caused)
+        t = _finished(plan, req, corrupted, caused, i % sessions, i // sessions % rounds)
+    plan.dec.sort(key=lambda e: e.ts_us)
+    return Incident(plan.pre, plan.dec, plan.results, {"cause": cause, **plan.truth})
+
+
+def _received(plan: _Plan, i: int, t: int, phase: str, dp_ranks: int) -> _Request:
+    """Request `i` sent, received on both sides, prefilled, and its decode host's load."""
+    rng = plan.rng
+    (c_lo, c_hi), _, _ = LOADS[phase]
+    concurrency = rng.randint(c_lo, c_hi)
+    host = rng.choice(plan.hosts)
+    dp_rank = rng.randrange(dp_ranks)
+    rid = f"{rng.getrandbits(128):032x}"
+    room = rng.getrandbits(63)
+    t += rng.randint(1_000_000, 1_600_000)
+    req = _Request(i, t, host, rid, room, concurrency, dp_rank, phase)
+    recv = (f"Receive: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
+            f"bootstrap_host='10.0.4.11', bootstrap_port=8998, bootstrap_room={room}, "
+            f"stream=False)")  # fmt: skip
+    plan.P(t, _sglang(t, recv, ""))
+    plan.D(host, t + 2_000, _sglang(t + 2_000, recv, ""))
+    req.prompt = rng.randint(1_500, 9_000)
+    req.cached = rng.randint(0, req.prompt // 2)
+    plan.P(t + 100_000, _sglang(t + 100_000, _time_stats(
+        rid, room, "prefill", req.prompt, req.cached, 1,
+        f"bootstrap_duration=0.40ms, queue_duration={rng.uniform(0.2, 30):.2f}ms, "
+        f"forward_duration={rng.uniform(80, 900):.2f}ms, entry_time={t / 1e6:.3f}, "
+        f"transfer_speed={rng.uniform(8, 14):.2f} GB/s, transfer_total={req.prompt * 0.07:.2f} MB")))  # fmt: skip
+    running = max(1, concurrency // 2 + rng.randint(-3, 3))
+    t_batch = t + 200_000
+    plan.D(host, t_batch, _sglang(t_batch, f"Decode batch, #running-req: {running}, #token: "
+                                           f"{running * 4000}, token usage: 0.{rng.randint(20, 95)}, "
+                                           "pre-allocated usage: 0.02, #prealloc-req: 1, #transfer-req: 0, "
+                                           "#retracted-req: 0, cuda graph: True, gen throughput "
+                                           f"(token/s): {rng.uniform(500, 2500):.2f}, #queue-req: 0"))  # fmt: skip
+    return req
+
+
+def _planted_cause(plan: _Plan, req: _Request) -> bool:
+    """What happens near the request's transfer (aborts, retractions, the line, the slice
+    failure), and whether the planted cause touched it."""
+    rng, host, t = plan.rng, req.host, req.t
+    _, p_abort, p_retract = LOADS[req.phase]
+    aborted = rng.random() < p_abort and plan.recent[host]
+    retracted = rng.random() < p_retract
+    lined = plan.cause == "line" and rng.random() < p_abort
+    if lined:  # lag_s before decode's Receive (t + 2 ms), on the side's host
+        at = t + 2_000 - int(plan.lag_s * 1e6)
+        text = _sglang(at, CAUSE_LINE.format(nic=rng.randrange(8), qp=rng.getrandbits(20),
+                                              wr=rng.getrandbits(32), err=rng.getrandbits(8)))  # fmt: skip
+        plan.P(at, text) if plan.side == "prefill" else plan.D(host, at, text)
+    nic = rng.randrange(8) if plan.cause == "nic" else 0  # other causes draw as they did
+    slice_failed = plan.cause == "nic" and rng.random() < p_abort
+    if slice_failed:  # prefill writes the KV after its forward: its engine logs it
+        plan.P(t + 120_000, _slice_line(t + 120_000, rng, nic, 10 + plan.hosts.index(host)))
+    if aborted:  # another request on this host, right after this one's transfer
+        other = plan.recent[host][-1]
+        plan.D(host, t + 250_000, _sglang(t + 250_000, f"Abort running request. req.rid='{other}'"))
+    if retracted:
+        plan.D(host, t + 300_000, _sglang(t + 300_000, "KV cache pool is full. Retract requests. "
+                                                       "#retracted_reqs: 2, #new_token_ratio: 0.4100 -> 0.7000",
+                                          " DP0 TP0 EP0"), priority=4)  # fmt: skip
+    req.retracted = retracted
+    return {
+        "abort": bool(aborted), "retract": retracted, "host": host == "decode-1",
+        "line": lined, "nic": slice_failed and nic == BAD_NIC and host == "decode-1",
+        None: False,
+    }[plan.cause]  # fmt: skip
+
+
+def _judged(plan: _Plan, req: _Request, caused: bool) -> bool:
+    """Whether the reply is corrupted: the planted rates, the onset, the lost agent."""
+    cause, t = plan.cause, req.t
+    rate = (HOST_RATE if cause == "host" else CAUSED_RATE) if caused else (
+        NULL_RATE if cause is None else BASE_RATE)  # fmt: skip
+    if plan.began is not None and req.i >= plan.began:
+        rate = min(1.0, rate * ONSET_STEP)
+        plan.truth.setdefault("onset_us", t)
+    corrupted = plan.rng.random() < rate
+    if plan.lost is not None and req.i >= plan.lost and req.host == LOST_HOST:
+        corrupted = _lost(plan.P, plan.D, t, req.rid, req.room, plan.lrng, plan.truth)
+    if plan.detect and corrupted:  # what a checker inside the server would print
+        plan.D(req.host, t + 500_000, _sglang(t + 500_000, DETECT_LINE))
+    return corrupted
+
+
+def _finished(plan: _Plan, req: _Request, corrupted: bool, caused: bool, sess: int,
+              rnd: int) -> int:  # fmt: skip
+    """Decode's time stats and Finish, the decoy, the harness's result; the end's time."""
+    rng, host, t, rid, room = plan.rng, req.host, req.t, req.rid, req.room
+    out_len = rng.randint(40, 400)
+    t_end = t + rng.randint(600_000, 900_000)
+    plan.D(host, t_end, _sglang(t_end, _time_stats(
+        rid, room, "decode", req.prompt, 0, out_len,
+        f"bootstrap_duration=0.90ms, alloc_wait_duration=1.10ms, "
+        f"transfer_duration={rng.uniform(5, 40):.2f}ms, queue_duration={rng.uniform(0.1, 9):.2f}ms, "
+        f"forward_duration={rng.uniform(300, 600):.2f}ms, entry_time={t / 1e6:.3f}")))  # fmt: skip
+    finish = {"type": "stop", "matched": 151645}
+    plan.D(host, t_end + 1_000, _sglang(t_end + 1_000, f"Finish: obj=GenerateReqInput(rid='{rid}', text='…' ... , "
+                                                       f"bootstrap_room={room}), out={{'text': '…' ... , 'meta_info': "
+                                                       f"{{'id': '{rid}', 'finish_reason': {finish!r}, 'prompt_tokens': {req.prompt}, "
+                                                       f"'completion_tokens': {out_len}, 'cached_tokens': {req.cached}, "
+                                                       f"'num_retractions': {int(req.retracted)}, "
+                                                       f"'e2e_latency': {(t_end - t) / 1e6:.3f}, 'dp_rank': {req.dp_rank}}}}}", ""))  # fmt: skip
+    if plan.cause == "line" and rng.random() < LOADS[req.phase][1]:  # the decoy: same phases
+        plan.D(
+            host,
+            t_end + 350_000,
+            _sglang(t_end + 350_000, DECOY_LINE.format(ms=rng.randint(40, 900))),
+        )
+    plan.recent[host] = [*plan.recent[host][-3:], rid]
+    status = "corrupted" if corrupted else "ok"
+    if rng.random() < 0.01:  # a few replies never come: left out, counted
+        status, corrupted = "http_error", False
+    if caused:
+        plan.truth["caused"].append(rid)
+    if corrupted:
+        plan.truth["corrupted"].append(rid)
+    plan.results.append({
+        "session": sess, "round": rnd, "rid": rid, "corrupted": corrupted,
+        "reason": "tool-call markup in content" if corrupted else "", "status": status,
+        "start": t / 1e6, "end": (t_end + 20_000) / 1e6, "concurrency": req.concurrency,
+        "step": rng.randrange(4), "attempt": 1,
+    })  # fmt: skip
+    return t_end
 
 
 def _lost(P, D, t: int, rid: str, room: int, rng: random.Random, truth: dict) -> bool:
