@@ -545,14 +545,19 @@ is not listed is invisible, and the next ingest removes it).""", (
 # that would cost seconds to compute at every read; each is used only while its stamp in
 # `meta` says it is this code's on this data.
 NEAR = Table("derived_near", "near", """The lines near each judged request's transfer, as
-`suspects` weighs them (forensics/analyses/suspects/nearby.py): one row per predicate
-"a line of template T on its decode (prefill) host within Δ before (after) its transfer",
+`suspects` weighs them (forensics/analyses/suspects/nearby.py), and the values lines about
+it name (named_levels.py): one row per predicate "a line of template T on its decode
+(prefill) host within Δ before (after) its transfer" or "a line about it names agent X",
 its exposure a bit per request; computed by ingest for every run, no window (the default
 scope; any other scope computes them as it reads).""", (
     C("ord", "INTEGER", "the row's place in the answer's order", not_null=True),
     C("kind", "VARCHAR", "line (a predicate), known (a side's requests whose anchor and host "
-      "are known) or skipped (a window left out: `text` says why)", not_null=True),
-    C("side", "VARCHAR", "decode or prefill (skipped: the factor's name)"),
+      "are known), skipped (a window left out: `text` says why); named, named_known (the "
+      "requests a name's values are known for) and named_skipped: the named values'",
+      not_null=True),
+    C("side", "VARCHAR", "decode or prefill (skipped: the factor's name; named: the value's "
+      "name)"),
+    C("level", "VARCHAR", "named: the value"),
     C("after", "BOOLEAN", "the window is after the transfer (a consequence)"),
     C("window_s", "DOUBLE", "Δ, seconds"),
     C("template", "UBIGINT", "the template's id"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from forensics.parsers.templates import mask, named
 
@@ -280,4 +281,18 @@ def test_a_nic_named_only_by_host_level_lines_is_the_suspect(tmp_path: Path) -> 
     res = suspects(db)
     top = res.suspects[0] if res.suspects else None
     assert top is not None and top.feature == "named device", res.sentences()
-    assert top.level == "mlx5_3" and "before its transfer" in top.predicate
+    assert top.level == "mlx5_3" and "before or during its transfer" in top.predicate
+    # the answer read the values as ingest stored them: what a read computes
+    from forensics.analyses.suspects.features import declared, load_table
+    from forensics.analyses.suspects.named_levels import named_levels
+    from forensics.analyses.suspects.stored import stored_named
+    from forensics.scope import scoped
+
+    with scoped(db) as s:
+        table = load_table(s.con, s.runs, s.tags, declared())
+        (gp, gs), (wp, ws) = stored_named(s.con, table), named_levels(s.con, table)
+    assert [(k.feature, k.why) for k in gs] == [(k.feature, k.why) for k in ws]
+    assert len(gp) == len(wp) > 0
+    for g, w in zip(gp, wp, strict=True):
+        assert (g.feature, g.text, g.level, g.family) == (w.feature, w.text, w.level, w.family)
+        assert np.array_equal(g.exposed, w.exposed) and np.array_equal(g.known, w.known)

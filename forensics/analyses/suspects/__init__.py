@@ -25,7 +25,7 @@ from .named_levels import named_levels
 from .nearby import GRID_S, near, template_of
 from .predicates import Predicate, Skipped
 from .rank import AFTER, LOAD, MASKED, REVERSED, SUSPECT, Ranking, Suspect, rank
-from .stored import stored_near
+from .stored import stored_named, stored_near
 
 
 @dataclass
@@ -278,7 +278,7 @@ def _suspects(
     con, chosen, tags = s.con, s.runs, s.tags
     table = load_table(con, chosen, tags, features)
     near_preds, near_skipped = _near(s, table)
-    named_preds, named_skipped = named_levels(con, table)
+    named_preds, named_skipped = _named(s, table)
     extra = (near_preds + named_preds, near_skipped + named_skipped)
     ranking = rank(table, features, fdr, min_support, dependent, extra)
     needs = {f.name: f.needs for f in features}
@@ -294,6 +294,16 @@ def _suspects(
     found = out.found()
     out.headline = headline(con, table, found[0] if found else None)
     return out
+
+
+def _named(s: Scope, table: Table) -> tuple[list[Predicate], list[Skipped]]:
+    """The values lines about each request name: as ingest stored them (the scope they
+    were stored for), else computed."""
+    if s.run is None and s.pristine:
+        got = stored_named(s.con, table)
+        if got is not None:
+            return got
+    return named_levels(s.con, table)
 
 
 def _near(s: Scope, table: Table) -> tuple[list[Predicate], list[Skipped]]:

@@ -139,7 +139,7 @@ def _predicates(
     out: list[Predicate] = []
     skipped: list[Skipped] = []
     about = "" if delta is None else (f" (naming its rid or room, or on its host within "
-                                      f"{delta:g} s before its transfer)")  # fmt: skip
+                                      f"{delta:g} s before or during its transfer)")  # fmt: skip
     for name in sorted(by_name):
         levels = by_name[name]
         known = np.zeros(n, dtype=bool)
@@ -149,10 +149,16 @@ def _predicates(
         if len(levels) < 2:
             skipped.append(Skipped(feature, "one value only"))
             continue
-        family = f"peers {feature}"
         for value in sorted(levels):
             exposed = np.zeros(n, dtype=bool)
             exposed[levels[value]] = True
-            out.append(Predicate(feature, f"a line about it names {name} {value}{about}",
-                                 exposed, known, level=value, family=family))  # fmt: skip
+            out.append(value_predicate(name, value, f"a line about it names {name} {value}"
+                                       f"{about}", exposed, known))  # fmt: skip
     return out, skipped
+
+
+def value_predicate(name: str, value: str, words: str, exposed: np.ndarray,
+                    known: np.ndarray) -> Predicate:  # fmt: skip
+    """ "A line about it names `name` `value`": its name's values one family."""
+    feature = PREFIX + name
+    return Predicate(feature, words, exposed, known, level=value, family=f"peers {feature}")

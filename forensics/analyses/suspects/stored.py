@@ -1,5 +1,6 @@
-"""The lines near each transfer, computed once at ingest (`derived_near`, declared in
-parsers/tables.py) and read back by `suspects` instead of computed again.
+"""The lines near each transfer and the values the lines about each request name,
+computed once at ingest (`derived_near`, declared in parsers/tables.py) and read back by
+`suspects` instead of computed again.
 
 Weighing every template near every transfer is most of `suspects`' time on a large
 incident (0.85 s of 1.7 at 1.5 M lines). Ingest computes it for the default scope — every
@@ -20,6 +21,7 @@ import numpy as np
 
 from ...parsers.tables import NEAR
 from .features import Table
+from .named_levels import PREFIX, named_levels, value_predicate
 from .nearby import near
 from .predicates import Predicate, Skipped
 
@@ -34,6 +36,7 @@ def _code() -> str:
     from ...store.derived import _query_hashes
 
     h = hashlib.sha256(Path(__file__).with_name("nearby.py").read_bytes())
+    h.update(Path(__file__).with_name("named_levels.py").read_bytes())
     h.update(Path(__file__).read_bytes())
     h.update(_query_hashes()["request_evidence"].encode())
     h.update(BUILTIN.read_bytes())
@@ -68,6 +71,7 @@ def store_near(con: duckdb.DuckDBPyConnection) -> None:
         return
     preds, skipped = near(con, None, table)
     rows = _rows(preds, skipped)
+    rows += _named_rows(*named_levels(con, table), start=len(rows))
     columns = ", ".join(c.ddl() for c in NEAR.all_columns)
     con.execute(f"CREATE OR REPLACE TABLE main.{NEAR.name} ({columns})")
     if rows:
@@ -90,7 +94,7 @@ def _stored_stamp(con: duckdb.DuckDBPyConnection) -> str | None:
 
 
 def _rows(preds: list[Predicate], skipped: list[Skipped]) -> list[tuple]:
-    """(ord, kind, side, after, window_s, template, text, occurrences, bits) rows."""
+    """(ord, kind, side, level, after, window_s, template, text, occurrences, bits) rows."""
     rows: list[tuple] = []
     known: dict[str, np.ndarray] = {}
     for p in preds:
@@ -99,12 +103,31 @@ def _rows(preds: list[Predicate], skipped: list[Skipped]) -> list[tuple]:
             raise AssertionError(f"the lines near the transfer on {side}: two known masks")
         if side not in known:
             known[side] = p.known
-            rows.append((len(rows), "known", side, None, None, None, None, None,
+            rows.append((len(rows), "known", side, None, None, None, None, None, None,
                          np.packbits(p.known).tobytes()))  # fmt: skip
-        rows.append((len(rows), "line", side, p.after, float(p.level or 0), int(tid, 16), p.text,
-                     p.occurrences, np.packbits(p.exposed).tobytes()))  # fmt: skip
+        rows.append((len(rows), "line", side, None, p.after, float(p.level or 0), int(tid, 16),
+                     p.text, p.occurrences, np.packbits(p.exposed).tobytes()))  # fmt: skip
     for k in skipped:
-        rows.append((len(rows), "skipped", k.feature, None, None, None, k.why, None, None))
+        rows.append((len(rows), "skipped", k.feature, None, None, None, None, k.why, None, None))
+    return rows
+
+
+def _named_rows(preds: list[Predicate], skipped: list[Skipped], start: int) -> list[tuple]:
+    """The named values' rows: a name's known mask before its values, then what was left
+    out."""
+    rows: list[tuple] = []
+    known: set[str] = set()
+    for p in preds:
+        name = p.feature.removeprefix(PREFIX)
+        if name not in known:
+            known.add(name)
+            rows.append((start + len(rows), "named_known", name, None, None, None, None, None,
+                         None, np.packbits(p.known).tobytes()))  # fmt: skip
+        rows.append((start + len(rows), "named", name, p.level, None, None, None, p.text, None,
+                     np.packbits(p.exposed).tobytes()))  # fmt: skip
+    for k in skipped:
+        rows.append((start + len(rows), "named_skipped", k.feature, None, None, None, None,
+                     k.why, None, None))  # fmt: skip
     return rows
 
 
@@ -113,33 +136,51 @@ def stored_near(
 ) -> tuple[list[Predicate], list[Skipped]] | None:
     """What nearby.near gives for every run and `table`, read back (None: not stored for
     this code, data or these requests)."""
+    got = _read(con, table)
+    return None if got is None else got[0]
+
+
+def stored_named(
+    con: duckdb.DuckDBPyConnection, table: Table
+) -> tuple[list[Predicate], list[Skipped]] | None:
+    """What named_levels gives for `table`, read back (None: not stored for it)."""
+    got = _read(con, table)
+    return None if got is None else got[1]
+
+
+def _read(con: duckdb.DuckDBPyConnection, table: Table) -> tuple[tuple, tuple] | None:
+    """(near's predicates and skips, the named values' predicates and skips)."""
     from .nearby import line_predicate
 
     if _stored_stamp(con) != _stamp(con, table):
         return None
     rows = con.execute(
-        f"""SELECT kind, side, after, window_s, template, text, occurrences, bits
+        f"""SELECT kind, side, level, after, window_s, template, text, occurrences, bits
             FROM main.{NEAR.name} ORDER BY ord"""
     ).fetchall()
     n = len(table)
     nbytes = (n + 7) // 8
-    bits = [r[7] for r in rows if r[7] is not None]
+    bits = [r[8] for r in rows if r[8] is not None]
     if any(len(b) != nbytes for b in bits):
         return None
     flat = np.frombuffer(b"".join(bits), dtype=np.uint8).reshape(len(bits), nbytes)
     matrix = np.unpackbits(flat, axis=1, count=n).astype(bool)
-    preds: list[Predicate] = []
-    skipped: list[Skipped] = []
-    known: dict[str, np.ndarray] = {}
+    near_p: list[Predicate] = []
+    near_s: list[Skipped] = []
+    named_p: list[Predicate] = []
+    named_s: list[Skipped] = []
+    known: dict[tuple[str, str], np.ndarray] = {}
     i = 0
-    for kind, side, after, window_s, template, text, occurrences, b in rows:
-        if kind == "skipped":
-            skipped.append(Skipped(side, text))
+    for kind, side, level, after, window_s, template, text, occurrences, b in rows:
+        if kind in ("skipped", "named_skipped"):
+            (near_s if kind == "skipped" else named_s).append(Skipped(side, text))
             continue
         row, i = matrix[i], i + (b is not None)
-        if kind == "known":
-            known[side] = row
+        if kind in ("known", "named_known"):
+            known[(kind, side)] = row
+        elif kind == "line":
+            near_p.append(line_predicate(side, bool(after), window_s, int(template), text, row,
+                                         known[("known", side)], int(occurrences)))  # fmt: skip
         else:
-            preds.append(line_predicate(side, bool(after), window_s, int(template), text, row,
-                                        known[side], int(occurrences)))  # fmt: skip
-    return preds, skipped
+            named_p.append(value_predicate(side, level, text, row, known[("named_known", side)]))
+    return (near_p, near_s), (named_p, named_s)
