@@ -691,6 +691,8 @@ EVENT_KINDS = {
     "connector_failure": "vLLM's KV connector reported a transfer failure (detail: its type)",
     "crash": "a process crashed (Fatal Python error: a segfault, an abort)",
     "device_assert": "a CUDA kernel's device-side assertion failed (detail: the assertion)",
+    "sglang_version": "the SGLang version, where the logs carry it (detail: the version)",
+    "tcp_transport": "SGLang's Mooncake transfers forced onto TCP (MC_FORCE_TCP=1)",
 }
 
 

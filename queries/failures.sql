@@ -50,13 +50,19 @@ WITH failed AS (
     WHERE pattern IS NULL
       AND (level IN ('error', 'critical')
            OR (component = 'traceback' AND regexp_matches(text, '^[\w.<>]+(Error|Exception)(:|$)')))
+), timeouts AS (
+    SELECT *, waited_us IS NULL AND (kind = 'transfer_timeout'
+                                     OR contains(coalesce(reason, ''), 'timed out')) AS unstated
+    FROM failed
 ), first_seen AS (
-    -- a room's first line: where a timeout that states no duration began waiting
-    SELECT run, room, min(ts_us) AS first_us FROM rid_rooms GROUP BY ALL
+    -- a room's first line, for the timeouts that state no duration: where they began waiting
+    SELECT r.run, r.room, min(r.ts_us) AS first_us
+    FROM rid_rooms r JOIN (SELECT DISTINCT run, room FROM timeouts WHERE unstated) t
+      ON t.run = r.run AND t.room = r.room
+    GROUP BY ALL
 )
-SELECT f.* EXCLUDE (waited_us),
+SELECT f.* EXCLUDE (waited_us, unstated),
        CASE WHEN f.waited_us IS NOT NULL THEN f.ts_us - f.waited_us
-            WHEN f.kind = 'transfer_timeout' OR contains(coalesce(f.reason, ''), 'timed out')
-            THEN fs.first_us END AS began_us
-FROM failed f
+            WHEN f.unstated THEN fs.first_us END AS began_us
+FROM timeouts f
 LEFT JOIN first_seen fs ON fs.run = f.run AND fs.room = f.room

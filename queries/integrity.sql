@@ -8,10 +8,11 @@
 -- SGLang's metadata room check before sgl-project/sglang#27374 (merged 2026-06-05; first
 -- in SGLang 0.5.13 — 0.5.12's decode.py lacks the reset, 0.5.13's has it) read a freed
 -- slot's stale room and, under TCP transport at 32+ concurrent requests, aborted ~3 % of
--- requests falsely. The note names what the incident's own lines show: the version (a
--- `sglang==X`, `sglang: X` or `sglang version X` line), the TCP transport
--- (`MC_FORCE_TCP=1`, the `mooncake_tcp` backend) and the highest concurrency (the
--- harness's, or decode's #running-req); with all three shown it is a statement, otherwise
+-- requests falsely. The note names what the incident's own lines show: the version (the
+-- `sglang_version` events: check_env's `sglang: X`, pip's `sglang==X`; the lowest where
+-- several), the TCP transport (`tcp_transport`: MC_FORCE_TCP=1, the `mooncake_tcp`
+-- backend) and the highest concurrency (the harness's, or decode's #running-req) of the
+-- runs with such a mismatch; with all three shown it is a statement, otherwise
 -- "possible: …" with what is missing; a version with the fix sets none. Which
 -- requests a check verified is `forensics report`'s (forensics/analyses/integrity.py): a
 -- check counts as on only where its flag or its passes are in the logs. Rows are not
@@ -51,22 +52,28 @@ WITH records AS (
            OR contains(coalesce(extra, ''), 'KV checksum mismatch'))
 )
 -- what the incident's own lines show of the false positive's conditions
-, shown AS (
-    SELECT (SELECT max(regexp_extract(message, '(?i)\bsglang(?:==|: ?| version:? ?| v)(\d+\.\d+\.\d+)', 1))
-            FROM entries WHERE message ILIKE '%sglang%'
-              AND regexp_matches(message, '(?i)\bsglang(?:==|: ?| version:? ?| v)\d+\.\d+\.\d+')
+, flagged AS (
+    -- the runs with a metadata room mismatch: only their facts are read
+    SELECT DISTINCT run FROM records
+    WHERE checker = 'sglang_metadata_room' AND verdict = 'mismatch'
+), shown AS (
+    SELECT (SELECT arg_min(detail, CAST(string_split(regexp_extract(detail, '^\d+\.\d+\.\d+'), '.')
+                                        AS INTEGER[]))
+            FROM events WHERE kind = 'sglang_version' AND run IN (SELECT run FROM flagged)
            ) AS version,
-           (SELECT count(*) > 0 FROM entries
-            WHERE contains(message, 'MC_FORCE_TCP=1') OR contains(message, 'mooncake_tcp')) AS tcp,
-           greatest((SELECT max(concurrency) FROM results),
-                    (SELECT max(running_req) FROM batches WHERE lower(phase) = 'decode'))
+           (SELECT count(*) > 0 FROM events
+            WHERE kind = 'tcp_transport' AND run IN (SELECT run FROM flagged)) AS tcp,
+           greatest((SELECT max(concurrency) FROM results WHERE run IN (SELECT run FROM flagged)),
+                    (SELECT max(running_req) FROM batches
+                     WHERE lower(phase) = 'decode' AND run IN (SELECT run FROM flagged)))
                AS concurrency
-    WHERE EXISTS (SELECT 1 FROM records WHERE checker = 'sglang_metadata_room'
-                                          AND verdict = 'mismatch')
+    WHERE EXISTS (SELECT 1 FROM flagged)
 )
 , room_note AS (
     SELECT CASE
-        WHEN version IS NOT NULL AND CAST(string_split(version, '.') AS INTEGER[]) >= [0, 5, 13]
+        WHEN version IS NOT NULL
+             AND CAST(string_split(regexp_extract(version, '^\d+\.\d+\.\d+'), '.') AS INTEGER[])
+                 >= [0, 5, 13]
             THEN NULL
         ELSE CASE WHEN version IS NOT NULL AND tcp AND coalesce(concurrency, 0) >= 32
                   THEN '' ELSE 'possible: ' END
