@@ -210,6 +210,19 @@ def test_one_bad_agent_among_eight_is_the_suspect(tmp_path: Path) -> None:
     assert top is not None and top.feature == "named agent", res.sentences()
     assert top.level == "agent-3" and "agent agent-3" in top.predicate
     assert "against the rest; one of 8 tested" in top.predicate
+    # the agents are rows of the report's pairs too, ranked by the Wilson lower bound
+    from forensics.analyses.pairs import pairs
+
+    comps = pairs(db).components
+    assert len(comps) == 8 and {c.name for c in comps} == {"agent"}
+    assert comps[0].value == "agent-3" and sum(c.requests for c in comps) == len(res_table(db))
+
+
+def res_table(db: Path) -> list:
+    """The judged requests of the incident."""
+    from forensics import query_rows
+
+    return query_rows("SELECT rid FROM results WHERE status IN ('ok', 'corrupted')", db)[1]
 
 
 def test_long_lines_are_named_in_chunks_of_bounded_text(monkeypatch) -> None:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import forensics
-from forensics.analyses.pairs import UNKNOWN, Pair, Pairs, _ranked
+from forensics.analyses.pairs import UNKNOWN, Component, Pair, Pairs, _ranked
 from forensics.synthetic.planted import generate_planted, write_planted
 from tests.helpers import cli
 
@@ -58,3 +58,6 @@ def test_the_docs_say_every_key_of_a_pair() -> None:
     for key in asdict(Pair("a", "b", 1, 0, 0, 0, 0.0, 0.0, 0.0)):
         assert f"`{key}`" in section, key
     assert "`nic_pair`" in section
+    for key in asdict(Component("agent", "a", 1, 0, 0.0, 0.0, 0.0)):
+        assert f"`{key}`" in section, key
+    assert "`components`" in section

@@ -5,18 +5,21 @@ never the raw rate, which a pair of three requests would top.
 
 A request's pair is its room's two sides (request_evidence: the lines or records naming
 it on each host, decode's `Receive` naming its `bootstrap_host`); a side not known makes
-the pair `(unknown)`, a row of its own.
+the pair `(unknown)`, a row of its own. The agents and engines lines name (NIXL's remote
+agent, an engine id) are rows too, where named: a request's is the value a line about it
+names (suspects' named values — as ingest stored them for the default scope).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ..scope import Db, Runs, Scope, scoped
 from ..statuses import BAD_VERDICTS, UNJUDGED_SQL
 from .stats import wilson
 
 UNKNOWN = "(unknown)"
+COMPONENT_NAMES = ("agent", "remote_agent", "engine", "engine_id", "remote_engine_id")
 NO_NIC_PAIR = "(none)"  # request_features.nic_pair where no failure names one
 
 
@@ -44,13 +47,26 @@ class NicPair:
 
 
 @dataclass
+class Component:
+    name: str  # agent, remote_agent, engine, engine_id, remote_engine_id: as the lines say
+    value: str
+    requests: int  # judged requests a line about which names it
+    corrupted: int
+    rate: float
+    rate_low: float
+    rate_high: float
+
+
+@dataclass
 class Pairs:
     pairs: list[Pair]
     nic_pairs: list[NicPair]
+    components: list[Component] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"pairs": [asdict(p) for p in self.pairs],
-                "nic_pairs": [asdict(p) for p in self.nic_pairs]}  # fmt: skip
+                "nic_pairs": [asdict(p) for p in self.nic_pairs],
+                "components": [asdict(c) for c in self.components]}  # fmt: skip
 
     def sentences(self) -> list[str]:
         """The pair with the highest lower bound, where there are pairs to rank, and the
@@ -100,7 +116,26 @@ def _pairs(s: Scope) -> Pairs:
     for name, n, k in nics:
         lo, hi = wilson(k, n)
         nic_out.append(NicPair(name, n, k, k / n, lo or 0.0, hi or 0.0))
-    return Pairs(_ranked(out), _ranked(nic_out))
+    return Pairs(_ranked(out), _ranked(nic_out), _ranked(_components(s)))
+
+
+def _components(s: Scope) -> list[Component]:
+    """Each agent or engine the lines about the judged requests name, with those requests."""
+    from .suspects import named_predicates
+    from .suspects.features import load_table
+    from .suspects.named_levels import PREFIX
+
+    table = load_table(s.con, s.runs, {}, ())
+    if not len(table):
+        return []
+    out = []
+    for p in named_predicates(s, table)[0]:
+        name = p.feature.removeprefix(PREFIX)
+        if name in COMPONENT_NAMES:
+            n, k = int(p.exposed.sum()), int((p.exposed & table.corrupted).sum())
+            lo, hi = wilson(k, n)
+            out.append(Component(name, str(p.level), n, k, k / n, lo or 0.0, hi or 0.0))
+    return out
 
 
 def _ranked(rows: list) -> list:

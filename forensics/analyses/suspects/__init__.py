@@ -278,7 +278,7 @@ def _suspects(
     con, chosen, tags = s.con, s.runs, s.tags
     table = load_table(con, chosen, tags, features)
     near_preds, near_skipped = _near(s, table)
-    named_preds, named_skipped = _named(s, table)
+    named_preds, named_skipped = named_predicates(s, table)
     extra = (near_preds + named_preds, near_skipped + named_skipped)
     ranking = rank(table, features, fdr, min_support, dependent, extra)
     needs = {f.name: f.needs for f in features}
@@ -296,9 +296,9 @@ def _suspects(
     return out
 
 
-def _named(s: Scope, table: Table) -> tuple[list[Predicate], list[Skipped]]:
-    """The values lines about each request name: as ingest stored them (the scope they
-    were stored for), else computed."""
+def named_predicates(s: Scope, table: Table) -> tuple[list[Predicate], list[Skipped]]:
+    """The values lines about each of `table`'s requests name (`a line about it names
+    agent X`): as ingest stored them (the scope they were stored for), else computed."""
     if s.run is None and s.pristine:
         got = stored_named(s.con, table)
         if got is not None:
@@ -356,4 +356,4 @@ def _peers(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[str, int]:
     return {"corrupted": corrupted, "in_a_snapshot": seen, "beside_another_corrupted": beside}
 
 
-__all__ = ["Suspects", "describe", "known_causes", "suspects"]
+__all__ = ["Suspects", "describe", "known_causes", "named_predicates", "suspects"]
