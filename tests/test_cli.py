@@ -117,7 +117,7 @@ def test_demo_runs_and_ingests_both_hosts(tmp_path: Path) -> None:
     assert said[: len(doc["report"]["headline"])] == doc["report"]["headline"]
     assert said[len(doc["report"]["headline"])].startswith("inputs: ")
     assert doc["dashboard"]["path"] == str(tmp_path / "inc" / "dashboard.html")
-    assert doc["dashboard"]["panels"] == ["writes", "requests", "pages", "verdicts"]
+    assert doc["dashboard"]["panels"] == ["writes", "requests", "pages", "failures", "verdicts"]
 
 
 def test_query_list_and_run(tmp_path: Path) -> None:
