@@ -37,7 +37,9 @@ from ..timefmt import iso_us
 MIN_ECHOES = 3
 MIN_OUTSIDE = 0.25  # of the incident outside a cascade's window: its background
 ALPHA = 0.01
-RELATIONS = ("room", "room_other_rank", "rid", "peer", "host")
+# each echo relation, and the column of a failure it compares
+KEYS = {"room": "room", "room_other_rank": "room", "rid": "rid", "peer": "peer", "host": "host"}
+RELATIONS = tuple(KEYS)
 COLUMNS = ("ts_us", "host", "tp", "kind", "rid", "room", "peer", "code", "reason", "began_us")
 
 
@@ -139,15 +141,16 @@ def explained_by(failures: list[dict]) -> list[int | None]:
     failure is weighed against those alone, newest first, until the rule's window ends."""
     parent: list[int | None] = [None] * len(failures)
     index: dict[tuple[str, object], list[int]] = {}  # (rule, key) -> causes, in time order
+    keyed = [(rule, KEYS[rule.relation]) for rule in rules()]
     for j, row in enumerate(failures):
         best = None
-        for rule in rules():
-            key = _key(rule, row)
-            if key is None or not matches(rule.echo, row):
-                continue
-            began = row.get("began_us")
+        began = row.get("began_us")
+        for rule, col in keyed:
             if rule.waited and began is None:
                 continue  # not a timeout, or its wait's start unknown
+            key = row[col]
+            if key is None or not matches(rule.echo, row):
+                continue
             for i in reversed(index.get((rule.name, key), ())):
                 cause = failures[i]
                 if row["ts_us"] - cause["ts_us"] > rule.window_s * 1e6:
@@ -158,17 +161,11 @@ def explained_by(failures: list[dict]) -> list[int | None]:
                     best = i if best is None else max(best, i)
                     break
         parent[j] = best
-        for rule in rules():
-            key = _key(rule, row)
+        for rule, col in keyed:
+            key = row[col]
             if key is not None and matches(rule.cause, row):
                 index.setdefault((rule.name, key), []).append(j)
     return parent
-
-
-def _key(rule: Echo, row: dict) -> object:
-    """The value a rule's relation compares (None: the failure has none)."""
-    return row[{"room": "room", "room_other_rank": "room", "rid": "rid", "peer": "peer",
-                "host": "host"}[rule.relation]]  # fmt: skip
 
 
 def cascades(
