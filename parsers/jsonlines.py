@@ -25,6 +25,10 @@ class JsonLines:
     level: tuple[str, ...] = ()
     message: tuple[str, ...] = ()
     quiet: tuple[str, ...] = ()  # kept in `fields`, left out of the readable line
+    # a structured record: stored as the line itself (its patterns read it by JSON path),
+    # timed by its `time` key in these units a second (1000: epoch milliseconds)
+    record: bool = False
+    per_second: int = 1
 
     def message_key(self, obj: dict) -> str | None:
         return next((k for k in self.message if isinstance(obj.get(k), str)), None)
@@ -35,6 +39,10 @@ DECLARED = (
               (("log",), ("stream", "time"))),
     JsonLines("sglang-metrics", "SGLang's --export-metrics-to-file records",
               (("request_parameters",),)),
+    JsonLines("dynamo-request-trace", "Dynamo's request trace (DYN_REQUEST_TRACE: "
+              "dynamo.request.trace.v1 records, request_end and tool rows; gzip segments too)",
+              (("schema",), ("event_type",), ("event_time_unix_ms",)),
+              time=("event_time_unix_ms",), record=True, per_second=1000),
     JsonLines("dynamo-jsonl", "Dynamo's JSONL (DYN_LOGGING_JSONL): time, level, target, message",
               (("time",), ("level",), ("message",), ("target", "span_name"))),
     JsonLines("zap", "zap's JSON (Go: llm-d's EPP and routing sidecar): level, ts, msg, caller",

@@ -39,9 +39,10 @@ from .journald.context import ReadContext
 from .journald.schema import RowBuilder
 
 PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl", "zap",
-                 "json-log")  # fmt: skip
+                 "json-log", "dynamo-request-trace")  # fmt: skip
 # JSON logs read by their declaration (jsonlines.py): time, level and message from its keys
-_DECLARED_READS = ("zap", "json-log")
+# (a record's message: the line itself)
+_DECLARED_READS = ("zap", "json-log", "dynamo-request-trace")
 METRICS_PREFIX = "sglang-request-metrics-"
 _METRICS_HOUR = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log")
 _METRICS_TIMES = ("response_sent_to_client_ts", "request_finished_ts", "request_received_ts")
@@ -307,8 +308,19 @@ class PlainReader:
         from .jsonlines import BY_NAME, declared_readable
 
         d = BY_NAME[self.fmt]
-        for n, text, obj in self._objects(stream, lambda o: True, f"{d.name}: not a JSON object"):
+        ok = (lambda o: all(any(k in o for k in g) for g in d.needs)) if d.record else (
+            lambda o: True)  # fmt: skip
+        why = f"{d.name}: not a record of its kind" if d.record else f"{d.name}: not a JSON object"
+        for n, text, obj in self._objects(stream, ok, why):
             stamp = next((obj[k] for k in d.time if k in obj), None)
+            if d.record:  # the line as it is, for its patterns' JSON paths
+                ts = (
+                    _epoch_us(stamp / d.per_second)
+                    if isinstance(stamp, int | float) and not isinstance(stamp, bool)
+                    else None
+                )
+                yield n, text, ts, {}
+                continue
             when = _collector_us(stamp) if isinstance(stamp, str) else _epoch_us(stamp)
             msg, level = declared_readable(d, obj)
             message = text.decode("utf-8", "replace") if msg is None else msg

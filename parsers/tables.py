@@ -347,6 +347,53 @@ REQUEST_META = Table(
     ),
 )
 
+REQUEST_TRACES = Table(
+    "request_traces",
+    "request_trace",
+    "Dynamo's request trace (DYN_REQUEST_TRACE, schema dynamo.request.trace.v1): one row a\n"
+    "record — request_end (what the frontend measured of a request), tool_start/tool_end/\n"
+    "tool_error (a harness's tool events), request_payload (ids only: its payload is not\n"
+    "stored here). Fields as lib/llm/src/request_trace/types.rs serializes them.",
+    (
+        C(
+            "event_type",
+            "VARCHAR",
+            "request_end, tool_start, tool_end, tool_error, request_payload",
+            not_null=True,
+        ),
+        C("event_source", "VARCHAR", "dynamo or harness"),
+        C("rid", "VARCHAR", "Dynamo's request id (request.request_id)"),
+        C("x_request_id", "VARCHAR", "the client's X-Request-Id (the reproducer sends its rid)"),
+        C("model", "VARCHAR", "the model"),
+        C("input_tokens", "BIGINT", "prompt tokens"),
+        C("output_tokens", "BIGINT", "generated tokens"),
+        C("cached_tokens", "BIGINT", "prompt tokens served from cache"),
+        C("request_received_ms", "BIGINT", "when the frontend received it, ms since the epoch"),
+        C("prefill_wait_time_ms", "DOUBLE", "the router's wait for a prefill worker, ms"),
+        C("prefill_time_ms", "DOUBLE", "prefill, ms"),
+        C("ttft_ms", "DOUBLE", "time to first token, ms"),
+        C("total_time_ms", "DOUBLE", "the whole request, ms"),
+        C("avg_itl_ms", "DOUBLE", "mean inter-token latency, ms"),
+        C("kv_hit_rate", "DOUBLE", "share of the prompt's KV blocks found cached (0–1)"),
+        C(
+            "kv_transfer_estimated_latency_ms",
+            "DOUBLE",
+            "the router's estimate of the KV transfer, ms",
+        ),
+        C("queue_depth", "BIGINT", "requests queued when it was routed"),
+        C("prefill_worker_id", "UBIGINT", "the prefill worker"),
+        C("prefill_dp_rank", "BIGINT", "its DP rank"),
+        C("decode_worker_id", "UBIGINT", "the decode worker"),
+        C("decode_dp_rank", "BIGINT", "its DP rank"),
+        C("finish_reason", "VARCHAR", "the final finish reason (stop, length, tool_calls, …)"),
+        C("session_id", "VARCHAR", "the agent session (agent_context.session_id)"),
+        C("tool_call_id", "VARCHAR", "a tool event's call id"),
+        C("tool_class", "VARCHAR", "a tool event's class"),
+        C("tool_status", "VARCHAR", "running, succeeded, error, cancelled"),
+        C("tool_duration_ms", "DOUBLE", "the tool call's duration, ms"),
+    ),
+)
+
 SCHEDULER_STATUS = Table(
     "scheduler_status",
     "status",
@@ -623,6 +670,7 @@ PATTERN_TABLES: dict[str, Table] = {
         HTTP,
         REQ_STATS,
         REQUEST_META,
+        REQUEST_TRACES,
         EVENTS,
         SCHEDULER_STATUS,
         COLLECTIVES,

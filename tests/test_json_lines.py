@@ -34,6 +34,8 @@ APP = """\
 FIRST_LINES = {  # one first line per declaration
     "docker-json": b'{"log":"[2026-01-01 00:00:00] x\\n","stream":"stdout","time":"2026-01-01T00:00:00Z"}',
     "sglang-metrics": b'{"request_parameters": {"rid": "x"}, "request_received_ts": 1}',
+    "dynamo-request-trace": b'{"schema":"dynamo.request.trace.v1","event_type":"request_end",'
+                            b'"event_time_unix_ms":1100,"request":{"request_id":"req-1"}}',
     "dynamo-jsonl": DYNAMO_SPACED.encode().strip(),
     "zap": ZAP.splitlines()[0].encode(),
     "json": b'{"__REALTIME_TIMESTAMP":"1","MESSAGE":"x","_HOSTNAME":"h"}',

@@ -12,7 +12,9 @@ stored in lower case), optional `component` (the part of the stack its lines com
 sglang unless given), optional `meta_info = true` (the line's brace-matched meta_info
 object read as a literal into request_meta's columns, see meta_info.py; `"line"`: the
 whole line is that object, as in --export-metrics-to-file records), optional
-`payload = true` (its lines carry a request's or a reply's text: see `classify`), and
+`payload = true` (its lines carry a request's or a reply's text: see `classify`), optional
+`json` (field → a JSONPath into the line, for records that are one JSON object a line:
+`ttft_ms = "$.request.ttft_ms"`), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield (`matches = false`: a
 line it must not read). Groups named with a leading `_` only anchor the regex. A file
 whose regex does not compile, or whose samples fail, is refused with the reason.
@@ -87,6 +89,7 @@ class Pattern:
     meta_info: str | None = None  # "span" / "line": meta_info into request_meta's columns
     component: str = "sglang"  # the part of the stack its lines come from (lines.component)
     payload: bool = False  # its lines hold a client's text: no other pattern reads them
+    json: dict[str, str] = field(default_factory=dict)  # field -> JSONPath into the line
 
     def fields_of(
         self, lines: pl.Series, found: dict[str, pl.Series] | None = None
@@ -102,6 +105,7 @@ class Pattern:
             if rx not in found:  # a payload line's: outside the client's text
                 found[rx] = outside_strings(lines, rx) if self.payload else lines.str.extract(rx, 1)
         extra = {name: found[rx] for name, rx in self.extract.items()}
+        extra |= {name: lines.str.json_path_match(path) for name, path in self.json.items()}
         out = caps.with_columns(**extra) if extra else caps
         if self.set:
             out = out.with_columns(**{k: pl.lit(v, pl.String) for k, v in self.set.items()})
@@ -289,7 +293,7 @@ def _load_text(text: str, origin: str, checked: bool = True) -> list[Pattern]:
             p.get("pairs"), tuple(p.get("require_any", ())), p.get("pair_sep", ", "),
             dict(p.get("rename", {})), {k: str(v) for k, v in p.get("set", {}).items()},
             p.get("kv"), tuple(p.get("lower", ())), meta, p.get("component", "sglang"),
-            _flag(p, "payload", where),
+            _flag(p, "payload", where), {k: str(v) for k, v in p.get("json", {}).items()},
         )  # fmt: skip
         problems = check(pat) if checked else []
         if problems:

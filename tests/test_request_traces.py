@@ -1,0 +1,74 @@
+"""Dynamo's request trace (issue 54): a source `ingest` sniffs by content, into the
+declared `request_traces` table, joined to the harness's results by X-Request-Id."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import orjson
+
+import forensics
+from forensics.synthetic.planted import generate_planted, write_planted
+from tests.helpers import cli
+
+SCHEMA = "dynamo.request.trace.v1"
+
+
+def _record(i: int, x_request_id: str, at_ms: int, **request) -> dict:
+    """A request_end record as lib/llm/src/request_trace/types.rs serializes one."""
+    return {"schema": SCHEMA, "event_type": "request_end", "event_time_unix_ms": at_ms,
+            "event_source": "dynamo",
+            "request": {"request_id": f"dyn-{i}", "x_request_id": x_request_id,
+                        "request_received_ms": at_ms - 900, "ttft_ms": 120.0 + i,
+                        "total_time_ms": 900.0, "kv_transfer_estimated_latency_ms": 4.5,
+                        "worker": {"prefill_worker_id": 11, "decode_worker_id": 22,
+                                   "decode_dp_rank": 1}, **request}}  # fmt: skip
+
+
+def test_a_trace_segment_is_sniffed_by_content_and_its_bad_line_quarantined(
+    tmp_path: Path,
+) -> None:
+    """A gzip segment under a name that says nothing: read as Dynamo's request trace, every
+    documented field typed; a malformed line and a JSON log line that is no record are
+    quarantined with their line numbers, the rest kept."""
+    good = [_record(i, f"x{i}", 1_780_000_000_000 + 1000 * i) for i in range(4)]
+    lines = [orjson.dumps(r) for r in good[:2]] + [b"{not json", b'{"level": "INFO"}']
+    lines += [orjson.dumps(r) for r in good[2:]]
+    path = tmp_path / "capture-0001.gz"
+    path.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    db = tmp_path / "t.duckdb"
+    forensics.ingest([str(path)], db, host="frontend-0")
+    _, rows = forensics.query_rows(
+        "SELECT rid, x_request_id, ttft_ms, kv_transfer_estimated_latency_ms, "
+        "decode_worker_id, decode_dp_rank, request_received_ms, ts_us FROM request_traces "
+        "ORDER BY rid", db)  # fmt: skip
+    assert [r[0] for r in rows] == ["dyn-0", "dyn-1", "dyn-2", "dyn-3"]
+    assert rows[1][1:7] == ("x1", 121.0, 4.5, 22, 1, 1_780_000_000_100)
+    assert rows[1][7] == 1_780_000_001_000_000  # the record's event time, µs
+    _, fmt = forensics.query_rows("SELECT format, quarantined FROM sources", db)
+    assert fmt == [("dynamo-request-trace", 2)]
+    _, bad = forensics.query_rows("SELECT line, reason FROM quarantine ORDER BY line", db)
+    assert bad == [(3, "dynamo-request-trace: not a record of its kind"),
+                   (4, "dynamo-request-trace: not a record of its kind")]  # fmt: skip
+
+
+def test_follow_shows_a_requests_trace_row_beside_its_lines(tmp_path: Path) -> None:
+    """The reproducer sends its rid as X-Request-Id: the trace row that carries it is one
+    of the request's lines in `follow`."""
+    inc = generate_planted(None, seed=2, requests=60)
+    files = write_planted(inc, tmp_path / "i")
+    rid = next(r["rid"] for r in inc.results if r["status"] == "ok")
+    start = int(next(r["start"] for r in inc.results if r["rid"] == rid) * 1000)
+    trace = tmp_path / "i" / "trace.jsonl"
+    trace.write_text(json.dumps(_record(0, rid, start + 950)) + "\n")
+    db = tmp_path / "i.duckdb"
+    forensics.ingest([str(f) for f in files], db)
+    forensics.ingest([str(trace)], db, host="frontend-0", run=forensics.query_rows(
+        "SELECT run FROM runs", db)[1][0][0])  # fmt: skip
+    got = json.loads(cli("follow", rid, "--db", str(db), "--json").stdout)
+    hosts = {ln["host"] for ln in got["lines"]}
+    assert "frontend-0" in hosts and {"prefill-0"} <= hosts
+    traced = [ln for ln in got["lines"] if ln["host"] == "frontend-0"]
+    assert len(traced) == 1 and SCHEMA in traced[0]["message"]
