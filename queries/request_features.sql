@@ -1,7 +1,8 @@
 -- request_features: one row per harness request, with every factor `forensics suspects`
 -- weighs against its outcome: the harness's own fields (round, step, concurrency,
 -- tokens), stock SGLang's evidence from `request_evidence` and the probe evidence from
--- `requests`.
+-- `requests`; what Dynamo's request trace measured of it (`request_traces`' request_end
+-- row whose x_request_id is its rid: the reproducer sends its rid as X-Request-Id).
 --
 -- A factor SGLang did not log is NULL, not zero: token counts come from ReqTimeStats,
 -- else SGLang's meta_info, else the reply's usage; events on the decode host are NULL
@@ -58,6 +59,10 @@
 -- @column lost_connections        BIGINT   lost-connection lines there
 -- @column errors                  BIGINT   tracebacks, CUDA and NCCL errors there
 -- @column transfer_layer          BIGINT   other transfer-layer errors there
+-- @column trace_ttft_ms           DOUBLE   time to first token, ms (Dynamo's request trace, by X-Request-Id)
+-- @column trace_prefill_wait_ms   DOUBLE   the router's wait for a prefill worker, ms (its trace)
+-- @column trace_kv_transfer_ms    DOUBLE   the router's estimate of its KV transfer, ms (its trace)
+-- @column trace_kv_hit_rate       DOUBLE   share of its prompt's KV blocks found cached (its trace)
 -- @column verdict                 VARCHAR  its room's worst checksum verdict (probes; NULL without)
 -- @column steps                   BIGINT   decode steps a canary recorded it in (probes)
 -- @column unexpected_steps        BIGINT   of those, steps with unexpected page writes
@@ -75,6 +80,15 @@ WITH harness AS (
            count(*) OVER (PARTITION BY run, session) AS session_rounds,
            (start_us - min(start_us) OVER (PARTITION BY run)) / 1e6 AS seconds_into_run
     FROM results
+), traced AS (
+    -- a request's last request_end row (a retry through the frontend writes another)
+    SELECT run, x_request_id,
+           arg_max(ttft_ms, ts_us) AS ttft_ms, arg_max(prefill_wait_time_ms, ts_us) AS wait_ms,
+           arg_max(kv_transfer_estimated_latency_ms, ts_us) AS kv_ms,
+           arg_max(kv_hit_rate, ts_us) AS kv_hit_rate
+    FROM request_traces
+    WHERE event_type = 'request_end' AND x_request_id IS NOT NULL
+    GROUP BY ALL
 )
 SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.round,
        h.step, h.session_rounds, h.attempt, e.concurrency, h.seconds_into_run,
@@ -97,8 +111,11 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
        CASE WHEN e.decode_host IS NOT NULL THEN e.lost_connections END AS lost_connections,
        CASE WHEN e.decode_host IS NOT NULL THEN e.errors END AS errors,
        CASE WHEN e.decode_host IS NOT NULL THEN e.transfer_layer END AS transfer_layer,
+       tr.ttft_ms AS trace_ttft_ms, tr.wait_ms AS trace_prefill_wait_ms,
+       tr.kv_ms AS trace_kv_transfer_ms, tr.kv_hit_rate AS trace_kv_hit_rate,
        r.verdict, r.steps, r.unexpected_steps
 FROM request_evidence e
 JOIN requests r USING (source_id, line)
 JOIN harness h USING (source_id, line)
 LEFT JOIN fail_open fo USING (source_id, line)
+LEFT JOIN traced tr ON tr.run = e.evidence_run AND tr.x_request_id = e.rid

@@ -72,3 +72,30 @@ def test_follow_shows_a_requests_trace_row_beside_its_lines(tmp_path: Path) -> N
     assert "frontend-0" in hosts and {"prefill-0"} <= hosts
     traced = [ln for ln in got["lines"] if ln["host"] == "frontend-0"]
     assert len(traced) == 1 and SCHEMA in traced[0]["message"]
+
+
+def test_a_slow_kv_transfer_only_the_trace_carries_is_the_suspect(tmp_path: Path) -> None:
+    """The router's KV transfer estimate is high for most corrupted requests and a few
+    others — a factor no SGLang line carries: `suspects` ranks it first."""
+    import random
+
+    from forensics.analyses.suspects import suspects
+
+    inc = generate_planted(None, seed=4, requests=600)
+    rng = random.Random(9)
+    records = []
+    for i, r in enumerate(inc.results):
+        slow = rng.random() < (0.8 if r["corrupted"] else 0.05)
+        kv = rng.uniform(60, 90) if slow else rng.uniform(2, 8)
+        records.append(_record(i, r["rid"], int(r["end"] * 1000),
+                               kv_transfer_estimated_latency_ms=round(kv, 2)))  # fmt: skip
+    files = write_planted(inc, tmp_path / "i")
+    trace = tmp_path / "i" / "dynamo-request-trace.000001.jsonl.gz"
+    trace.write_bytes(gzip.compress(b"\n".join(orjson.dumps(r) for r in records) + b"\n"))
+    db = tmp_path / "i.duckdb"
+    forensics.ingest([str(f) for f in files], db, run="incident")
+    forensics.ingest([str(trace)], db, run="incident", host="frontend-0")
+    res = suspects(db)
+    top = res.suspects[0] if res.suspects else None
+    assert top is not None and top.feature == "trace_kv_transfer_ms", res.sentences()
+    assert "KV transfer" in top.predicate and top.verdict == "suspect"
