@@ -66,3 +66,37 @@ def test_a_metrics_record_never_continues_the_one_before(tmp_path: Path, db: Pat
     res = forensics.ingest([str(path)], db, host="decode-2")
     assert res.sources[0].entries == 2
     assert forensics.query_rows("SELECT count(*) FROM request_meta", db)[1] == [(2,)]
+
+
+def test_a_record_with_the_current_exporters_fields_is_read(tmp_path: Path, db: Path) -> None:
+    """A record of SGLang 0.5.23's exporter (srt/observability/request_metrics_exporter.py:
+    `request_parameters` — json.dumps of the request's non-None fields — then meta_info's
+    keys as the tokenizer manager fills them: id, finish_reason, prompt_tokens,
+    weight_version, num_retractions, reasoning_tokens, completion_tokens, cached_tokens,
+    cached_tokens_details, e2e_latency, and with --enable-metrics req_time_stats.py's
+    request_received_ts, first_token_latency, api_server_dispatch_finish_ts,
+    response_sent_to_client_ts, request_finished_ts, decode_throughput): its columns typed,
+    the rest in extra, timed by response_sent_to_client_ts."""
+    meta = {"finish_reason": {"type": "stop", "matched": 151645}, "prompt_tokens": 2048,
+            "weight_version": "default", "num_retractions": 1, "reasoning_tokens": 12,
+            "completion_tokens": 256, "cached_tokens": 1024,
+            "cached_tokens_details": {"device": 1024, "host": 0}, "e2e_latency": 1.25,
+            "request_received_ts": 1789912998.0, "first_token_latency": 0.2,
+            "api_server_dispatch_finish_ts": 1789912998.01,
+            "response_sent_to_client_ts": 1789912999.25, "request_finished_ts": 1789912999.2,
+            "decode_throughput": 240.5}  # fmt: skip
+    folder = tmp_path / "decode-0"
+    folder.mkdir()
+    path = folder / "sglang-request-metrics-20260920_14.log"
+    path.write_text(_record("c3", 33, **meta) + "\n", encoding="utf-8")
+    forensics.ingest([str(path)], db)
+    _, rows = forensics.query_rows(
+        "SELECT rid, room, finish_type, prompt_tokens, completion_tokens, cached_tokens, "
+        "num_retractions, e2e_latency, ts_us, host, extra FROM request_meta", db)  # fmt: skip
+    ((rid, room, finish, prompt, out, cached, retr, e2e, ts, host, extra),) = rows
+    assert (rid, room, finish, prompt, out, cached, retr, e2e) == (
+        "c3", 33, "stop", 2048, 256, 1024, 1, 1.25)  # fmt: skip
+    assert ts == 1789912999250000 and host == "decode-0"
+    rest = json.loads(extra)
+    assert rest["decode_throughput"] == 240.5 and rest["first_token_latency"] == 0.2
+    assert rest["cached_tokens_details"] == {"device": 1024, "host": 0}
