@@ -105,7 +105,7 @@ class Pattern:
             if rx not in found:  # a payload line's: outside the client's text
                 found[rx] = outside_strings(lines, rx) if self.payload else lines.str.extract(rx, 1)
         extra = {name: found[rx] for name, rx in self.extract.items()}
-        extra |= {name: lines.str.json_path_match(path) for name, path in self.json.items()}
+        extra |= _json_fields(lines, self.json) if self.json else {}
         out = caps.with_columns(**extra) if extra else caps
         if self.set:
             out = out.with_columns(**{k: pl.lit(v, pl.String) for k, v in self.set.items()})
@@ -259,6 +259,34 @@ def _json_text(value: pl.Expr) -> pl.Expr:
         .str.replace_all('"', '\\"', literal=True)
         .str.replace_all(r"[\x00-\x1f]", " ")
     )
+
+
+def _json_fields(lines: pl.Series, paths: dict[str, str]) -> dict[str, pl.Series]:
+    """Each field's value at its JSONPath (`$.a.b`), as text: the lines decoded once into
+    the struct the paths name (27 path matches parsed each line 27 times: 7× slower), a
+    path at a time where a line is not JSON."""
+    tree: dict = {}
+    for path in paths.values():
+        node = tree
+        keys = path.removeprefix("$.").split(".")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node.setdefault(keys[-1], None)
+
+    def dtype(node: dict) -> pl.Struct:
+        return pl.Struct({k: pl.String if v is None else dtype(v) for k, v in node.items()})
+
+    try:
+        decoded = lines.str.json_decode(dtype(tree))
+    except pl.exceptions.ComputeError:
+        return {name: lines.str.json_path_match(path) for name, path in paths.items()}
+    out = {}
+    for name, path in paths.items():
+        col = decoded
+        for k in path.removeprefix("$.").split("."):
+            col = col.struct.field(k)
+        out[name] = col
+    return out
 
 
 def _load_text(text: str, origin: str, checked: bool = True) -> list[Pattern]:
