@@ -12,6 +12,7 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
+from .flight_recorder import sniff as sniff_flight_recorder
 from .journald import ReadContext, read_entries, sniff
 from .jsonlines import DECLARED, sniff_json_lines
 from .plain import PLAIN_FORMATS, read_plain, sniff_collector, sniff_program
@@ -51,6 +52,8 @@ def _log(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:
 
 
 FAMILIES = (
+    Family("flight-recorder", "PyTorch Flight Recorder dumps (a pickle a rank, read as data "
+           "only: parsers/flight_recorder.py)", sniff_flight_recorder, read_plain),
     Family("results", "the reproducer's judged replies (JSON lines or CSV)", sniff_results, None),
     Family("json-lines", "JSON-lines logs, told apart by the keys of their first line "
            "(parsers/jsonlines.py)", sniff_json_lines, _log),
@@ -67,7 +70,14 @@ def _formats() -> tuple[Format, ...]:
     """The rows, in the order a stream is sniffed (journald/sniff.py's order within the
     journal family: the binary journal, then by the first byte, then the most specific
     text rendering first)."""
-    rows = [Format(d.name, "json-lines", d.doc) for d in DECLARED]
+    rows = [
+        Format(
+            "flight-recorder",
+            "flight-recorder",
+            "a PyTorch Flight Recorder dump (nccl_trace_rank_N): each rank's last collectives",
+        )
+    ]
+    rows += [Format(d.name, "json-lines", d.doc) for d in DECLARED]
     rows += [
         Format("timestamped", "collector", "docker logs / kubectl logs --timestamps"),
         Format("journal", "journal", "a binary .journal file (read through journalctl --file)"),

@@ -39,7 +39,7 @@ from .journald.context import ReadContext
 from .journald.schema import RowBuilder
 
 PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl", "zap",
-                 "json-log", "dynamo-request-trace")  # fmt: skip
+                 "json-log", "dynamo-request-trace", "flight-recorder")  # fmt: skip
 # JSON logs read by their declaration (jsonlines.py): time, level and message from its keys
 # (a record's message: the line itself)
 _DECLARED_READS = ("zap", "json-log", "dynamo-request-trace")
@@ -329,12 +329,37 @@ class PlainReader:
                 fields["PRIORITY"] = level
             yield n, message.encode(), when, fields
 
+    def _flight_recorder(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """A Flight Recorder dump: each entry as the line its pattern reads (the dump
+        refused whole, in one quarantined line, where it is not data; an entry that is
+        not a dict quarantined by its index)."""
+        from . import flight_recorder as fr
+
+        data = stream.read()
+        try:
+            obj = fr.load(data)
+        except fr.Refused as exc:
+            self.ctx.reject(1, f"flight-recorder: {exc}", data[:200])
+            self.ctx.lines = 1
+            return
+        rank = fr.rank_of(self.ctx.name)
+        n = 0
+        for n, entry in fr.entries(obj):
+            if not isinstance(entry, dict):
+                self.ctx.reject(n, "flight-recorder: an entry that is not a dict",
+                                repr(entry)[:200].encode())  # fmt: skip
+                continue
+            text, when = fr.entry_line(entry, rank)
+            yield n, text.encode(), when, {}
+        self.ctx.lines = n
+
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
         lines = (self._dynamo(stream) if self.fmt == "dynamo-jsonl"
+                 else self._flight_recorder(stream) if self.fmt == "flight-recorder"
                  else self._declared(stream) if self.fmt in _DECLARED_READS
                  else self._physical(stream))  # fmt: skip
         for line, raw, when, extra in lines:
-            if self.fmt in ("sglang-metrics", "dynamo-jsonl", *_DECLARED_READS):  # one a line
+            if self.fmt in ("sglang-metrics", "dynamo-jsonl", "flight-recorder", *_DECLARED_READS):
                 self._emit(_Entry(line, line, [raw], when, fields=extra))
             else:
                 self._line(line, raw, when, extra)

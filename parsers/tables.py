@@ -621,13 +621,15 @@ COLLECTIVES = Table(
     "collectives",
     "collective",
     "torch.distributed's watchdog on a collective (ProcessGroupNCCL): one that timed out or\n"
-    "failed, which rank and process group, its sequence id, and where the group stood.",
+    "failed, which rank and process group, its sequence id, and where the group stood; and\n"
+    "each entry of a Flight Recorder dump (the last collectives a rank recorded).",
     (
         C(
             "state",
             "VARCHAR",
             "timeout (it ran past its timeout) or failed (the watchdog saw it "
-            "fail: an error or a timeout)",
+            "fail: an error or a timeout); a Flight Recorder entry's: scheduled, started or "
+            "completed",
             not_null=True,
         ),
         C("rank", "BIGINT", "the rank the watchdog ran on ([Rank N])"),

@@ -32,6 +32,7 @@ WITH failed AS (
            NULL, NULL, c.state || ' ' || coalesce(c.op, '') || ' seq ' || coalesce(c.seq::VARCHAR, '?'),
            l.template, 1000 * c.ran_ms
     FROM collectives c LEFT JOIN lines l USING (source_id, entry_no)
+    WHERE c.state IN ('timeout', 'failed')  -- a Flight Recorder entry is no failure
     UNION ALL
     SELECT e.run, e.host, e.ts_us, e.source_id, e.entry_no, e.tp, e.dp, e.kind, e.rid, e.room,
            e.peer, nullif(regexp_extract(e.detail, '(NIXL_ERR_[A-Z_]+)', 1), ''), e.detail,

@@ -18,6 +18,7 @@ from .cascades import FirstFailure, first_failure
 from .compare import Comparison, compare
 from .correlate import Correlation, correlate
 from .failopen import FailOpen, fail_open
+from .flight import Flight, flight
 from .integrity import Integrity, integrity
 from .onset import Onset, onset
 from .pairs import Pairs, pairs
@@ -120,6 +121,7 @@ class Report:
     fail_open: FailOpen
     first_failure: FirstFailure | None
     integrity: Integrity
+    flight: Flight
 
     def as_dict(self) -> dict:
         return {
@@ -137,6 +139,7 @@ class Report:
             "fail_open": self.fail_open.as_dict(),
             "first_failure": self.first_failure.as_dict() if self.first_failure else None,
             "integrity": self.integrity.as_dict(),
+            "flight_recorder": self.flight.as_dict(),
             "headline": self.headline(),
             "conclusions": self.sentences(),
         }
@@ -162,6 +165,7 @@ class Report:
             *self.pairs.sentences(),
             *self.fail_open.sentences(),
             *self.integrity.sentences(),
+            *self.flight.sentences(),
             *self.comparison.sentences(),
             *self.canary.sentences(),
             *self.skew.sentences(),
@@ -171,6 +175,7 @@ class Report:
 def headline(rep: Report) -> list[str]:
     """See Report.headline."""
     out = [rep.first_failure.headline()] if rep.first_failure else []
+    out += rep.flight.sentences()[:1]  # the rank the others waited on
     found = [a for a in rep.correlation.associations if a.table.significant]
     if found:
         best = max(found, key=lambda a: (a.table.exposed_cases, -(a.table.p_value or 1.0)))
@@ -217,6 +222,7 @@ def _report(s: Scope, top: int) -> Report:
         fail_open(s),
         first_failure(s),
         integrity(s),
+        flight(s),
     )
 
 

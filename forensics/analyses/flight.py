@@ -1,0 +1,71 @@
+"""Which rank stopped first: the Flight Recorder dumps' entries (`collectives` rows of the
+`flight_recorder_entry` pattern, one dump a rank). As torch's fr_trace reads them, the
+ranks of a process group record the same collectives in the same order; a rank whose
+last recorded collective is behind the others' never enqueued the next one — it stopped
+first, and the others waited on it until their watchdog timed out."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..scope import Db, Runs, Scope, scoped
+
+PATTERN = "flight_recorder_entry"
+
+
+@dataclass
+class Stopped:
+    pg: int  # the process group
+    rank: int  # the rank behind the others
+    seq: int  # its last collective's sequence id
+    op: str | None  # that collective
+    state: str | None  # how far it got (scheduled, started, completed)
+    others: int  # the highest sequence id another rank reached
+    ranks: int  # ranks of the group with a dump
+
+    def sentence(self) -> str:
+        return (f"flight recorder: rank {self.rank} stopped first in process group "
+                f"{self.pg}: its last collective is seq {self.seq} ({self.op or '?'}, "
+                f"{self.state or '?'}), the other {self.ranks - 1} reached seq "
+                f"{self.others}")  # fmt: skip
+
+
+@dataclass
+class Flight:
+    stopped: list[Stopped]
+    dumps: int  # ranks with a dump, over every group
+
+    def as_dict(self) -> dict:
+        return {"stopped": [asdict(x) for x in self.stopped], "dumps": self.dumps}
+
+    def sentences(self) -> list[str]:
+        return [x.sentence() for x in self.stopped]
+
+
+def flight(db: Db = None, run: Runs = None) -> Flight:
+    with scoped(db, run) as s:
+        return s.memo(("flight", tuple(s.runs)), lambda: _flight(s))
+
+
+def _flight(s: Scope) -> Flight:
+    where, params = s.where_followed()
+    rows = s.con.execute(
+        f"""WITH last AS (
+                SELECT pg, rank, max(seq) AS seq, arg_max(op, seq) AS op,
+                       arg_max(state, seq) AS state
+                FROM collectives
+                WHERE {where} AND pattern = '{PATTERN}' AND rank IS NOT NULL
+                  AND seq IS NOT NULL
+                GROUP BY ALL
+            )
+            SELECT pg, rank, seq, op, state,
+                   max(seq) OVER (PARTITION BY pg) AS top,
+                   count(*) OVER (PARTITION BY pg) AS ranks,
+                   min(seq) OVER (PARTITION BY pg) AS low
+            FROM last ORDER BY pg, rank""",
+        params,
+    ).fetchall()
+    stopped = [Stopped(pg, rank, seq, op, state, top, ranks)
+               for pg, rank, seq, op, state, top, ranks, low in rows
+               if ranks > 1 and seq == low and low < top]  # fmt: skip
+    return Flight(stopped, len({(r[0], r[1]) for r in rows}))

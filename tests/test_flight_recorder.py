@@ -1,0 +1,104 @@
+"""PyTorch Flight Recorder dumps (issue 54): read as data only, each entry a `collectives`
+row, and the report names the rank that stopped first."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+from forensics.parsers import flight_recorder as fr
+
+import forensics
+from tests.helpers import cli
+
+
+def _dump(last: int, time_ns: int = 1_789_913_000_000_000_000) -> dict:
+    """A dump in torch's format (torch/csrc/distributed/c10d/FlightRecorder.hpp, version
+    2.4's keys): all_reduce after all_reduce, every one completed but the last."""
+    entries = [{
+        "record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"),
+        "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq,
+        "profiling_name": "nccl:all_reduce", "time_created_ns": time_ns + seq * 1_000_000,
+        "input_sizes": [[2, 2]], "input_dtypes": ["Float"], "output_sizes": [[2, 2]],
+        "output_dtypes": ["Float"], "state": "completed" if seq < last else "scheduled",
+        "duration_ms": None, "timeout_ms": 10_000, "retired": seq < last, "is_p2p": False,
+        "time_discovered_started_ns": None, "time_discovered_completed_ns": None,
+        "frames": [{"name": "all_reduce", "filename": "train.py", "line": 12}],
+    } for seq in range(1, last + 1)]  # fmt: skip
+    return {"version": "2.4", "pg_config": {"0": {"name": "0", "desc": "default_pg",
+            "ranks": "[0, 1]"}}, "pg_status": {}, "entries": entries}  # fmt: skip
+
+
+def test_the_rank_that_stopped_first_is_named(tmp_path: Path) -> None:
+    """Rank 1 never enqueued collective 13: the report says it stopped first, at seq 12;
+    the entries are `collectives` rows, none of them a failure."""
+    for rank, last in ((0, 13), (1, 12)):
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(_dump(last), 2))
+    db = tmp_path / "f.duckdb"
+    forensics.ingest([str(tmp_path / "nccl_trace_rank_0"), str(tmp_path / "nccl_trace_rank_1")],
+                     db, host="trainer-0")  # fmt: skip
+    _, rows = forensics.query_rows(
+        "SELECT rank, count(*), max(seq), min(ts_us) FROM collectives GROUP BY ALL ORDER BY 1",
+        db)  # fmt: skip
+    assert rows == [(0, 13, 13, 1_789_913_000_001_000), (1, 12, 12, 1_789_913_000_001_000)]
+    _, fails = forensics.query_rows("SELECT count(*) FROM failures", db)
+    assert fails == [(0,)]
+    got = json.loads(cli("report", "--db", str(db), "--json").stdout)
+    (stopped,) = got["flight_recorder"]["stopped"]
+    assert (stopped["rank"], stopped["seq"], stopped["others"]) == (1, 12, 13)
+    assert got["headline"][0].startswith("flight recorder: rank 1 stopped first")
+
+
+def test_a_pickle_that_is_code_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A pickle whose reduce calls os.system, and one naming a class outside the builtins:
+    each refused and quarantined in one line, nothing run, the good dump beside them kept."""
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    evil = {"version": "2.4", "entries": [Evil()]}
+    (tmp_path / "nccl_trace_rank_2").write_bytes(pickle.dumps(evil, 2))
+    odd = {"version": "2.4", "entries": [], "when": Path("/x")}  # pathlib's class
+    (tmp_path / "nccl_trace_rank_3").write_bytes(pickle.dumps(odd, 2))
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(_dump(3), 2))
+    cut = pickle.dumps(_dump(3), 2)
+    (tmp_path / "nccl_trace_rank_4").write_bytes(cut[: len(cut) // 2])
+    db = tmp_path / "f.duckdb"
+    forensics.ingest([str(p) for p in sorted(tmp_path.glob("nccl_trace_rank_*"))], db,
+                     host="trainer-0")  # fmt: skip
+    assert not marker.exists()
+    _, bad = forensics.query_rows(
+        "SELECT s.path, q.line, q.reason FROM quarantine q JOIN sources s USING (source_id) "
+        "ORDER BY s.path", db)  # fmt: skip
+    reasons = {Path(p).name: (line, reason) for p, line, reason in bad}
+    assert reasons["nccl_trace_rank_2"][1] == (
+        "flight-recorder: the pickle names posix.system: refused (a Flight Recorder dump "
+        "holds only builtin values)")  # fmt: skip
+    assert "pathlib" in reasons["nccl_trace_rank_3"][1]
+    assert reasons["nccl_trace_rank_4"][1].startswith("flight-recorder: not a readable pickle")
+    assert all(line == 1 and "\n" not in r for line, r in reasons.values())
+    _, kept = forensics.query_rows("SELECT rank, count(*) FROM collectives GROUP BY ALL", db)
+    assert kept == [(0, 3)]
+
+
+def test_sniffing_a_dump_needs_its_keys() -> None:
+    assert fr.sniff(pickle.dumps(_dump(1), 2)[:4096]) == "flight-recorder"
+    assert fr.sniff(pickle.dumps({"other": 1}, 2)) is None
+    assert fr.sniff(b"entries are plain text") is None
+
+
+def test_the_docs_say_every_key() -> None:
+    from dataclasses import fields
+
+    from forensics.analyses.flight import Stopped
+
+    doc = (Path(__file__).parents[1] / "docs" / "investigations.md").read_text()
+    section = doc[doc.index("### `flight_recorder`") :]
+    section = section[: section.index("\n### ", 5)]
+    for f in fields(Stopped):
+        assert f"`{f.name}`" in section, f.name
+    assert "`dumps`" in section and "`stopped`" in section
