@@ -20,6 +20,8 @@ import pickle
 import re
 from collections.abc import Iterator
 
+import orjson
+
 PROTOCOLS = range(2, 6)
 KEYS = (b"entries", b"pg_config", b"version")  # one is in a dump's first bytes
 _RANK = re.compile(r"rank_?(\d+)")
@@ -39,7 +41,15 @@ class _Data(pickle.Unpickler):
 
 
 def sniff(head: bytes) -> str | None:
+    """A dump's pickle, or its JSON form (`_dump_fr_trace_json`: one object, its keys in
+    order, `comm_lib_version` and `entries` first)."""
     if len(head) > 2 and head[0] == 0x80 and head[1] in PROTOCOLS and any(k in head for k in KEYS):
+        return "flight-recorder"
+    if (
+        head.lstrip()[:1] == b"{"
+        and b'"entries":[' in head.replace(b" ", b"")[:4096]
+        and (b'"comm_lib_version"' in head or b'"pg_config"' in head)
+    ):
         return "flight-recorder"
     return None
 
@@ -47,11 +57,11 @@ def sniff(head: bytes) -> str | None:
 def load(data: bytes) -> dict:
     """The dump's dict (raises Refused, with the reason in one line)."""
     try:
-        obj = _Data(io.BytesIO(data)).load()
+        obj = orjson.loads(data) if data.lstrip()[:1] == b"{" else _Data(io.BytesIO(data)).load()
     except Refused:
         raise
-    except Exception as exc:  # a cut or corrupt pickle: any of the unpickler's errors
-        raise Refused(f"not a readable pickle ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # a cut or corrupt dump: any of the readers' errors
+        raise Refused(f"not a readable dump ({type(exc).__name__}: {exc})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("entries", []), list):
         raise Refused("not a Flight Recorder dump (no dict with a list of entries)")
     return obj

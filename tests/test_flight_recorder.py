@@ -79,7 +79,7 @@ def test_a_pickle_that_is_code_is_refused_in_one_line(tmp_path: Path) -> None:
         "flight-recorder: the pickle names posix.system: refused (a Flight Recorder dump "
         "holds only builtin values)")  # fmt: skip
     assert "pathlib" in reasons["nccl_trace_rank_3"][1]
-    assert reasons["nccl_trace_rank_4"][1].startswith("flight-recorder: not a readable pickle")
+    assert reasons["nccl_trace_rank_4"][1].startswith("flight-recorder: not a readable dump")
     assert all(line == 1 and "\n" not in r for line, r in reasons.values())
     _, kept = forensics.query_rows("SELECT rank, count(*) FROM collectives GROUP BY ALL", db)
     assert kept == [(0, 3)]
@@ -102,3 +102,23 @@ def test_the_docs_say_every_key() -> None:
     for f in fields(Stopped):
         assert f"`{f.name}`" in section, f.name
     assert "`dumps`" in section and "`stopped`" in section
+
+
+DUMPS = Path(__file__).parent / "data" / "flight-recorder"  # written by torch (README.md)
+
+
+def test_dumps_torch_wrote_name_the_rank_that_skipped_a_collective(tmp_path: Path) -> None:
+    """Two ranks' dumps as torch 2.13 wrote them (the pickle and the JSON form): rank 1
+    skipped the fourth all_reduce, so it stopped first, at seq 3."""
+    for form, names in (("pickle", ["nccl_trace_rank_0", "nccl_trace_rank_1"]),
+                        ("json", ["fr_trace_rank_0.json", "fr_trace_rank_1.json"])):  # fmt: skip
+        db = tmp_path / f"{form}.duckdb"
+        forensics.ingest([str(DUMPS / n) for n in names], db, host="trainer-0")
+        _, fmt = forensics.query_rows("SELECT DISTINCT format FROM sources", db)
+        assert fmt == [("flight-recorder",)]
+        _, rows = forensics.query_rows(
+            "SELECT rank, count(*), max(seq), any_value(op) FROM collectives GROUP BY ALL "
+            "ORDER BY 1", db)  # fmt: skip
+        assert rows == [(0, 4, 4, "gloo:all_reduce"), (1, 3, 3, "gloo:all_reduce")], form
+        (stopped,) = forensics.report(db).flight.stopped
+        assert (stopped.rank, stopped.seq, stopped.others, stopped.pg) == (1, 3, 4, 0)
