@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
-from ..analyses.cascades import FirstFailure, first_cascade
+from ..analyses.cascades import first_cascade
 from ..analyses.pairs import Pairs
 from ..analyses.pairs import pairs as pair_table
-from ..analyses.runs import run_filter
 from ..scope import Scope
 from ..statuses import BAD_VERDICTS
 
@@ -65,7 +64,6 @@ class Events:
 @dataclass
 class Failures:
     frame: pl.DataFrame  # a marker each; `role`: first, echo (of the first) or other
-    first: FirstFailure | None
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pl.DataFrame:
@@ -73,7 +71,7 @@ def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pl.DataFrame:
 
 
 def fetch_context(scope: Scope) -> Fetch:
-    where, params = run_filter(scope.runs)
+    where, params = scope.where()
     return Fetch(scope, where, params, _step_times(scope.con, where, params))
 
 
@@ -124,29 +122,28 @@ def events(f: Fetch) -> Events:
 def failures(f: Fetch) -> Failures:
     """Every failure line (the `failures` view) at its decode step, the first failure's
     cascade marked: its members first within the budget, then the earliest of the rest."""
-    got = first_cascade(f.scope)
-    first, cascade = (None, []) if got is None else got
+    got = first_cascade(f.scope)  # the report's, kept on the scope
+    cascade = [] if got is None else got[1]
     where, params = f.scope.where_followed()
-    body = f"""SELECT run, host, ts_us, tp, kind, code, rid, reason AS detail, source_id,
-                      entry_no FROM failures WHERE {where} AND ts_us IS NOT NULL"""
-    (n,) = f.con.execute(f"SELECT count(*) FROM ({body})", params).fetchall()[0]
-    ids = [(r["source_id"], r["entry_no"]) for r in cascade]
+    df = _df(f.con, f"""SELECT run, host, ts_us, tp, kind, code, rid, reason AS detail,
+                               source_id, entry_no, ts_us / 1000 AS t_ms
+                        FROM failures WHERE {where} AND ts_us IS NOT NULL""", params)  # fmt: skip
     role = pl.DataFrame(
-        {"source_id": [i[0] for i in ids], "entry_no": [i[1] for i in ids],
-         "role": ["first", *["echo"] * (len(ids) - 1)][: len(ids)]},
+        {"source_id": [r["source_id"] for r in cascade],
+         "entry_no": [r["entry_no"] for r in cascade],
+         "role": ["first"] + ["echo"] * (len(cascade) - 1) if cascade else []},
         schema={"source_id": pl.Int32, "entry_no": pl.Int64, "role": pl.String},
     )  # fmt: skip
-    df = _df(f.con, f"SELECT *, ts_us / 1000 AS t_ms FROM ({body})", params)
     df = df.with_columns(pl.col("source_id").cast(pl.Int32), pl.col("entry_no").cast(pl.Int64))
     df = df.join(role, on=["source_id", "entry_no"], how="left").with_columns(
         pl.col("role").fill_null("other")
     )
-    if n > ROOM_BUDGET:
+    if (n := len(df)) > ROOM_BUDGET:
         rank = pl.when(pl.col("role") == "first").then(0).when(pl.col("role") == "echo").then(1)
         df = _thin(df.sort("ts_us"), rank.otherwise(2), ROOM_BUDGET)
         f.notes.append(f"failures: {len(df):,} of {n:,} drawn (budget {ROOM_BUDGET:,}): the "
                        "first failure's cascade first, then evenly spaced")  # fmt: skip
-    return Failures(_at_step(df, f.steps), first)
+    return Failures(_at_step(df, f.steps))
 
 
 def pairs(f: Fetch) -> Pairs:

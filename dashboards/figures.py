@@ -20,7 +20,7 @@ import polars as pl
 
 from ..analyses.canary import page_ranges
 from ..analyses.compare import Comparison, compare
-from ..analyses.pairs import UNKNOWN, Pair, Pairs
+from ..analyses.pairs import Pair, Pairs
 from ..analyses.stats import fmt_ci, fmt_num, fmt_p
 from ..analyses.suspects import Suspects
 from ..analyses.suspects.rank import Suspect
@@ -304,7 +304,7 @@ def failures(fig: go.Figure, got: Failures, row: int) -> None:
 def pairs(fig: go.Figure, got: Pairs, row: int) -> None:
     """Prefill host × decode host: the Wilson 95 % lower bound of the corruption rate
     (the rank the report gives), the counts in each cell."""
-    known = [q for q in got.pairs if UNKNOWN not in (q.prefill_host, q.decode_host)]
+    known = got.known()
     pre = sorted({q.prefill_host for q in known})
     dec = sorted({q.decode_host for q in known})
     cell = {(q.prefill_host, q.decode_host): q for q in known}

@@ -17,7 +17,6 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analyses.pairs import UNKNOWN
 from ..scope import Db, Runs, Scope, scoped
 from . import data, figures
 
@@ -101,7 +100,7 @@ def _verdicts_empty(p: Panels) -> str | None:
 
 
 def _pairs_empty(p: Panels) -> str | None:
-    known = [q for q in p.data["pairs"].pairs if UNKNOWN not in (q.prefill_host, q.decode_host)]
+    known = p.data["pairs"].known()
     if len(known) >= 2:
         return None
     if known:
@@ -126,7 +125,6 @@ PANELS: tuple[Panel, ...] = (
           420, data.pairs, figures.pairs, _pairs_empty, timeline=False),
 )  # fmt: skip
 BY_NAME = {p.name: p for p in PANELS}
-TITLES = {p.name: p.title for p in PANELS}
 
 
 def fetch(scope: Scope) -> Panels:

@@ -30,6 +30,10 @@ class JsonLines:
     record: bool = False
     per_second: int = 1
 
+    def holds(self, obj: dict) -> bool:
+        """Whether an object has this declaration's keys (one of each group)."""
+        return all(any(k in obj for k in group) for group in self.needs)
+
     def message_key(self, obj: dict) -> str | None:
         return next((k for k in self.message if isinstance(obj.get(k), str)), None)
 
@@ -72,7 +76,7 @@ def sniff_json_lines(head: bytes) -> str | None:
     if not isinstance(obj, dict):
         return None
     for d in DECLARED:
-        if all(any(k in obj for k in group) for group in d.needs):
+        if d.holds(obj):
             return d.name
     return None
 

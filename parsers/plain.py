@@ -152,11 +152,14 @@ def _collector_us(text: str | None) -> int | None:
         return None
 
 
-def _epoch_us(v: object) -> int | None:
-    """µs of epoch seconds as a metrics record holds them (None: no such time)."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 253402300800:
+def _epoch_us(v: object, per_second: int = 1) -> int | None:
+    """µs of an epoch time in units of 1/per_second s, as a record holds it (None: no such
+    time)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    return round(v * 1_000_000)
+    if not 0 < v / per_second < 253402300800:
+        return None
+    return round(v * 1_000_000 / per_second)
 
 
 def _date(text: str) -> dt.date | None:
@@ -308,18 +311,12 @@ class PlainReader:
         from .jsonlines import BY_NAME, declared_readable
 
         d = BY_NAME[self.fmt]
-        ok = (lambda o: all(any(k in o for k in g) for g in d.needs)) if d.record else (
-            lambda o: True)  # fmt: skip
+        ok = d.holds if d.record else (lambda o: True)
         why = f"{d.name}: not a record of its kind" if d.record else f"{d.name}: not a JSON object"
         for n, text, obj in self._objects(stream, ok, why):
             stamp = next((obj[k] for k in d.time if k in obj), None)
             if d.record:  # the line as it is, for its patterns' JSON paths
-                ts = (
-                    _epoch_us(stamp / d.per_second)
-                    if isinstance(stamp, int | float) and not isinstance(stamp, bool)
-                    else None
-                )
-                yield n, text, ts, {}
+                yield n, text, _epoch_us(stamp, d.per_second), {}
                 continue
             when = _collector_us(stamp) if isinstance(stamp, str) else _epoch_us(stamp)
             msg, level = declared_readable(d, obj)

@@ -25,7 +25,7 @@
 WITH failed AS (
     SELECT t.run, t.host, t.ts_us, t.source_id, t.entry_no, t.tp, t.dp, 'transfer' AS kind,
            t.rid, t.room, t.peer, t.reason_code AS code, t.reason, l.template,
-           round(1e6 * TRY_CAST(nullif(regexp_extract(t.reason, 'timed out after ([0-9.]+) ?s', 1), '') AS DOUBLE))::BIGINT AS waited_us
+           NULL::BIGINT AS ran_us
     FROM transfers t LEFT JOIN lines l USING (source_id, entry_no)
     UNION ALL
     SELECT c.run, c.host, c.ts_us, c.source_id, c.entry_no, c.tp, c.dp, 'collective', NULL, NULL,
@@ -36,7 +36,7 @@ WITH failed AS (
     UNION ALL
     SELECT e.run, e.host, e.ts_us, e.source_id, e.entry_no, e.tp, e.dp, e.kind, e.rid, e.room,
            e.peer, nullif(regexp_extract(e.detail, '(NIXL_ERR_[A-Z_]+)', 1), ''), e.detail,
-           l.template, round(1e6 * TRY_CAST(nullif(regexp_extract(e.detail, 'timed out after ([0-9.]+) ?s', 1), '') AS DOUBLE))::BIGINT
+           l.template, NULL
     FROM events e LEFT JOIN lines l USING (source_id, entry_no)
     WHERE e.kind IN ('abort', 'oom_abort', 'lost_connection', 'session_failed', 'slice_failed',
                      'bootstrap_error', 'transfer_timeout', 'traceback', 'cuda_error', 'nccl_error',
@@ -45,16 +45,21 @@ WITH failed AS (
     UNION ALL
     SELECT run, host, ts_us, source_id, entry_no, tp, dp,
            CASE WHEN level IN ('error', 'critical') THEN 'error' ELSE 'exception' END, NULL, NULL,
-           NULL, nullif(regexp_extract(text, '(NIXL_ERR_[A-Z_]+)', 1), ''), text, template,
-           round(1e6 * TRY_CAST(nullif(regexp_extract(text, 'timed out after ([0-9.]+) ?s', 1), '') AS DOUBLE))::BIGINT
+           NULL, nullif(regexp_extract(text, '(NIXL_ERR_[A-Z_]+)', 1), ''), text, template, NULL
     FROM lines
     WHERE pattern IS NULL
       AND (level IN ('error', 'critical')
            OR (component = 'traceback' AND regexp_matches(text, '^[\w.<>]+(Error|Exception)(:|$)')))
+), waits AS (
+    -- how long it waited: a watchdog's `ran for`, else the duration the line states
+    SELECT * EXCLUDE (ran_us),
+           coalesce(ran_us, round(1e6 * TRY_CAST(nullif(regexp_extract(
+               reason, 'timed out after ([0-9.]+) ?s', 1), '') AS DOUBLE))::BIGINT) AS waited_us
+    FROM failed
 ), timeouts AS (
     SELECT *, waited_us IS NULL AND (kind = 'transfer_timeout'
                                      OR contains(coalesce(reason, ''), 'timed out')) AS unstated
-    FROM failed
+    FROM waits
 ), first_seen AS (
     -- a room's first line, for the timeouts that state no duration: where they began waiting
     SELECT r.run, r.room, min(r.ts_us) AS first_us

@@ -57,24 +57,25 @@ WITH records AS (
     SELECT DISTINCT run FROM records
     WHERE checker = 'sglang_metadata_room' AND verdict = 'mismatch'
 ), shown AS (
-    SELECT (SELECT arg_min(detail, CAST(string_split(regexp_extract(detail, '^\d+\.\d+\.\d+'), '.')
-                                        AS INTEGER[]))
-            FROM events WHERE kind = 'sglang_version' AND run IN (SELECT run FROM flagged)
-           ) AS version,
+    SELECT v.version, v.version_key,
            (SELECT count(*) > 0 FROM events
             WHERE kind = 'tcp_transport' AND run IN (SELECT run FROM flagged)) AS tcp,
            greatest((SELECT max(concurrency) FROM results WHERE run IN (SELECT run FROM flagged)),
                     (SELECT max(running_req) FROM batches
                      WHERE lower(phase) = 'decode' AND run IN (SELECT run FROM flagged)))
                AS concurrency
+    FROM (
+        -- the lowest version the logs state, and its numbers to compare
+        SELECT arg_min(detail, key) AS version, min(key) AS version_key FROM (
+            SELECT detail, CAST(string_split(regexp_extract(detail, '^\d+\.\d+\.\d+'), '.')
+                                AS INTEGER[]) AS key
+            FROM events WHERE kind = 'sglang_version' AND run IN (SELECT run FROM flagged))
+    ) v
     WHERE EXISTS (SELECT 1 FROM flagged)
 )
 , room_note AS (
     SELECT CASE
-        WHEN version IS NOT NULL
-             AND CAST(string_split(regexp_extract(version, '^\d+\.\d+\.\d+'), '.') AS INTEGER[])
-                 >= [0, 5, 13]
-            THEN NULL
+        WHEN version_key >= [0, 5, 13] THEN NULL
         ELSE CASE WHEN version IS NOT NULL AND tcp AND coalesce(concurrency, 0) >= 32
                   THEN '' ELSE 'possible: ' END
              || 'sgl-project/sglang#27374 — before its fix (merged 2026-06-05, first in '

@@ -48,7 +48,9 @@ def test_the_rank_that_stopped_first_is_named(tmp_path: Path) -> None:
     got = json.loads(cli("report", "--db", str(db), "--json").stdout)
     (stopped,) = got["flight_recorder"]["stopped"]
     assert (stopped["rank"], stopped["seq"], stopped["others"]) == (1, 12, 13)
-    assert got["headline"][0].startswith("flight recorder: rank 1 stopped first")
+    assert got["headline"][0].startswith("flight recorder: rank 1 stopped first in")
+    assert stopped["behind"] == 1 and "the furthest of the 2 ranks dumped reached seq 13" in (
+        got["headline"][0])  # fmt: skip
 
 
 def test_a_pickle_that_is_code_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -122,3 +124,19 @@ def test_dumps_torch_wrote_name_the_rank_that_skipped_a_collective(tmp_path: Pat
         assert rows == [(0, 4, 4, "gloo:all_reduce"), (1, 3, 3, "gloo:all_reduce")], form
         (stopped,) = forensics.report(db).flight.stopped
         assert (stopped.rank, stopped.seq, stopped.others, stopped.pg) == (1, 3, 4, 0)
+
+
+def test_ranks_tied_behind_are_said_as_one_of_them(tmp_path: Path) -> None:
+    """Three ranks, two of them stuck at seq 5 and one at 6: neither of the two is said to
+    have stopped first alone, and the furthest rank's seq is the one said."""
+    for rank, last in ((0, 6), (1, 5), (2, 5)):  # each rank's clock its own: no two alike
+        dump = _dump(last, time_ns=1_789_913_000_000_000_000 + rank * 1_000)
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dump, 2))
+    db = tmp_path / "f.duckdb"
+    forensics.ingest([str(p) for p in sorted(tmp_path.glob("nccl_trace_rank_*"))], db,
+                     host="trainer-0")  # fmt: skip
+    said = forensics.report(db).flight.sentences()
+    assert [s.split(":")[1].strip() for s in said] == [
+        "rank 1 is one of 2 ranks that stopped first in process group 0",
+        "rank 2 is one of 2 ranks that stopped first in process group 0"]  # fmt: skip
+    assert all(s.endswith("the furthest of the 3 ranks dumped reached seq 6") for s in said)

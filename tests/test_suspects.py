@@ -588,8 +588,8 @@ def test_the_lines_near_the_transfer_stored_at_ingest_are_what_a_read_computes(
         fewer = load_table(s.con, ["a"], s.tags, declared())
         assert stored_near(s.con, fewer) is None
     used: list[bool] = []
-    real = sus.stored_near
-    monkeypatch.setattr(sus, "stored_near", lambda con, t: used.append(True) or real(con, t))
+    real = sus.read_stored
+    monkeypatch.setattr(sus, "read_stored", lambda con, t: used.append(True) or real(con, t))
     whole = suspects(db)
     assert used == [True]
     suspects(db, runs="a")  # a named run: its own lines, computed

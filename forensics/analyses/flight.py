@@ -22,12 +22,14 @@ class Stopped:
     state: str | None  # how far it got (scheduled, started, completed)
     others: int  # the highest sequence id another rank reached
     ranks: int  # ranks of the group with a dump
+    behind: int  # ranks whose last collective is this one (1: this rank alone)
 
     def sentence(self) -> str:
-        return (f"flight recorder: rank {self.rank} stopped first in process group "
-                f"{self.pg}: its last collective is seq {self.seq} ({self.op or '?'}, "
-                f"{self.state or '?'}), the other {self.ranks - 1} reached seq "
-                f"{self.others}")  # fmt: skip
+        who = (f"rank {self.rank} stopped first" if self.behind == 1 else
+               f"rank {self.rank} is one of {self.behind} ranks that stopped first")  # fmt: skip
+        return (f"flight recorder: {who} in process group {self.pg}: its last collective "
+                f"is seq {self.seq} ({self.op or '?'}, {self.state or '?'}); the furthest of "
+                f"the {self.ranks} ranks dumped reached seq {self.others}")  # fmt: skip
 
 
 @dataclass
@@ -61,11 +63,12 @@ def _flight(s: Scope) -> Flight:
             SELECT pg, rank, seq, op, state,
                    max(seq) OVER (PARTITION BY pg) AS top,
                    count(*) OVER (PARTITION BY pg) AS ranks,
-                   min(seq) OVER (PARTITION BY pg) AS low
+                   min(seq) OVER (PARTITION BY pg) AS low,
+                   count(*) OVER (PARTITION BY pg, seq) AS tied
             FROM last ORDER BY pg, rank""",
         params,
     ).fetchall()
-    stopped = [Stopped(pg, rank, seq, op, state, top, ranks)
-               for pg, rank, seq, op, state, top, ranks, low in rows
+    stopped = [Stopped(pg, rank, seq, op, state, top, ranks, tied)
+               for pg, rank, seq, op, state, top, ranks, low, tied in rows
                if ranks > 1 and seq == low and low < top]  # fmt: skip
     return Flight(stopped, len({(r[0], r[1]) for r in rows}))

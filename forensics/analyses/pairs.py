@@ -68,10 +68,14 @@ class Pairs:
                 "nic_pairs": [asdict(p) for p in self.nic_pairs],
                 "components": [asdict(c) for c in self.components]}  # fmt: skip
 
+    def known(self) -> list[Pair]:
+        """The pairs whose prefill and decode hosts are both known."""
+        return [p for p in self.pairs if UNKNOWN not in (p.prefill_host, p.decode_host)]
+
     def sentences(self) -> list[str]:
         """The pair with the highest lower bound, where there are pairs to rank, and the
         rate of the rest beside it (no test: `suspects` weighs the pair as a factor)."""
-        known = [p for p in self.pairs if UNKNOWN not in (p.prefill_host, p.decode_host)]
+        known = self.known()
         if len(known) < 2:
             return []
         top = self.pairs[0]

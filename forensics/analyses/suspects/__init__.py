@@ -25,7 +25,7 @@ from .named_levels import named_levels
 from .nearby import GRID_S, near, template_of
 from .predicates import Predicate, Skipped
 from .rank import AFTER, LOAD, MASKED, REVERSED, SUSPECT, Ranking, Suspect, rank
-from .stored import stored_named, stored_near
+from .stored import read_stored
 
 
 @dataclass
@@ -298,22 +298,30 @@ def _suspects(
 
 def named_predicates(s: Scope, table: Table) -> tuple[list[Predicate], list[Skipped]]:
     """The values lines about each of `table`'s requests name (`a line about it names
-    agent X`): as ingest stored them (the scope they were stored for), else computed."""
-    if s.run is None and s.pristine:
-        got = stored_named(s.con, table)
-        if got is not None:
-            return got
-    return named_levels(s.con, table)
+    agent X`): as ingest stored them (the scope they were stored for), else computed —
+    once a scope (`suspects` and the report's pairs both ask; a table's rows are its
+    runs' judged requests whatever its factors)."""
+
+    def make() -> tuple[list[Predicate], list[Skipped]]:
+        got = _stored(s, table)
+        return got[1] if got is not None else named_levels(s.con, table)
+
+    return s.memo(("named_predicates", tuple(s.runs)), make)
 
 
 def _near(s: Scope, table: Table) -> tuple[list[Predicate], list[Skipped]]:
     """The lines near each transfer: as ingest stored them where this scope is the one
     they were stored for (every run, no window, nothing shadowed), else computed."""
+    got = _stored(s, table)
+    return got[0] if got is not None else near(s.con, s.followed, table)
+
+
+def _stored(s: Scope, table: Table) -> tuple[tuple, tuple] | None:
+    """The stored rows, read once a scope, where this scope is the one they were stored
+    for (None: it is not, or they are stale)."""
     if s.run is None and s.pristine:
-        got = stored_near(s.con, table)
-        if got is not None:
-            return got
-    return near(s.con, s.followed, table)
+        return s.memo(("stored_near", tuple(s.runs)), lambda: read_stored(s.con, table))
+    return None
 
 
 _TAG = re.compile(r"--tag (\S+?)=(\S+)")

@@ -136,7 +136,7 @@ def stored_near(
 ) -> tuple[list[Predicate], list[Skipped]] | None:
     """What nearby.near gives for every run and `table`, read back (None: not stored for
     this code, data or these requests)."""
-    got = _read(con, table)
+    got = read_stored(con, table)
     return None if got is None else got[0]
 
 
@@ -144,11 +144,11 @@ def stored_named(
     con: duckdb.DuckDBPyConnection, table: Table
 ) -> tuple[list[Predicate], list[Skipped]] | None:
     """What named_levels gives for `table`, read back (None: not stored for it)."""
-    got = _read(con, table)
+    got = read_stored(con, table)
     return None if got is None else got[1]
 
 
-def _read(con: duckdb.DuckDBPyConnection, table: Table) -> tuple[tuple, tuple] | None:
+def read_stored(con: duckdb.DuckDBPyConnection, table: Table) -> tuple[tuple, tuple] | None:
     """(near's predicates and skips, the named values' predicates and skips)."""
     from .nearby import line_predicate
 
