@@ -16,7 +16,7 @@ from forensics.errors import ForensicsError
 from forensics.synthetic.journal_writer import write_journal
 
 from . import corpus
-from .helpers import cli, counts, messages
+from .helpers import cli, counts, messages, plain
 
 N = len(corpus.expected())
 
@@ -59,50 +59,47 @@ def test_journal_needs_journalctl(
     "suffix,compress",
     [
         ("gz", gzip.compress),
-        ("zst", lambda b: zstandard.ZstdCompressor().compress(b)),
-        ("xz", lzma.compress),
-    ],
-)
-def test_compressed_inputs(renderings, tmp_path: Path, suffix, compress) -> None:
-    plain_db, packed_db = tmp_path / "plain.duckdb", tmp_path / "packed.duckdb"
-    src = renderings["short-iso-precise"]
-    packed = tmp_path / f"decode.log.{suffix}"
-    packed.write_bytes(compress(src.read_bytes()))
-    forensics.ingest([str(src)], plain_db)
-    res = forensics.ingest([str(packed)], packed_db)
-    assert res.sources[0].compression == suffix
-    assert res.sources[0].format == "short-iso-precise"
-    assert messages(packed_db) == messages(plain_db)
-
-
-def test_compressed_journal_file(renderings, tmp_path: Path, db: Path) -> None:
-    packed = tmp_path / "corpus.journal.zst"
-    packed.write_bytes(zstandard.ZstdCompressor().compress(renderings["journal"].read_bytes()))
-    res = forensics.ingest([str(packed)], db)
-    assert res.sources[0].format == "journal"
-    assert counts(db)[1] == N
-
-
-@pytest.mark.parametrize(
-    "suffix,compress",
-    [
-        ("gz", gzip.compress),
         ("xz", lzma.compress),
         ("zst", lambda b: zstandard.ZstdCompressor().compress(b)),
     ],
 )
-def test_truncated_archive_is_a_clear_error(
+def test_archive_cut_short_keeps_its_whole_lines(
+    renderings, tmp_path: Path, db: Path, suffix, compress
+) -> None:
+    """A rotated segment still being written (Dynamo's .jsonl.gz, a log being zipped) is
+    cut short: every whole line before the cut is stored, the line it ends inside is
+    quarantined, a note says so."""
+    text = renderings["short-iso-precise"].read_bytes() * 20
+    data = compress(text)
+    bad = tmp_path / f"cut.log.{suffix}"
+    bad.write_bytes(data[: len(data) // 2])
+    proc = cli("ingest", str(bad), "--db", str(db), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (src,) = orjson.loads(proc.stdout)["sources"]
+    assert any(f".{suffix} archive cut short" in n for n in src["notes"])
+    con = plain(db)
+    (line, reason, raw), *_ = con.execute(
+        "SELECT line, reason, raw FROM quarantine ORDER BY line DESC").fetchall()
+    con.close()
+    kept = b"".join(text.splitlines(keepends=True)[: src["lines"]])
+    assert src["lines"] > 0 and text.startswith(kept + raw.encode())  # nothing lost before it
+    assert "the line it ends inside" in reason and line == src["lines"] + 1
+
+
+@pytest.mark.parametrize("suffix,compress", [("gz", gzip.compress), ("xz", lzma.compress)])
+def test_corrupt_archive_is_a_clear_error(
     renderings, tmp_path: Path, db: Path, suffix, compress
 ) -> None:
     forensics.ingest([str(renderings["export"])], db)
     before = counts(db)
-    data = compress(renderings["short-iso-precise"].read_bytes() * 20)
-    bad = tmp_path / f"cut.log.{suffix}"
-    bad.write_bytes(data[: len(data) // 2])
+    data = bytearray(compress(renderings["short-iso-precise"].read_bytes() * 20))
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # damaged, not cut
+    bad = tmp_path / f"bad.log.{suffix}"
+    bad.write_bytes(bytes(data))
     proc = cli("ingest", str(bad), "--db", str(db))
     assert proc.returncode == 2
     err = proc.stderr.decode()
-    assert "truncated or corrupt" in err and "Traceback" not in err
+    assert "corrupt" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert counts(db) == before
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import lzma
@@ -140,38 +139,77 @@ class _Prefixed(io.RawIOBase):
 
 
 class _Checked(io.RawIOBase):
-    """Turns a decompressor's complaints into one clear error naming the file."""
+    """Turns a decompressor's complaints into one clear error naming the file; an archive
+    cut short (a rotated segment still being written) keeps its whole lines: what follows
+    the last newline before the cut is held back and said (`cut`, `tail`)."""
 
-    def __init__(self, inner: BinaryIO, name: str, kind: str) -> None:
+    def __init__(self, inner: BinaryIO, name: str, kind: str, members: _Members) -> None:
         self.inner = inner
+        self.members = members  # the decompressing reader, which says a cut
         self.name = name
         self.kind = kind
+        self.held = bytearray()  # read past the last newline, not yet given out
+        self.out = memoryview(b"")  # whole lines ready to give out
+        self.cut: str | None = None  # why the archive ended early
+        self.tail = b""  # the bytes after the last whole line, where it was cut
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:  # type: ignore[override]
+        while not len(self.out):
+            if self.cut is not None or not self._more(len(b)):
+                return 0
+        n = min(len(b), len(self.out))
+        b[:n] = self.out[:n]
+        self.out = self.out[n:]
+        return n
+
+    def _more(self, size: int) -> bool:
+        """Whole lines into `out`; False at the end (the held bytes given out, or kept as
+        the tail of a cut archive)."""
         try:
-            data = self.inner.read(len(b))
-        except (EOFError, OSError, lzma.LZMAError, zlib.error, zstandard.ZstdError) as exc:
+            data = self.inner.read(max(size, 1 << 16))
+        except OSError as exc:
             raise ForensicsError(
                 f"{self.name}: truncated or corrupt .{self.kind} archive ({exc})"
             ) from None
-        b[: len(data)] = data
-        return len(data)
+        if not data:
+            if (cut := self.members.cut) is not None:
+                self.cut, self.tail = cut, bytes(self.held)
+                return False
+            self.out, self.held = memoryview(bytes(self.held)), bytearray()
+            return bool(len(self.out))
+        last = data.rfind(b"\n")
+        if last < 0:
+            self.held += data
+            return True
+        self.held += data[: last + 1]
+        self.out, self.held = memoryview(bytes(self.held)), bytearray(data[last + 1 :])
+        return True
 
 
-class _ZstdReader(io.RawIOBase):
-    """Multi-frame zstd that, unlike zstandard's stream_reader, notices a cut-off frame."""
+class _Members(io.RawIOBase):
+    """A compressed stream of one or more members (gzip members, xz streams, zstd frames)
+    read with the decompressor's own object, which, unlike gzip.GzipFile and zstandard's
+    stream_reader, gives out everything before a cut and says there was one (`cut`)."""
 
-    def __init__(self, raw: BinaryIO, name: str) -> None:
+    def __init__(self, raw: BinaryIO, name: str, kind: str) -> None:
         self.raw = raw
         self.name = name
-        self.dctx = zstandard.ZstdDecompressor()
-        self.obj = self.dctx.decompressobj()
-        self.fed = False  # the current frame has been given input
+        self.kind = kind
+        self.obj = self._new()
+        self.fed = False  # the current member has been given input
         self.pending = b""
         self.pos = 0
+        self.cut: str | None = None
+
+    def _new(self):  # noqa: ANN202 - three libraries' decompressor objects
+        if self.kind == "gz":
+            return zlib.decompressobj(31)
+        if self.kind == "xz":
+            return lzma.LZMADecompressor()
+        return zstandard.ZstdDecompressor().decompressobj()
 
     def readable(self) -> bool:
         return True
@@ -182,22 +220,27 @@ class _ZstdReader(io.RawIOBase):
             data = self.raw.read(1 << 20)
             if not data:
                 if self.fed and not self.obj.eof:
-                    raise ForensicsError(f"{self.name}: truncated or corrupt .zst archive")
+                    self.cut = "it ends inside a compressed member"
                 return 0
-            try:
-                while data:
-                    self.fed = True
-                    self.pending += self.obj.decompress(data)
-                    data = self.obj.unused_data if self.obj.eof else b""
-                    if self.obj.eof:
-                        self.obj = self.dctx.decompressobj()
-                        self.fed = False
-            except zstandard.ZstdError as exc:
-                raise ForensicsError(f"{self.name}: corrupt .zst archive ({exc})") from None
+            self._feed(data)
         n = min(len(b), len(self.pending) - self.pos)
         b[:n] = memoryview(self.pending)[self.pos : self.pos + n]
         self.pos += n
         return n
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            while data:
+                if not self.fed and not data.strip(b"\x00"):
+                    return  # gzip's padding after its last member
+                self.fed = True
+                self.pending += self.obj.decompress(data)
+                data = self.obj.unused_data if self.obj.eof else b""
+                if self.obj.eof:
+                    self.obj = self._new()
+                    self.fed = False
+        except (zlib.error, lzma.LZMAError, zstandard.ZstdError) as exc:
+            raise ForensicsError(f"{self.name}: corrupt .{self.kind} archive ({exc})") from None
 
 
 @dataclass
@@ -209,6 +252,13 @@ class Opened:
     mtime: float | None
     size: int | None
     nul_head: int = 0  # NUL bytes skipped at the start (a file truncated while written)
+    archive: _Checked | None = None  # a compressed input's reader: says where it was cut
+
+    def cut(self) -> tuple[str, bytes] | None:
+        """Why a compressed input ended early and the bytes after its last whole line."""
+        a = self.archive
+        return None if a is None or a.cut is None else (f".{a.kind} archive cut short "
+                                                        f"({a.cut})", a.tail)  # fmt: skip
 
 
 SNIFF_BYTES = 256 << 10
@@ -239,19 +289,17 @@ def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Ope
     magic = buffered.peek(8)[:8]
     kind = next((k for m, k in COMPRESSIONS.items() if magic.startswith(m)), None)
     stream: BinaryIO = buffered
-    if kind == "gz":
-        stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
-    elif kind == "zst":
-        stream = io.BufferedReader(_ZstdReader(buffered, inp.name), buffer_size=1 << 20)  # type: ignore[assignment]
-    elif kind == "xz":
-        stream = lzma.LZMAFile(buffered)  # type: ignore[assignment]  # noqa: SIM115
+    checked = None
     if kind is not None:
-        stream = io.BufferedReader(_Checked(stream, inp.name, kind), buffer_size=1 << 20)  # type: ignore[assignment]
+        members = _Members(buffered, inp.name, kind)
+        stream = io.BufferedReader(members, buffer_size=1 << 20)  # type: ignore[assignment]
+        checked = _Checked(stream, inp.name, kind, members)
+        stream = io.BufferedReader(checked, buffer_size=1 << 20)  # type: ignore[assignment]
     head = _read_head(stream)
     head, nul = _past_nuls(head, stream)
     stream = io.BufferedReader(_Prefixed(head, stream), buffer_size=1 << 20)  # type: ignore[assignment]
     return Opened(stream, head, hasher, kind, st.st_mtime if st else None,
-                  st.st_size if st else None, nul)  # fmt: skip
+                  st.st_size if st else None, nul, checked)  # fmt: skip
 
 
 def _past_nuls(head: bytes, stream: BinaryIO) -> tuple[bytes, int]:

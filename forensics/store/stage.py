@@ -242,6 +242,7 @@ def _entries(
     finally:
         con.close()
     res.records = {k: records.counts[k] for k in COUNTED}
+    _said_cut(opened, ctx)
     # A record that breaks the contract is quarantined with its reason; its entry stays.
     quarantine = [(x.line, x.reason, x.raw, None) for x in ctx.quarantine]
     quarantine += [(line, reason, raw, no) for no, line, reason, raw in records.rejects]
@@ -275,6 +276,17 @@ def write_query(
         writer.write(table, pa.Table.from_batches([batch]))
     writer.close()
     return [writer.where / f for f in writer.files.get(table, []) if f not in before]
+
+
+def _said_cut(opened: Opened, ctx: ReadContext) -> None:
+    """An archive cut short: its whole lines were read; the note says so, and the line it
+    ends inside is quarantined."""
+    if (cut := opened.cut()) is None:
+        return
+    why, tail = cut
+    ctx.note(f"{why}: the whole lines before the cut are kept")
+    if tail.strip():
+        ctx.reject(ctx.lines + 1, f"{why}: the line it ends inside", tail)
 
 
 def write_quarantine(writer: ShardWriter, rows: list[tuple]) -> None:
@@ -313,6 +325,7 @@ def _results(
     if headers:
         ctx.notes.append(_runs_note(names))
     headers = {names[h]: tags for h, tags in headers.items()}
+    _said_cut(opened, ctx)
     write_quarantine(writer, [(x.line, x.reason, x.raw, None) for x in ctx.quarantine])
     res.quarantined = len(ctx.quarantine)
     res.notes = ctx.notes
