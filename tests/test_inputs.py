@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import lzma
+import random
 import shutil
 from pathlib import Path
 
@@ -69,7 +70,10 @@ def test_archive_cut_short_keeps_its_whole_lines(
     """A rotated segment still being written (Dynamo's .jsonl.gz, a log being zipped) is
     cut short: every whole line before the cut is stored, the line it ends inside is
     quarantined, a note says so."""
-    text = renderings["short-iso-precise"].read_bytes() * 20
+    rng = random.Random(7)  # lines that do not compress to nothing: every archive has blocks
+    text = renderings["short-iso-precise"].read_bytes() + b"".join(
+        b"2026-11-29T07:01:%02d.%06d+0000 decode-0 python3[3001]: filler %x\n"
+        % (i // 1000, i % 1000, rng.getrandbits(64)) for i in range(20_000))  # fmt: skip
     data = compress(text)
     bad = tmp_path / f"cut.log.{suffix}"
     bad.write_bytes(data[: len(data) // 2])
