@@ -172,7 +172,7 @@ class _Checked(io.RawIOBase):
             data = self.inner.read(max(size, 1 << 16))
         except OSError as exc:
             raise ForensicsError(
-                f"{self.name}: truncated or corrupt .{self.kind} archive ({exc})"
+                f"{self.name}: cannot read its .{self.kind} archive ({exc})"
             ) from None
         if not data:
             if (cut := self.members.cut) is not None:
