@@ -13,6 +13,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from .flight_recorder import sniff as sniff_flight_recorder
+from .otlp import sniff as sniff_otlp
 from .journald import ReadContext, read_entries, sniff
 from .jsonlines import DECLARED, sniff_json_lines
 from .plain import PLAIN_FORMATS, read_plain, sniff_collector, sniff_program
@@ -54,6 +55,8 @@ def _log(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterator[pa.Table]:
 FAMILIES = (
     Family("flight-recorder", "PyTorch Flight Recorder dumps (a pickle a rank, read as data "
            "only: parsers/flight_recorder.py)", sniff_flight_recorder, read_plain),
+    Family("otlp", "OpenTelemetry traces as a collector's file exporter writes them, a span an "
+           "entry (parsers/otlp.py)", sniff_otlp, read_plain),
     Family("results", "the reproducer's judged replies (JSON lines or CSV)", sniff_results, None),
     Family("json-lines", "JSON-lines logs, told apart by the keys of their first line "
            "(parsers/jsonlines.py)", sniff_json_lines, _log),
@@ -77,6 +80,12 @@ def _formats() -> tuple[Format, ...]:
             "a PyTorch Flight Recorder dump (nccl_trace_rank_N): each rank's last collectives",
         )
     ]
+    rows += [
+        Format("otlp-json", "otlp", "OTLP JSON: an ExportTraceServiceRequest a line (the "
+               "collector's file exporter), or one document"),
+        Format("otlp-proto", "otlp", "OTLP protobuf: length-prefixed requests (the file "
+               "exporter's proto format), or one request; needs the otel extra"),
+    ]  # fmt: skip
     rows += [Format(d.name, "json-lines", d.doc) for d in DECLARED]
     rows += [
         Format("timestamped", "collector", "docker logs / kubectl logs --timestamps"),

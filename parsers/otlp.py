@@ -76,9 +76,14 @@ def sniff(head: bytes) -> str | None:
     lead = head.lstrip()[:64].replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"")
     if lead.startswith((b'{"resourceSpans":', b'{"resource_spans":')):
         return "otlp-json"
-    if _proto_head(head[4:]) and int.from_bytes(head[:4], "big") > 0:
+    if framed_request(head):
         return "otlp-proto"
     return "otlp-proto" if _proto_head(head) and len(head) > 16 else None
+
+
+def framed_request(head: bytes) -> bool:
+    """Bytes that open the file exporter's proto format: a request after its length."""
+    return int.from_bytes(head[:4], "big") > 0 and _proto_head(head[4:])
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int] | None:

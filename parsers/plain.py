@@ -39,10 +39,14 @@ from .journald.context import ReadContext
 from .journald.schema import RowBuilder
 
 PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl", "zap",
-                 "json-log", "dynamo-request-trace", "flight-recorder")  # fmt: skip
+                 "json-log", "dynamo-request-trace", "flight-recorder", "otlp-json",
+                 "otlp-proto")  # fmt: skip
 # JSON logs read by their declaration (jsonlines.py): time, level and message from its keys
 # (a record's message: the line itself)
 _DECLARED_READS = ("zap", "json-log", "dynamo-request-trace")
+_OTLP = ("otlp-json", "otlp-proto")
+# readers whose every line is an entry of its own (no continuation lines, no prefix dating)
+_WHOLE = ("sglang-metrics", "dynamo-jsonl", "flight-recorder", *_DECLARED_READS, *_OTLP)
 METRICS_PREFIX = "sglang-request-metrics-"
 _METRICS_HOUR = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log")
 _METRICS_TIMES = ("response_sent_to_client_ts", "request_finished_ts", "request_received_ts")
@@ -183,7 +187,8 @@ class PlainReader:
     def __init__(self, fmt: str, ctx: ReadContext) -> None:
         self.fmt = fmt
         self.ctx = ctx
-        self.host = ctx.host or host_from_name(ctx.name)
+        # a span's host is its resource's; a trace file's name names no host
+        self.host = ctx.host or (None if fmt in _OTLP else host_from_name(ctx.name))
         if ctx.host is None and self.host is not None:
             ctx.note(f"host {self.host!r} from the file name (--host sets it)")
         self.builder = RowBuilder()
@@ -350,13 +355,23 @@ class PlainReader:
             yield n, text.encode(), when, {}
         self.ctx.lines = n
 
+    def _otlp(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """OpenTelemetry spans (parsers/otlp.py): each span an entry under its own host (a
+        --host-alias applied), in the order of the file."""
+        from .otlp_read import read_otlp
+
+        for n, text, when, host in read_otlp(stream, self.fmt, self.ctx, self.host):
+            host = self.ctx.aliases.get(host, host) if host is not None else None
+            yield n, text, when, {"HOST": host}
+
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
         lines = (self._dynamo(stream) if self.fmt == "dynamo-jsonl"
                  else self._flight_recorder(stream) if self.fmt == "flight-recorder"
                  else self._declared(stream) if self.fmt in _DECLARED_READS
+                 else self._otlp(stream) if self.fmt in _OTLP
                  else self._physical(stream))  # fmt: skip
         for line, raw, when, extra in lines:
-            if self.fmt in ("sglang-metrics", "dynamo-jsonl", "flight-recorder", *_DECLARED_READS):
+            if self.fmt in _WHOLE:
                 self._emit(_Entry(line, line, [raw], when, fields=extra))
             else:
                 self._line(line, raw, when, extra)
@@ -551,8 +566,9 @@ class PlainReader:
         values: dict[str, object] = {"message": msg, "ts_us": e.ts_us}
         if "PRIORITY" in e.fields:  # a level the reader knows as journald's (Dynamo's)
             values["priority"] = e.fields.pop("PRIORITY")
-        if self.host is not None:
-            values["host"] = self.host
+        host = e.fields.pop("HOST") if "HOST" in e.fields else self.host  # a span's own
+        if host is not None:
+            values["host"] = host
         self.builder.add(self.entry_no, values, e.fields or None, e.line_first, e.line_last)
         self.entry_no += 1
 

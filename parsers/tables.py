@@ -24,6 +24,15 @@ def _pa():
 
 
 MAP = "MAP(VARCHAR, VARCHAR)"
+
+
+def map_entries() -> pl.DataType:
+    """polars' form of a MAP (a list of {key, value}), as the shards store it."""
+    import polars as pl
+
+    return pl.List(pl.Struct({"key": pl.String, "value": pl.String}))
+
+
 # DuckDB type -> Arrow type, for the schemas readers fill
 _ARROW = {
     "VARCHAR": lambda: _pa().string(), "BIGINT": lambda: _pa().int64(),
@@ -168,10 +177,19 @@ class Table:
     def cast(self, df: pl.DataFrame) -> pl.DataFrame:
         """A pattern's text fields as the declared types; a value that does not read as
         its type is NULL (the line is kept in `entries` as it was)."""
+        import polars as pl
+
         exprs = [
             _cast(c, self.units)
             for c in self.columns
-            if c.name in df.columns and c.type != "VARCHAR"
+            if c.name in df.columns and c.type not in ("VARCHAR", MAP)
+        ]
+        # a map read by a JSON path is a list of {key, value} already; as text (a path
+        # matched line by line) it is decoded
+        exprs += [
+            pl.col(c.name).str.json_decode(map_entries())
+            for c in self.columns
+            if c.type == MAP and c.name in df.columns and df[c.name].dtype == pl.String
         ]
         return df.with_columns(exprs) if exprs else df
 
@@ -393,6 +411,35 @@ REQUEST_TRACES = Table(
         C("tool_duration_ms", "DOUBLE", "the tool call's duration, ms"),
     ),
 )
+
+SPANS = Table(
+    "spans",
+    "span",
+    "An OpenTelemetry span (OTLP JSON or protobuf, as a collector's file exporter writes\n"
+    "them): SGLang's request and thread spans, Dynamo's, llm-d's. Its row's host is its\n"
+    "resource's host.name, else k8s.pod.name, else service.instance.id (a --host-alias\n"
+    "applied); its ts_us its start on that host's clock. rid, room and x_request_id come from\n"
+    "the attributes the stacks set (parsers/otlp.py cites them).",
+    (
+        C("trace_id", "VARCHAR", "the trace (32 hex digits)", not_null=True),
+        C("span_id", "VARCHAR", "the span (16 hex digits)", not_null=True),
+        C("parent_span_id", "VARCHAR", "its parent (NULL: a root span)"),
+        C("name", "VARCHAR", "the span's name (SGLang: `decode Req 3feed151`, a slice's name)"),
+        C("service", "VARCHAR", "the resource's service.name"),
+        C("scope", "VARCHAR", "the instrumentation scope's name"),
+        C("kind", "VARCHAR", "INTERNAL, SERVER, CLIENT, PRODUCER, CONSUMER, UNSPECIFIED"),
+        C("start_us", "BIGINT", "its start, µs since the epoch (its host's clock)"),
+        C("end_us", "BIGINT", "its end, µs since the epoch"),
+        C("status", "VARCHAR", "UNSET, OK or ERROR"),
+        C("status_message", "VARCHAR", "the status's message", user_text=True),
+        C("rid", "VARCHAR", "the request: attribute rid (SGLang), else request_id (Dynamo)"),
+        C("room", "UBIGINT", "attribute bootstrap_room (SGLang writes it in hex)"),
+        C("x_request_id", "VARCHAR", "attribute x_request_id (Dynamo), else the captured "
+          "X-Request-Id header (http.request.header.x-request-id)"),
+        C("attributes", MAP, "every attribute, its value as text (lists and maps as JSON)",
+          user_text=True),
+    ),
+)  # fmt: skip
 
 SCHEDULER_STATUS = Table(
     "scheduler_status",
@@ -673,6 +720,7 @@ PATTERN_TABLES: dict[str, Table] = {
         REQ_STATS,
         REQUEST_META,
         REQUEST_TRACES,
+        SPANS,
         EVENTS,
         SCHEDULER_STATUS,
         COLLECTIVES,

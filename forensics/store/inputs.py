@@ -16,6 +16,7 @@ from typing import BinaryIO
 import zstandard
 
 from ..errors import ForensicsError
+from ..parsers.otlp import framed_request
 from . import ahead
 
 _GLOB_CHARS = set("*?[")
@@ -296,7 +297,8 @@ def open_input(inp: Input, progress: Callable[[int], None] | None = None) -> Ope
         checked = _Checked(stream, inp.name, kind, members)
         stream = io.BufferedReader(checked, buffer_size=1 << 20)  # type: ignore[assignment]
     head = _read_head(stream)
-    head, nul = _past_nuls(head, stream)
+    # an OTLP protobuf file opens with its first request's length: NUL bytes of its own
+    head, nul = (head, 0) if framed_request(head) else _past_nuls(head, stream)
     stream = io.BufferedReader(_Prefixed(head, stream), buffer_size=1 << 20)  # type: ignore[assignment]
     return Opened(stream, head, hasher, kind, st.st_mtime if st else None,
                   st.st_size if st else None, nul, checked)  # fmt: skip

@@ -30,7 +30,7 @@ from pathlib import Path
 import polars as pl
 
 from ..records.contract import KNOWN
-from ..tables import PATTERN_TABLES
+from ..tables import MAP, PATTERN_TABLES, map_entries
 from .meta_info import meta_columns
 from .quoted import outside_strings
 
@@ -105,7 +105,7 @@ class Pattern:
             if rx not in found:  # a payload line's: outside the client's text
                 found[rx] = outside_strings(lines, rx) if self.payload else lines.str.extract(rx, 1)
         extra = {name: found[rx] for name, rx in self.extract.items()}
-        extra |= _json_fields(lines, self.json) if self.json else {}
+        extra |= _json_fields(lines, self.json, self._json_types()) if self.json else {}
         out = caps.with_columns(**extra) if extra else caps
         if self.set:
             out = out.with_columns(**{k: pl.lit(v, pl.String) for k, v in self.set.items()})
@@ -124,6 +124,13 @@ class Pattern:
         if self.pairs is None and self.kv is None:
             return out
         return self._spread(out)
+
+    def _json_types(self) -> dict[str, pl.DataType]:
+        """A JSON path's leaf decoded as its column's form where that is not text: a
+        MAP's list of {key, value}."""
+        table = PATTERN_TABLES.get(self.table)
+        cols = {c.name: c.type for c in table.columns} if table else {}
+        return {f: map_entries() for f in self.json if cols.get(f) == MAP}
 
     def _spread(self, out: pl.DataFrame) -> pl.DataFrame:
         """The `pairs` (or `kv`) group as columns; keys the table lacks go to `extra` (JSON)."""
@@ -261,20 +268,22 @@ def _json_text(value: pl.Expr) -> pl.Expr:
     )
 
 
-def _json_fields(lines: pl.Series, paths: dict[str, str]) -> dict[str, pl.Series]:
-    """Each field's value at its JSONPath (`$.a.b`), as text: the lines decoded once into
-    the struct the paths name (27 path matches parsed each line 27 times: 7× slower), a
-    path at a time where a line is not JSON."""
+def _json_fields(
+    lines: pl.Series, paths: dict[str, str], types: dict[str, pl.DataType] | None = None
+) -> dict[str, pl.Series]:
+    """Each field's value at its JSONPath (`$.a.b`), as text (`types`: a field's other
+    form): the lines decoded once into the struct the paths name (27 path matches parsed
+    each line 27 times: 7× slower), a path at a time where a line is not JSON."""
     tree: dict = {}
-    for path in paths.values():
+    for name, path in paths.items():
         node = tree
         keys = path.removeprefix("$.").split(".")
         for k in keys[:-1]:
             node = node.setdefault(k, {})
-        node.setdefault(keys[-1], None)
+        node.setdefault(keys[-1], (types or {}).get(name, pl.String))
 
     def dtype(node: dict) -> pl.Struct:
-        return pl.Struct({k: pl.String if v is None else dtype(v) for k, v in node.items()})
+        return pl.Struct({k: dtype(v) if isinstance(v, dict) else v for k, v in node.items()})
 
     try:
         decoded = lines.str.json_decode(dtype(tree))

@@ -1,0 +1,118 @@
+"""Reading an OTLP trace file (parsers/otlp.py says what is read): chunks of lines through
+Arrow, a line Arrow cannot take put in the one form first, protobuf requests one by one;
+each span yielded as (line, its text, its start, its host), a span that is not one (no
+ids, no start) and a line or request that holds none quarantined with its line (a
+protobuf request: its index, its byte offset in the reason)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import orjson
+import polars as pl
+import pyarrow as pa
+
+from . import otlp
+from .journald.context import ReadContext
+
+Span = tuple[int, bytes, int | None, str | None]
+
+
+def read_otlp(stream: BinaryIO, fmt: str, ctx: ReadContext, host: str | None) -> Iterator[Span]:
+    if fmt == "otlp-proto":
+        yield from _proto(stream, ctx, host)
+    else:
+        yield from _json(stream, ctx, host)
+
+
+def _json(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[Span]:
+    chunk: list[tuple[int, bytes]] = []
+    size = n = 0
+    for raw in stream:
+        n += 1
+        line = raw.rstrip(b"\r\n")
+        if n == 1 and line.strip() == b"{":  # one pretty-printed document (the spec's examples)
+            yield from _spans(_one(1, line + stream.read(), ctx), ctx, host)
+            ctx.lines = 1
+            return
+        if not line.strip():
+            ctx.markers += 1
+            continue
+        chunk.append((n, line))
+        size += len(line)
+        if size >= otlp.MAX_CHUNK:
+            yield from _spans(_chunk(chunk, ctx), ctx, host)
+            chunk, size = [], 0
+    if chunk:
+        yield from _spans(_chunk(chunk, ctx), ctx, host)
+    ctx.lines = n
+
+
+def _chunk(lines: list[tuple[int, bytes]], ctx: ReadContext) -> list[tuple[pa.Table, list[int]]]:
+    """The chunk as tables of the one form: read at once where Arrow takes every line as
+    it is, else a line at a time."""
+    plain = [(n, b) for n, b in lines if not otlp.needs_canonical(b)]
+    odd = [(n, b) for n, b in lines if otlp.needs_canonical(b)]
+    out: list[tuple[pa.Table, list[int]]] = []
+    if plain:
+        try:
+            out.append((otlp.read_lines(b"\n".join(b for _, b in plain)), [n for n, _ in plain]))
+        except pa.ArrowInvalid:
+            odd = lines
+            out = []
+    for n, b in sorted(odd):
+        out += _one(n, b, ctx)
+    return out
+
+
+def _one(n: int, line: bytes, ctx: ReadContext) -> list[tuple[pa.Table, list[int]]]:
+    """One line as a table of the one form, or quarantined with the reason."""
+    if not otlp.needs_canonical(line):
+        try:
+            return [(otlp.read_lines(line.replace(b"\n", b" ")), [n])]
+        except pa.ArrowInvalid:
+            pass
+    try:
+        req = otlp.canonical(orjson.loads(line))
+    except orjson.JSONDecodeError as exc:
+        ctx.reject(n, f"otlp-json: not JSON ({exc})", line[:400])
+        return []
+    except ValueError as exc:
+        ctx.reject(n, f"otlp-json: {exc}", line[:400])
+        return []
+    return [(otlp.read_lines(orjson.dumps(req)), [n])]
+
+
+def _proto(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[Span]:
+    data = stream.read()
+    tables: list[tuple[pa.Table, list[int]]] = []
+    i = 0
+    try:
+        for i, (offset, req) in enumerate(otlp.proto_requests(data), 1):
+            if isinstance(req, str):
+                ctx.reject(i, f"otlp-proto: request {i} at byte {offset:,}: {req}",
+                           data[offset : offset + 200].hex())  # fmt: skip
+                continue
+            tables.append((otlp.read_lines(orjson.dumps(req)), [i]))
+    except otlp.NoProtobuf as exc:
+        ctx.reject(1, f"otlp-proto: {exc}", data[:200].hex())
+        i = 1
+    ctx.lines = i
+    yield from _spans(tables, ctx, host)
+
+
+def _spans(tables: list[tuple[pa.Table, list[int]]], ctx: ReadContext, host: str | None
+           ) -> Iterator[Span]:  # fmt: skip
+    for table, lines in tables:
+        rows = otlp.spans(table, lines, host)
+        bad = rows.filter(pl.col("bad").is_not_null())
+        for line, index, text, why in bad.select("line", "index", "text", "bad").iter_rows():
+            ctx.reject(line, f"otlp: span {index} of line {line}: {why}", text[:400])
+        seen = set(rows["line"].unique().to_list())
+        for line in lines:
+            if line not in seen:
+                ctx.markers += 1  # a request without spans (the exporter's empty batch)
+        good = rows.filter(pl.col("bad").is_null())
+        for line, ts, h, text in good.select("line", "ts_us", "host", "text").iter_rows():
+            yield line, text.encode(), ts, h
