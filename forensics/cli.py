@@ -114,13 +114,17 @@ def _waiting(wait: float):
 
 
 def _tags(values: list[str]) -> dict[str, str]:
-    tags = {}
+    return _pairs(values, "--tag", "KEY=VALUE", empty_value=True)
+
+
+def _pairs(values: list[str], option: str, form: str, empty_value: bool = False) -> dict[str, str]:
+    out = {}
     for v in values:
         k, sep, val = v.partition("=")
-        if not sep or not k:
-            raise ForensicsError(f"--tag takes KEY=VALUE, got {v!r}")
-        tags[k] = val
-    return tags
+        if not sep or not k or not (val or empty_value):
+            raise ForensicsError(f"{option} takes {form}, got {v!r}")
+        out[k] = val
+    return out
 
 
 @app.command()
@@ -146,6 +150,10 @@ def ingest(
         int | None, typer.Option(help="Year for renderings without one (short, short-precise).")
     ] = None,
     host: Annotated[str | None, typer.Option(help="Host for renderings without one (cat).")] = None,
+    host_alias: Annotated[
+        list[str],
+        typer.Option(help="TRACE=JOURNAL: a trace's host is that journal host (repeatable)."),
+    ] = [],  # noqa: B006
     patterns: Annotated[
         list[Path],
         typer.Option("--patterns", help="Pattern file (TOML) for a fork's own lines (repeatable)."),
@@ -197,6 +205,7 @@ def ingest(
     with progress or contextlib.nullcontext():
         res = run_ingest(
             paths, db, run=run, tags=_tags(tag), fmt=format, year=year, host=host,
+            host_alias=_pairs(host_alias, "--host-alias", "TRACE=JOURNAL"),
             patterns=patterns, progress=_progress_factory(progress) if progress else None,
             wait=wait, waiting=_waiting(wait),
             workers=workers,
@@ -253,6 +262,9 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
         t.add_row(h or "-", u or "-", f"{n:,}", iso_us(a), iso_us(b))
     out.print(t)
     out.print(f"time span: {span(summ.first_ts_us, summ.last_ts_us)}")
+    if summ.trace_hosts:
+        out.print(f"trace hosts no journal names: {', '.join(summ.trace_hosts)} "
+                  "(--host-alias TRACE=JOURNAL maps one)", markup=False)  # fmt: skip
     out.print(f"quarantined lines: {summ.quarantined:,}")
     for reason, n in summ.quarantine:
         out.print(f"  {n:,} × {reason}")

@@ -360,8 +360,11 @@ class PlainReader:
         --host-alias applied), in the order of the file."""
         from .otlp_read import read_otlp
 
+        aliases = self.ctx.aliases
         for n, text, when, host in read_otlp(stream, self.fmt, self.ctx, self.host):
-            host = self.ctx.aliases.get(host, host) if host is not None else None
+            if host in aliases:
+                self.ctx.note(f"trace host {host!r} read as {aliases[host]!r} (--host-alias)")
+                host = aliases[host]
             yield n, text, when, {"HOST": host}
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:

@@ -108,6 +108,7 @@ def ingest(
     fmt: str | None = None,
     year: int | None = None,
     host: str | None = None,
+    host_alias: dict[str, str] | None = None,
     patterns: list[str | os.PathLike] | None = None,
     progress: ProgressFactory | None = None,
     wait: float = 0.0,
@@ -118,6 +119,8 @@ def ingest(
 ) -> IngestResult:
     """Read every path into the database; all or nothing.
 
+    `host_alias`: a trace's host → the journal host it is (a span's host is its resource's
+    host.name, which need not be the name the journal gives the machine).
     `patterns`: pattern files (TOML) for a fork's own lines, checked before anything is read.
     `wait`: seconds to wait for another writer (an ingest) to finish with the catalog;
     `waiting` is called once when the wait begins. `workers`: processes reading inputs
@@ -128,6 +131,7 @@ def ingest(
     """
     named, run = run is not None, run or "default"
     opts = Options(run=run, named=named, fmt=fmt, year=year, host=host,
+                   host_alias=tuple((host_alias or {}).items()),
                    user=_checked(year, fmt, patterns))  # fmt: skip
     path = db_path(db)
     root = folder(path)

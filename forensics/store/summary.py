@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 
@@ -17,6 +17,7 @@ class Summary:
     quarantined: int
     first_ts_us: int | None
     last_ts_us: int | None
+    trace_hosts: list[str] = field(default_factory=list)  # spans' hosts no other entry has
 
     def as_dict(self) -> dict:
         return {
@@ -29,6 +30,7 @@ class Summary:
                 for h, u, n, a, b in self.per_stream
             ],
             "quarantine_reasons": [{"reason": r, "lines": n} for r, n in self.quarantine],
+            "unmatched_trace_hosts": self.trace_hosts,
         }
 
 
@@ -51,4 +53,16 @@ def summarize(con: duckdb.DuckDBPyConnection, source_ids: list[int] | None = Non
     n = sum(r[2] for r in per)
     firsts = [r[3] for r in per if r[3] is not None]
     lasts = [r[4] for r in per if r[4] is not None]
-    return Summary(per, q, n, nq, min(firsts, default=None), max(lasts, default=None))
+    return Summary(per, q, n, nq, min(firsts, default=None), max(lasts, default=None),
+                   _trace_hosts(con, where))
+
+
+def _trace_hosts(con: duckdb.DuckDBPyConnection, where: str) -> list[str]:
+    """The hosts of these sources' spans that no entry of any other kind names: a trace's
+    host.name that is not the journal's name for the machine."""
+    return [r[0] for r in con.execute(
+        f"""SELECT DISTINCT host FROM spans WHERE {where} AND host IS NOT NULL
+            AND host NOT IN (SELECT DISTINCT e.host FROM entries e JOIN sources s USING (source_id)
+                             WHERE e.host IS NOT NULL AND s.format NOT LIKE 'otlp-%')
+            ORDER BY host"""
+    ).fetchall()]  # fmt: skip
