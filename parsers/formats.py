@@ -13,9 +13,9 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from .flight_recorder import sniff as sniff_flight_recorder
-from .otlp import sniff as sniff_otlp
 from .journald import ReadContext, read_entries, sniff
 from .jsonlines import DECLARED, sniff_json_lines
+from .otlp import sniff as sniff_otlp
 from .plain import PLAIN_FORMATS, read_plain, sniff_collector, sniff_program
 from .results import RESULT_FORMATS, sniff_results
 

@@ -17,7 +17,7 @@ from forensics.errors import ForensicsError
 from forensics.synthetic.journal_writer import write_journal
 
 from . import corpus
-from .helpers import cli, counts, messages, plain
+from .helpers import cli, counts, plain
 
 N = len(corpus.expected())
 
@@ -83,7 +83,8 @@ def test_archive_cut_short_keeps_its_whole_lines(
     assert any(f".{suffix} archive cut short" in n for n in src["notes"])
     con = plain(db)
     (line, reason, raw), *_ = con.execute(
-        "SELECT line, reason, raw FROM quarantine ORDER BY line DESC").fetchall()
+        "SELECT line, reason, raw FROM quarantine ORDER BY line DESC"
+    ).fetchall()
     con.close()
     kept = b"".join(text.splitlines(keepends=True)[: src["lines"]])
     # nothing lost before it (the cut may split a character: it reads as U+FFFD)

@@ -37,7 +37,8 @@ class FollowLine:
     source_id: int
     entry_no: int
     message: str
-    # request | steps (folded records) | around (another event) | first failure | echo
+    # request | span (of the request's trace) | steps (folded records) | around (another
+    # event) | first failure | echo
     about: str = "request"
 
 
@@ -87,6 +88,7 @@ def follow(
             raise ForensicsError(f"no rid or room {key!r} in the database")
         shifts, clock = _shifts(s)
         lines, truncated = _lines(s, [*rids, *map(str, rooms)], shifts)
+        lines = _merge(lines, _traced(s, rids, rooms, lines, shifts))
         f = Follow(key, rids, rooms, shifts, clock, lines, _harness(s, rids, rooms),
                    truncated, _verdicts(s, rooms), around_s=around)  # fmt: skip
         if around is not None and lines:
@@ -165,6 +167,26 @@ def _lines(s: Scope, needles: list[str], shifts: dict[str, int]) -> tuple[list[F
     lines = [_line(ts, h, r, sid, no, m, shifts) for ts, h, r, sid, no, m in rows[:MAX_LINES]]
     lines.sort(key=_order)
     return lines, len(rows) > MAX_LINES
+
+
+def _traced(s: Scope, rids: list[str], rooms: list[int], lines: list[FollowLine],
+            shifts: dict[str, int]) -> list[FollowLine]:  # fmt: skip
+    """Every span of the traces a span of the request is in (SGLang names the rid on its
+    root span only; its slices are that root's children), beside the lines already found."""
+    where, params = s.where("p.run")
+    rows = s.con.execute(
+        f"""WITH mine AS (SELECT DISTINCT run, trace_id FROM spans
+                          WHERE rid IN (SELECT unnest(?::VARCHAR[]))
+                             OR x_request_id IN (SELECT unnest(?::VARCHAR[]))
+                             OR room IN (SELECT unnest(?::UBIGINT[])))
+            SELECT e.ts_us, e.host, p.run, e.source_id, e.entry_no, e.message
+            FROM spans p JOIN mine USING (run, trace_id)
+            JOIN entries e USING (source_id, entry_no)
+            WHERE {where} LIMIT {MAX_LINES}""",
+        [rids, rids, rooms, *params],
+    ).fetchall()
+    seen = {(ln.source_id, ln.entry_no) for ln in lines}
+    return [_line(*r, shifts, about="span") for r in rows if (r[3], r[4]) not in seen]
 
 
 def _line(ts, h, r, sid, no, m, shifts, about: str = "request") -> FollowLine:

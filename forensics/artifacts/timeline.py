@@ -2,7 +2,7 @@
 
 One process per host. Requests become slices packed into the fewest lanes that keep them
 apart (a track's slices must nest; requests overlap freely, so lanes never share time).
-Decode steps are slices on their host, unexpected page writes and SGLang's events are
+Decode steps and ingested OpenTelemetry spans are slices on their host, unexpected page writes and SGLang's events are
 instants, each room's transfer is a flow from prefill's send to decode's receive, decode
 load is counters. Times are put on the reference host's clock by the midpoints of `skew`'s
 bounds; raw times stay in the arguments.
@@ -179,6 +179,7 @@ def build(s: Scope, reference: str | None = None, max_events: int = MAX_EVENTS) 
     slices += budget.take("requests", _requests(con, where, params, clk))
     slices += budget.take("transfers", _transfers(con, where, params, on_ref))
     slices += budget.take("sglang events", _events(con, where, params, on_ref))
+    slices += budget.take("spans", _spans(con, where, params, on_ref))
     counters = budget.take("counters", _counters(con, where, params, on_ref))
     slices += budget.took("decode steps", *_steps(con, where, params, on_ref, budget.left))
     writes, n = _page_writes(con, where, params, on_ref, False, budget.left)
@@ -340,6 +341,37 @@ def _events(con, where: str, params: list, on_ref) -> list[Slice]:
                 args | {"raw_ts_us": r["ts_us"]},
             )
         )
+    return out
+
+
+def _spans(con, where: str, params: list, on_ref) -> list[Slice]:
+    """The ingested OpenTelemetry spans on their hosts, packed into lanes per host (spans
+    of different traces overlap freely; a lane's slices never do)."""
+    rows = _rows(
+        con,
+        f"""SELECT host, start_us, end_us, name, trace_id, span_id, parent_span_id, service,
+                   status, status_message, rid, room, x_request_id, run FROM spans
+            WHERE {where} AND host IS NOT NULL AND start_us IS NOT NULL
+            ORDER BY host, start_us, span_id""",
+        params,
+    )
+    out: list[Slice] = []
+    by_host: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_host[r["host"]].append(r)
+    for host, spans in by_host.items():
+        ends = [max(r["end_us"] or r["start_us"], r["start_us"]) for r in spans]
+        lanes = pack_lanes([(r["start_us"], e) for r, e in zip(spans, ends, strict=True)])
+        for r, end, lane in zip(spans, ends, lanes, strict=True):
+            args = {k: r[k] for k in ("run", "trace_id", "span_id", "parent_span_id", "service",
+                                      "status", "status_message", "rid", "x_request_id")
+                    if r[k] is not None}  # fmt: skip
+            if r["room"] is not None:
+                args["room"] = str(r["room"])
+            cat = "span,error" if r["status"] == "ERROR" else "span"
+            out.append(Slice(host, f"spans {lane}", r["name"] or "span", cat,
+                             on_ref(host, r["start_us"]), end - r["start_us"],
+                             args | {"raw_ts_us": r["start_us"]}))  # fmt: skip
     return out
 
 

@@ -205,7 +205,7 @@ class _Members(io.RawIOBase):
         self.pos = 0
         self.cut: str | None = None
 
-    def _new(self):  # noqa: ANN202 - three libraries' decompressor objects
+    def _new(self):
         if self.kind == "gz":
             return zlib.decompressobj(31)
         if self.kind == "xz":

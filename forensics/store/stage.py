@@ -141,8 +141,13 @@ def _stage(
     found_json = inp.found and opts.fmt is None and chosen in ("json", "json-seq", "json-log")
     if found_json and (why := no_journal_json(opened.head)) is not None:
         return _skipped(inp, opened, why)
-    ctx = ReadContext(name=inp.name, year=opts.year, host=opts.host, mtime=opened.mtime,
-                      aliases=dict(opts.host_alias))
+    ctx = ReadContext(
+        name=inp.name,
+        year=opts.year,
+        host=opts.host,
+        mtime=opened.mtime,
+        aliases=dict(opts.host_alias),
+    )
     if opened.nul_head:  # said with its offset, as a line no reader could take
         ctx.reject(1, f"{opened.nul_head:,} NUL bytes at offset 0, before line 1 (a file "
                    "truncated while written: logrotate's copytruncate?)", "")  # fmt: skip

@@ -53,8 +53,9 @@ def summarize(con: duckdb.DuckDBPyConnection, source_ids: list[int] | None = Non
     n = sum(r[2] for r in per)
     firsts = [r[3] for r in per if r[3] is not None]
     lasts = [r[4] for r in per if r[4] is not None]
-    return Summary(per, q, n, nq, min(firsts, default=None), max(lasts, default=None),
-                   _trace_hosts(con, where))
+    return Summary(
+        per, q, n, nq, min(firsts, default=None), max(lasts, default=None), _trace_hosts(con, where)
+    )
 
 
 def _trace_hosts(con: duckdb.DuckDBPyConnection, where: str) -> list[str]:

@@ -1,0 +1,232 @@
+"""OpenTelemetry traces (issue 54): OTLP JSON and protobuf files `ingest` sniffs by
+content, into the declared `spans` table, a span an entry under its resource's host; in
+`follow`, the Perfetto trace and beside the journals in one ingest."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from forensics.parsers import otlp
+from forensics.parsers.formats import read_stream, sniff_input
+from forensics.parsers.journald.context import ReadContext
+
+import forensics
+from forensics.artifacts.trace import trace
+from forensics.synthetic.planted import generate_planted, write_planted
+from tests.helpers import cli
+from tests.test_trace import Parsed, _read
+
+DATA = Path(__file__).parent / "data" / "otlp"
+FLIGHT = Path(__file__).parent / "data" / "flight-recorder"
+RID = "3feed15121284a7691868f0465ce5392"
+
+
+def _q(db: Path, sql: str) -> list[tuple]:
+    return forensics.query_rows(sql, db)[1]
+
+
+def test_a_collector_file_is_read_span_by_span_and_its_bad_lines_quarantined(
+    tmp_path: Path,
+) -> None:
+    """SGLang's spans as its tracing code attributes them, Dynamo's frontend span: each a
+    row under its resource's host, rid/room/x_request_id taken from the attributes (the
+    room from SGLang's hex), the failed transfer slice's status kept; a line that is not
+    JSON and a span without a traceId quarantined with their line numbers, the rest kept."""
+    db = tmp_path / "t.duckdb"
+    forensics.ingest([str(DATA / "sglang-pd.jsonl")], db)
+    assert _q(db, "SELECT format, entries, quarantined FROM sources") == [("otlp-json", 24, 2)]
+    roots = _q(db, "SELECT host, rid, room, service FROM spans WHERE name LIKE '% Req %' "
+                   "ORDER BY ts_us, host")  # fmt: skip
+    assert roots[:2] == [("decode-0", RID, 7843302876549880350, "sglang-decode"),
+                         ("prefill-0", RID, 7843302876549880350, "sglang-prefill")]  # fmt: skip
+    assert _q(db, "SELECT host, x_request_id FROM spans WHERE service = 'dynamo-frontend' "
+                  "ORDER BY ts_us")[0] == ("frontend-7d9f", RID)  # fmt: skip
+    bad = _q(db, "SELECT name, status, status_message, (end_us - start_us) // 1000 FROM spans "
+                 "WHERE status = 'ERROR'")  # fmt: skip
+    assert bad == [("prefill_transfer_kv_cache", "ERROR",
+                    "KVTransferError: Failed to send kv chunk", 290)]  # fmt: skip
+    attrs = _q(db, "SELECT attributes['thread_label'], attributes['pid'] FROM spans "
+                   "WHERE name LIKE 'Scheduler%' LIMIT 1")  # fmt: skip
+    assert attrs == [("Scheduler", "4242")]
+    q = _q(db, "SELECT line, reason FROM quarantine ORDER BY line")
+    assert [line for line, _ in q] == [7, 8]
+    assert (
+        q[0][1].startswith("otlp-json: not JSON")
+        and q[1][1] == "otlp: span 1 of line 8: no traceId"
+    )
+
+
+def test_every_form_of_the_specs_example_reads_alike(tmp_path: Path) -> None:
+    """opentelemetry-proto's examples: its JSON (pretty-printed, numbers for times,
+    upper-case hex), the same request encoded by its classes bare and length-prefixed
+    (the file exporter's proto format), and the JSON in snake_case with base64 ids and an
+    array value: one span, the same ids, times and attribute."""
+    framed = (DATA / "trace.pb").read_bytes()
+    snake = orjson.loads((DATA / "trace.json").read_bytes())
+    span = snake["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["traceId"], span["spanId"] = "W47/95gDgQPSabYzgT/GDA==", "7uGbfsPBsXQ="
+    span["attributes"].append({"key": "tags", "value": {"arrayValue": {"values": [
+        {"stringValue": "a"}, {"intValue": 2}]}}})  # fmt: skip
+    snake = {"resource_spans": [{"resource": snake["resourceSpans"][0]["resource"],
+                                 "scope_spans": [{"scope": {"name": "my.library"},
+                                                  "spans": [span]}]}]}  # fmt: skip
+    (tmp_path / "snake.jsonl").write_bytes(orjson.dumps(snake) + b"\n")
+    got = {}
+    for name, path in [("json", DATA / "trace.json"), ("bare", DATA / "trace-bare.pb"),
+                       ("framed", DATA / "trace.pb"), ("snake", tmp_path / "snake.jsonl")]:  # fmt: skip
+        db = tmp_path / f"{name}.duckdb"
+        forensics.ingest([str(path)], db)
+        got[name] = _q(db, "SELECT trace_id, span_id, parent_span_id, name, kind, start_us, "
+                           "end_us, service, attributes['my.span.attr'] FROM spans")  # fmt: skip
+        if name == "snake":
+            assert _q(db, "SELECT attributes['tags'] FROM spans") == [('["a","2"]',)]
+    one = ("5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "eee19b7ec3c1b173",
+           "I'm a server span", "SERVER", 1544712660000000, 1544712661000000, "my.service",
+           "some value")  # fmt: skip
+    assert got["json"] == got["bare"] == [one] and got["framed"] == [one, one]
+    assert got["snake"] == [one]
+    assert int.from_bytes(framed[:4], "big") == len(framed) // 2 - 4
+
+
+def test_a_protobuf_trace_without_the_extra_is_one_quarantined_line(monkeypatch) -> None:
+    """Without opentelemetry-proto the file is not read: one line names the extra."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_otel(name, *args, **kw):
+        if name.startswith("opentelemetry"):
+            raise ImportError(name)
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_otel)
+    data = (DATA / "trace.pb").read_bytes()
+    assert sniff_input(data) == "otlp-proto"
+    ctx = ReadContext(name="trace.pb")
+    import io
+
+    tables = list(read_stream(io.BytesIO(data), "otlp-proto", ctx))
+    assert sum(t.num_rows for t in tables) == 0
+    (q,) = ctx.quarantine
+    assert q.line == 1 and "pd-forensics[otel]" in q.reason
+
+
+def test_sniffing_tells_otlp_from_other_json_and_binary() -> None:
+    assert otlp.sniff(b'{"resourceSpans":[]}\n') == "otlp-json"
+    assert otlp.sniff(b'{\n  "resourceSpans": [\n') == "otlp-json"
+    assert otlp.sniff(b'{"schema":"dynamo.request.trace.v1"}') is None
+    assert otlp.sniff((DATA / "trace-bare.pb").read_bytes()) == "otlp-proto"
+    assert otlp.sniff(b"\x00\x00\x00\x10garbage that is no request") is None
+
+
+def test_host_alias_maps_a_trace_host_and_the_rest_are_listed(tmp_path: Path) -> None:
+    """A span's host is its resource's host.name: where that is not the journal's name,
+    --host-alias maps it (said in the source's notes); the trace hosts no journal names
+    are listed after the ingest."""
+    db = tmp_path / "t.duckdb"
+    journal = tmp_path / "decode-node-0.log"
+    journal.write_text("[2026-05-28 20:26:40] Decode batch, #running-req: 1\n")
+    proc = cli("ingest", str(DATA / "sglang-pd.jsonl"), str(journal), "--db", str(db),
+               "--host-alias", "decode-0=decode-node-0", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    src = next(s for s in doc["sources"] if s["format"] == "otlp-json")
+    assert "trace host 'decode-0' read as 'decode-node-0' (--host-alias)" in src["notes"]
+    assert doc["summary"]["unmatched_trace_hosts"] == ["frontend-7d9f", "prefill-0"]
+    assert _q(db, "SELECT count(*) FROM spans WHERE host = 'decode-node-0'") == [(12,)]
+    bad = cli("ingest", str(DATA / "trace.json"), "--db", str(db), "--host-alias", "x")
+    assert bad.returncode == 2 and "--host-alias takes TRACE=JOURNAL" in bad.stderr.decode()
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    """A planted incident's journals, an OTLP file of one request's spans (on the
+    incident's own hosts), Dynamo's request trace and two ranks' Flight Recorder dumps:
+    one ingest of one folder."""
+    d = tmp_path_factory.mktemp("incident")
+    inc = generate_planted(None, seed=2, requests=60)
+    files = write_planted(inc, d / "logs")
+    r = next(r for r in inc.results if r["status"] == "ok")
+    rid, start_ns = r["rid"], int(r["start"] * 1e9)
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+
+    def span(sid: str, parent: str, name: str, a_ms: int, b_ms: int, attrs: dict) -> dict:
+        return {"traceId": trace_id, "spanId": sid, "parentSpanId": parent, "name": name,
+                "kind": 1, "startTimeUnixNano": str(start_ns + a_ms * 1_000_000),
+                "endTimeUnixNano": str(start_ns + b_ms * 1_000_000),
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}  # fmt: skip
+
+    def req(host: str, spans: list) -> bytes:
+        return orjson.dumps({"resourceSpans": [{"resource": {"attributes": [
+            {"key": "host.name", "value": {"stringValue": host}}]},
+            "scopeSpans": [{"scope": {"name": "sglang"}, "spans": spans}]}]})  # fmt: skip
+
+    lines = [req("frontend-0", [span("00000000000000a1", "", "http-request", 0, 500,
+                                     {"x_request_id": rid})]),  # fmt: skip
+             req("decode-0", [span("00000000000000b1", "00000000000000a1",
+                                   f"decode Req {rid[:8]}", 5, 490, {"rid": rid}),
+                              span("00000000000000b2", "00000000000000b1", "decode_loop",
+                                   100, 480, {})])]  # fmt: skip
+    (d / "traces.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    record = {"schema": "dynamo.request.trace.v1", "event_type": "request_end",
+              "event_time_unix_ms": int(r["end"] * 1000),
+              "request": {"request_id": "dyn-1", "x_request_id": rid, "ttft_ms": 80.0}}  # fmt: skip
+    (d / "dynamo-request-trace.000001.jsonl").write_bytes(orjson.dumps(record) + b"\n")
+    shutil.copytree(FLIGHT, d / "fr", ignore=shutil.ignore_patterns("*.py", "*.md", "*.json"))
+    db = d / "i.duckdb"
+    proc = cli("ingest", str(d / "logs"), str(d / "traces.jsonl"),
+               str(d / "dynamo-request-trace.000001.jsonl"), str(d / "fr"),
+               "--db", str(db), "--host", "frontend-0", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert len(files) >= 2
+    return db, rid, d
+
+
+def test_one_ingest_takes_journals_traces_and_dumps(incident) -> None:
+    db, _, _ = incident
+    formats = {f for (f,) in _q(db, "SELECT DISTINCT format FROM sources")}
+    assert {"otlp-json", "dynamo-request-trace", "flight-recorder"} <= formats
+    assert _q(db, "SELECT count(*) FROM spans") == [(3,)]
+    assert _q(db, "SELECT count(DISTINCT rank) FROM collectives") == [(2,)]
+
+
+def test_follow_shows_one_request_across_journals_spans_and_its_trace_row(incident) -> None:
+    """`follow RID`: the request's journal lines, Dynamo's trace row and every span of its
+    trace — the child slice that names no rid too — in one time order."""
+    db, rid, _ = incident
+    got = json.loads(cli("follow", rid, "--db", str(db), "--json").stdout)
+    msgs = [ln["message"] for ln in got["lines"]]
+    spans = [ln for ln in got["lines"] if ln["message"].startswith('{"otlp_span":')]
+    assert {json.loads(ln["message"])["otlp_span"] for ln in spans} == {
+        "http-request", f"decode Req {rid[:8]}", "decode_loop"}  # fmt: skip
+    assert any("dynamo.request.trace.v1" in m for m in msgs)
+    journal = [ln for ln in got["lines"] if ln["host"] in ("prefill-0", "decode-0")
+               and not ln["message"].startswith("{")]  # fmt: skip
+    assert journal, "the request's own lines"
+    times = [ln["ts_us"] for ln in got["lines"] if ln["ts_us"] is not None]
+    assert times == sorted(times)
+
+
+def test_the_report_names_the_rank_that_stopped_first(incident) -> None:
+    db, _, _ = incident
+    rep = json.loads(cli("report", "--db", str(db), "--json").stdout)
+    (stopped,) = rep["flight_recorder"]["stopped"]
+    assert (stopped["rank"], stopped["seq"]) == (1, 3), stopped
+
+
+def test_the_perfetto_trace_shows_the_spans_on_their_hosts(incident, tmp_path: Path) -> None:
+    """Parsed back: each span a slice on its host's track, its length its duration."""
+    db, rid, _ = incident
+    out = tmp_path / "t.pftrace"
+    trace(db, out)
+    p = Parsed(_read(out))
+    assert p.nest_errors == []
+    got = {(p.host_of(t), p.args(b).get("span_id"), (end - start) // 1000)
+           for t, start, end, b in p.slices if p.name_of(t).startswith("spans ")}  # fmt: skip
+    assert got == {("frontend-0", "00000000000000a1", 500_000),
+                   ("decode-0", "00000000000000b1", 485_000),
+                   ("decode-0", "00000000000000b2", 380_000)}  # fmt: skip
