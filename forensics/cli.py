@@ -261,6 +261,10 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
     for h, u, n, a, b in summ.per_stream:
         t.add_row(h or "-", u or "-", f"{n:,}", iso_us(a), iso_us(b))
     out.print(t)
+    _print_totals(summ)
+
+
+def _print_totals(summ) -> None:
     out.print(f"time span: {span(summ.first_ts_us, summ.last_ts_us)}")
     if summ.trace_hosts:
         out.print(f"trace hosts no journal names: {', '.join(summ.trace_hosts)} "

@@ -138,8 +138,8 @@ def _text(v: dict) -> dict:
         return {"stringValue": orjson.dumps([_plain(x) for x in vals]).decode()}
     if "kvlistValue" in v:
         kvs = (v["kvlistValue"] or {}).get("values") or []
-        return {"stringValue": orjson.dumps({k.get("key"): _plain(k.get("value"))
-                                             for k in kvs if isinstance(k, dict)}).decode()}  # fmt: skip
+        pairs = {k.get("key"): _plain(k.get("value")) for k in kvs if isinstance(k, dict)}
+        return {"stringValue": orjson.dumps(pairs).decode()}
     if "bytesValue" in v:
         return {"stringValue": _hex_id(v["bytesValue"])}
     out = {}
@@ -317,6 +317,26 @@ def spans(table: pa.Table, lines: list[int], host: str | None) -> pl.DataFrame:
     """One row a span of `table` (a row a line, `lines` their numbers): line, index (from
     1 within its line), host, ts_us and the text the `otlp_span` pattern reads; `bad` says
     why a span is not one (no traceId, spanId or start), else null."""
+    flat = _flat(table, lines, host)
+    if flat.is_empty():
+        return pl.DataFrame(schema=dict.fromkeys(("line", "index", "ts_us"), pl.Int64)
+                            | dict.fromkeys(("host", "text", "bad"), pl.String))  # fmt: skip
+    out = _records(flat)
+    bad = (
+        pl.when(pl.col("trace_id").is_null()).then(pl.lit("no traceId"))
+        .when(pl.col("span_id").is_null()).then(pl.lit("no spanId"))
+        .when(pl.col("start_us").is_null()).then(pl.lit("no readable startTimeUnixNano"))
+    )  # fmt: skip
+    record = [c for c in out.columns if c not in ("line", "index", "host", "ts_us")]
+    return out.select(
+        "line", "index", "host", "ts_us",
+        text=pl.struct(record).struct.json_encode(), bad=bad,
+    )  # fmt: skip
+
+
+def _flat(table: pa.Table, lines: list[int], host: str | None) -> pl.DataFrame:
+    """A row a span: its line, its resource's host and service, its scope's name and the
+    span's own fields."""
     df = pl.from_arrow(table)
     assert isinstance(df, pl.DataFrame)
     df = df.with_columns(line=pl.Series(lines, dtype=pl.Int64))
@@ -330,15 +350,16 @@ def spans(table: pa.Table, lines: list[int], host: str | None) -> pl.DataFrame:
     )  # fmt: skip
     if host is not None:
         res = res.with_columns(host=pl.coalesce("host", pl.lit(host)))
-    scoped = (
+    return (
         res.explode("scopeSpans").unnest("scopeSpans")
         .filter(pl.col("spans").is_not_null())
         .with_columns(scope=pl.col("scope").struct.field("name"))
         .explode("spans").filter(pl.col("spans").is_not_null()).unnest("spans")
     )  # fmt: skip
-    if scoped.is_empty():
-        return pl.DataFrame(schema={"line": pl.Int64, "index": pl.Int64, "host": pl.String,
-                                    "ts_us": pl.Int64, "text": pl.String, "bad": pl.String})  # fmt: skip
+
+
+def _records(flat: pl.DataFrame) -> pl.DataFrame:
+    """The spans as the `spans` table's fields (what the rendered line holds)."""
     start = pl.col("startTimeUnixNano").cast(pl.Int64, strict=False)
     end = pl.col("endTimeUnixNano").cast(pl.Int64, strict=False)
     room = _attr("attrs", ROOM_KEYS)
@@ -348,7 +369,7 @@ def spans(table: pa.Table, lines: list[int], host: str | None) -> pl.DataFrame:
         .otherwise(room.str.to_integer(base=10, strict=False))
     )
     xrid = _attr("attrs", X_REQUEST_ID_KEYS)
-    out = scoped.with_columns(attrs=_texts(pl.col("attributes"))).select(
+    return flat.with_columns(attrs=_texts(pl.col("attributes"))).select(
         "line", index=pl.int_range(1, pl.len() + 1).over("line"), host="host",
         ts_us=start // 1000,
         otlp_span=pl.col("name"), trace_id=pl.col("traceId"), span_id=pl.col("spanId"),
@@ -365,14 +386,4 @@ def spans(table: pa.Table, lines: list[int], host: str | None) -> pl.DataFrame:
         # a header captured as an attribute is a list of its values: the first
         x_request_id=xrid.str.strip_prefix('["').str.replace(r'".*$', ""),
         attributes="attrs",
-    )  # fmt: skip
-    bad = (
-        pl.when(pl.col("trace_id").is_null()).then(pl.lit("no traceId"))
-        .when(pl.col("span_id").is_null()).then(pl.lit("no spanId"))
-        .when(pl.col("start_us").is_null()).then(pl.lit("no readable startTimeUnixNano"))
-    )  # fmt: skip
-    record = [c for c in out.columns if c not in ("line", "index", "host", "ts_us")]
-    return out.select(
-        "line", "index", "host", "ts_us",
-        text=pl.struct(record).struct.json_encode(), bad=bad,
     )  # fmt: skip

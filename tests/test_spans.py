@@ -165,12 +165,26 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]
             {"key": "host.name", "value": {"stringValue": host}}]},
             "scopeSpans": [{"scope": {"name": "sglang"}, "spans": spans}]}]})  # fmt: skip
 
-    lines = [req("frontend-0", [span("00000000000000a1", "", "http-request", 0, 500,
-                                     {"x_request_id": rid})]),  # fmt: skip
-             req("decode-0", [span("00000000000000b1", "00000000000000a1",
-                                   f"decode Req {rid[:8]}", 5, 490, {"rid": rid}),
-                              span("00000000000000b2", "00000000000000b1", "decode_loop",
-                                   100, 480, {})])]  # fmt: skip
+    lines = [
+        req(
+            "frontend-0",
+            [span("00000000000000a1", "", "http-request", 0, 500, {"x_request_id": rid})],
+        ),
+        req(
+            "decode-0",
+            [
+                span(
+                    "00000000000000b1",
+                    "00000000000000a1",
+                    f"decode Req {rid[:8]}",
+                    5,
+                    490,
+                    {"rid": rid},
+                ),
+                span("00000000000000b2", "00000000000000b1", "decode_loop", 100, 480, {}),
+            ],
+        ),
+    ]
     (d / "traces.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     record = {"schema": "dynamo.request.trace.v1", "event_type": "request_end",
               "event_time_unix_ms": int(r["end"] * 1000),
@@ -220,7 +234,7 @@ def test_the_report_names_the_rank_that_stopped_first(incident) -> None:
 
 def test_the_perfetto_trace_shows_the_spans_on_their_hosts(incident, tmp_path: Path) -> None:
     """Parsed back: each span a slice on its host's track, its length its duration."""
-    db, rid, _ = incident
+    db, _, _ = incident
     out = tmp_path / "t.pftrace"
     trace(db, out)
     p = Parsed(_read(out))

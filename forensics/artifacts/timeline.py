@@ -2,10 +2,10 @@
 
 One process per host. Requests become slices packed into the fewest lanes that keep them
 apart (a track's slices must nest; requests overlap freely, so lanes never share time).
-Decode steps and ingested OpenTelemetry spans are slices on their host, unexpected page writes and SGLang's events are
-instants, each room's transfer is a flow from prefill's send to decode's receive, decode
-load is counters. Times are put on the reference host's clock by the midpoints of `skew`'s
-bounds; raw times stay in the arguments.
+Decode steps and ingested OpenTelemetry spans are slices on their host, unexpected page
+writes and SGLang's events are instants, each room's transfer is a flow from prefill's
+send to decode's receive, decode load is counters. Times are put on the reference host's
+clock by the midpoints of `skew`'s bounds; raw times stay in the arguments.
 """
 
 from __future__ import annotations

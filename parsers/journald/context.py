@@ -21,9 +21,8 @@ class ReadContext:
     name: str
     year: int | None = None  # --year: for renderings without one (short, short-precise)
     host: str | None = None  # --host: for renderings without one (cat)
-    aliases: dict[str, str] = field(
-        default_factory=dict
-    )  # --host-alias: a trace's host → a journal's
+    # --host-alias: a trace's host → the journal's name for it
+    aliases: dict[str, str] = field(default_factory=dict)
     mtime: float | None = None  # file time, a fallback for the year
     notes: list[str] = field(default_factory=list)
     quarantine: list[Quarantined] = field(default_factory=list)
