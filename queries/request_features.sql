@@ -2,7 +2,8 @@
 -- weighs against its outcome: the harness's own fields (round, step, concurrency,
 -- tokens), stock SGLang's evidence from `request_evidence` and the probe evidence from
 -- `requests`; what Dynamo's request trace measured of it (`request_traces`' request_end
--- row whose x_request_id is its rid: the reproducer sends its rid as X-Request-Id).
+-- row whose x_request_id is its rid: the reproducer sends its rid as X-Request-Id); whether
+-- a span of a trace that names it (rid or x_request_id) ended in ERROR.
 --
 -- A factor SGLang did not log is NULL, not zero: token counts come from ReqTimeStats,
 -- else SGLang's meta_info, else the reply's usage; events on the decode host are NULL
@@ -63,6 +64,7 @@
 -- @column trace_prefill_wait_ms   DOUBLE   the router's wait for a prefill worker, ms (its trace)
 -- @column trace_kv_transfer_ms    DOUBLE   the router's estimate of its KV transfer, ms (its trace)
 -- @column trace_kv_hit_rate       DOUBLE   share of its prompt's KV blocks found cached (its trace)
+-- @column span_error              BOOLEAN  a span of its OpenTelemetry trace has status ERROR (NULL: no span names it)
 -- @column verdict                 VARCHAR  its room's worst checksum verdict (probes; NULL without)
 -- @column steps                   BIGINT   decode steps a canary recorded it in (probes)
 -- @column unexpected_steps        BIGINT   of those, steps with unexpected page writes
@@ -89,6 +91,13 @@ WITH harness AS (
     FROM request_traces
     WHERE event_type = 'request_end' AND x_request_id IS NOT NULL
     GROUP BY ALL
+), spanned AS (
+    -- SGLang names the rid on its root span only: the whole trace counts
+    SELECT k.run, k.key, bool_or(p.status = 'ERROR') AS span_error
+    FROM (SELECT run, trace_id, rid AS key FROM spans WHERE rid IS NOT NULL
+          UNION SELECT run, trace_id, x_request_id FROM spans WHERE x_request_id IS NOT NULL) k
+    JOIN spans p USING (run, trace_id)
+    GROUP BY ALL
 )
 SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.round,
        h.step, h.session_rounds, h.attempt, e.concurrency, h.seconds_into_run,
@@ -112,10 +121,11 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
        CASE WHEN e.decode_host IS NOT NULL THEN e.errors END AS errors,
        CASE WHEN e.decode_host IS NOT NULL THEN e.transfer_layer END AS transfer_layer,
        tr.ttft_ms AS trace_ttft_ms, tr.wait_ms AS trace_prefill_wait_ms,
-       tr.kv_ms AS trace_kv_transfer_ms, tr.kv_hit_rate AS trace_kv_hit_rate,
+       tr.kv_ms AS trace_kv_transfer_ms, tr.kv_hit_rate AS trace_kv_hit_rate, sp.span_error,
        r.verdict, r.steps, r.unexpected_steps
 FROM request_evidence e
 JOIN requests r USING (source_id, line)
 JOIN harness h USING (source_id, line)
 LEFT JOIN fail_open fo USING (source_id, line)
 LEFT JOIN traced tr ON tr.run = e.evidence_run AND tr.x_request_id = e.rid
+LEFT JOIN spanned sp ON sp.run = e.evidence_run AND sp.key = e.rid

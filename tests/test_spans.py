@@ -244,3 +244,33 @@ def test_the_perfetto_trace_shows_the_spans_on_their_hosts(incident, tmp_path: P
     assert got == {("frontend-0", "00000000000000a1", 500_000),
                    ("decode-0", "00000000000000b1", 485_000),
                    ("decode-0", "00000000000000b2", 380_000)}  # fmt: skip
+
+
+def test_a_span_error_only_the_trace_carries_is_the_suspect(tmp_path: Path) -> None:
+    """Most corrupted requests' traces hold a span that ended in ERROR (a few others' do
+    too) and no log line says so: `suspects` ranks span_error first."""
+    import random
+
+    from forensics.analyses.suspects import suspects
+
+    inc = generate_planted(None, seed=4, requests=600)
+    rng = random.Random(9)
+    spans = []
+    for i, r in enumerate(inc.results):
+        failed = rng.random() < (0.8 if r["corrupted"] else 0.05)
+        t = int(r["start"] * 1e9)
+        spans.append({"traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}", "name": "Req",
+                      "startTimeUnixNano": str(t), "endTimeUnixNano": str(t + 10**8),
+                      "attributes": [{"key": "rid", "value": {"stringValue": r["rid"]}}],
+                      "status": {"code": 2} if failed else {}})  # fmt: skip
+    files = write_planted(inc, tmp_path / "i")
+    otel = tmp_path / "i" / "otel.jsonl"
+    otel.write_bytes(orjson.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "host.name", "value": {"stringValue": "decode-0"}}]},
+        "scopeSpans": [{"spans": spans}]}]}) + b"\n")  # fmt: skip
+    db = tmp_path / "i.duckdb"
+    forensics.ingest([str(f) for f in files] + [str(otel)], db, run="incident")
+    res = suspects(db)
+    top = res.suspects[0] if res.suspects else None
+    assert top is not None and top.feature == "span_error", res.sentences()
+    assert top.verdict == "suspect"
