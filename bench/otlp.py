@@ -43,7 +43,8 @@ def _span(rng: random.Random, t_ns: int) -> dict:
             "startTimeUnixNano": str(t_ns), "endTimeUnixNano": str(t_ns + 5_000_000),
             "attributes": [{"key": "rid", "value": {"stringValue": rid}},
                            {"key": "module", "value": {"stringValue": "sglang::scheduler"}},
-                           {"key": "bootstrap_room", "value": {"stringValue": hex(rng.getrandbits(63))}},
+                           {"key": "bootstrap_room",
+                            "value": {"stringValue": hex(rng.getrandbits(63))}},
                            {"key": "tp_rank", "value": {"intValue": "0"}},
                            {"key": "host_id", "value": {"stringValue": "a1b2c3d4e5f60718"}},
                            {"key": "pid", "value": {"intValue": "4242"}}],
@@ -136,8 +137,9 @@ def main() -> None:
         t0 = time.perf_counter()
         s, gb = ingest(path)
         mb = path.stat().st_size / 2**20
+        wall = time.perf_counter() - t0
         rows[name] = {"MB": round(mb, 1), "s": round(s, 2), "MB/s": round(mb / s, 1),
-                      "peak_GB": round(gb, 2), "wall_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+                      "peak_GB": round(gb, 2), "wall_s": round(wall, 1)}  # fmt: skip
     base = rows["journal (short-iso-precise)"]["MB/s"]
     for r in rows.values():
         r["x_journal"] = round(r["MB/s"] / base, 2)
