@@ -130,7 +130,7 @@ def main() -> None:
         "dynamo-request-trace": dynamo_file(OUT / f"dynamo-{a.mb}.jsonl", size),
         "otlp-json, one line": otlp_file(
             OUT / f"otlp-line-{a.line_mb}.jsonl", a.line_mb << 20, 170_000 * a.line_mb // 100
-        ),  # fmt: skip
+        ),
     }
     rows = {}
     for name, path in inputs.items():
