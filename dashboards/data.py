@@ -150,6 +150,29 @@ def pairs(f: Fetch) -> Pairs:
     return pair_table(f.scope)
 
 
+SPAN_NAMES = 12  # the span names drawn (the most frequent in judged requests' traces)
+
+
+def spans(f: Fetch) -> pl.DataFrame:
+    """Each span of a judged request's trace (the trace names its rid or X-Request-Id):
+    its name, duration in ms, and whether the request came back corrupted; the most
+    frequent SPAN_NAMES names."""
+    where, params = f.scope.where("r.run")
+    return _df(f.con, f"""
+        WITH keyed AS (SELECT run, trace_id, rid AS key FROM spans WHERE rid IS NOT NULL
+                       UNION SELECT run, trace_id, x_request_id FROM spans
+                       WHERE x_request_id IS NOT NULL),
+             judged AS (SELECT k.run, k.trace_id, bool_or(r.corrupted) AS corrupted
+                        FROM keyed k JOIN results r ON r.rid = k.key
+                        WHERE {where} GROUP BY ALL),
+             timed AS (SELECT p.name, (p.end_us - p.start_us) / 1000.0 AS ms, j.corrupted
+                       FROM spans p JOIN judged j USING (run, trace_id)
+                       WHERE p.end_us >= p.start_us AND p.name IS NOT NULL)
+        SELECT * FROM timed WHERE name IN (SELECT name FROM timed GROUP BY name
+                                           ORDER BY count(*) DESC, name LIMIT {SPAN_NAMES})
+        ORDER BY name, corrupted""", params)  # fmt: skip
+
+
 def _counts(con, where: str, params: list) -> dict[str, int]:
     """The records behind the panels, for the lines that say why one is not drawn."""
     row = con.execute(

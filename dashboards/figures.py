@@ -326,6 +326,23 @@ def pairs(fig: go.Figure, got: Pairs, row: int) -> None:
     fig.update_yaxes(title_text="prefill host", row=row, col=1)
 
 
+def spans(fig: go.Figure, df: pl.DataFrame, row: int) -> None:
+    """Span durations by span name, the corrupted requests' traces beside the good ones'."""
+    for bad, color, label in ((False, "#4c78a8", "good requests"),
+                              (True, "#e45756", "corrupted requests")):  # fmt: skip
+        part = df.filter(pl.col("corrupted") == bad)
+        if part.is_empty():
+            continue
+        fig.add_trace(
+            go.Box(x=[esc(n) for n in part["name"]], y=part["ms"].to_list(), name=label,
+                   marker_color=color, boxpoints="outliers", legendgroup=label),
+            row=row, col=1,
+        )  # fmt: skip
+    fig.update_layout(boxmode="group")
+    fig.update_xaxes(title_text="span", row=row, col=1)
+    fig.update_yaxes(title_text="duration, ms", type="log", row=row, col=1)
+
+
 def _pair_hover(q: Pair) -> str:
     return (f"<b>{esc(q.prefill_host)} → {esc(q.decode_host)}</b><br>{q.corrupted}/"
             f"{q.requests} corrupted ({100 * q.rate:.1f} %, Wilson 95 % "

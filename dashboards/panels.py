@@ -110,6 +110,17 @@ def _pairs_empty(p: Panels) -> str | None:
     return "Pairs: no judged request's prefill and decode hosts are both known."
 
 
+def _spans_empty(p: Panels) -> str | None:
+    df = p.data["spans"]
+    if df.is_empty():
+        return ("Spans: no OpenTelemetry span in a judged request's trace (ingest the "
+                "collector's file exporter output; the trace must name the rid).")  # fmt: skip
+    if df["corrupted"].n_unique() < 2:
+        return ("Spans: the judged requests' traces are all good or all corrupted: nothing "
+                "to set apart.")  # fmt: skip
+    return None
+
+
 PANELS: tuple[Panel, ...] = (
     Panel("writes", "Unexpected page writes (per canary layer)", 320, data.writes,
           figures.writes, _writes_empty),
@@ -123,6 +134,8 @@ PANELS: tuple[Panel, ...] = (
           290, data.events, figures.verdicts, _verdicts_empty, secondary_y=True),
     Panel("pairs", "Prefill × decode pairs: corruption rate's Wilson 95 % lower bound",
           420, data.pairs, figures.pairs, _pairs_empty, timeline=False),
+    Panel("spans", "Span durations: corrupted requests' traces beside the good ones'", 380,
+          data.spans, figures.spans, _spans_empty, timeline=False),
 )  # fmt: skip
 BY_NAME = {p.name: p for p in PANELS}
 

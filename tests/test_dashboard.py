@@ -178,6 +178,8 @@ def test_empty_panels_say_so_in_one_line(tmp_path: Path) -> None:
         "Unexpected page writes: no canary records in these runs.",
         "Requests: no harness result could be placed on decode steps (no rid or room in common).",
         "Pairs: no judged request's prefill and decode hosts are both known.",
+        "Spans: no OpenTelemetry span in a judged request's trace (ingest the collector's "
+        "file exporter output; the trace must name the rid).",
     ]
     page = (tmp_path / "d.html").read_text()
     assert "Runs compared: no harness results." in page

@@ -274,3 +274,40 @@ def test_a_span_error_only_the_trace_carries_is_the_suspect(tmp_path: Path) -> N
     top = res.suspects[0] if res.suspects else None
     assert top is not None and top.feature == "span_error", res.sentences()
     assert top.verdict == "suspect"
+
+
+def test_the_dashboard_sets_corrupted_requests_span_durations_beside_the_good(
+    tmp_path: Path,
+) -> None:
+    """Each judged request's trace: its transfer slice 10× longer where the reply came back
+    corrupted. The spans panel draws a box per outcome, by span name, their medians apart."""
+    from statistics import median
+
+    from forensics.dashboards import panels
+
+    inc = generate_planted(None, seed=4, requests=200)
+    lines = []
+    for i, r in enumerate(inc.results):
+        t, ms = int(r["start"] * 1e9), (300 if r["corrupted"] else 30)
+        root = {"traceId": f"{i + 1:032x}", "spanId": f"{2 * i + 1:016x}", "name": "Req",
+                "startTimeUnixNano": str(t), "endTimeUnixNano": str(t + 10**9),
+                "attributes": [{"key": "rid", "value": {"stringValue": r["rid"]}}]}  # fmt: skip
+        kv = {"traceId": f"{i + 1:032x}", "spanId": f"{2 * i + 2:016x}",
+              "parentSpanId": f"{2 * i + 1:016x}", "name": "prefill_transfer_kv_cache",
+              "startTimeUnixNano": str(t), "endTimeUnixNano": str(t + ms * 10**6)}  # fmt: skip
+        lines.append(orjson.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [
+            {"spans": [root, kv]}]}]}))  # fmt: skip
+    files = write_planted(inc, tmp_path / "i")
+    otel = tmp_path / "i" / "otel.jsonl"
+    otel.write_bytes(b"\n".join(lines) + b"\n")
+    db = tmp_path / "i.duckdb"
+    forensics.ingest([str(f) for f in files] + [str(otel)], db, run="incident")
+    p = panels.panels(db)
+    assert p.drawn()["spans"] is None
+    boxes = {t.name: t for t in panels.figure(p, "spans").data}
+    assert set(boxes) == {"good requests", "corrupted requests"}
+    kv_ms = {name: [y for x, y in zip(b.x, b.y, strict=True) if x == "prefill_transfer_kv_cache"]
+             for name, b in boxes.items()}  # fmt: skip
+    assert median(kv_ms["good requests"]) == 30 and median(kv_ms["corrupted requests"]) == 300
+    n_bad = sum(r["corrupted"] for r in inc.results)
+    assert len(kv_ms["corrupted requests"]) == n_bad
