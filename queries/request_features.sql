@@ -3,7 +3,9 @@
 -- tokens), stock SGLang's evidence from `request_evidence` and the probe evidence from
 -- `requests`; what Dynamo's request trace measured of it (`request_traces`' request_end
 -- row whose x_request_id is its rid: the reproducer sends its rid as X-Request-Id); whether
--- a span of a trace that names it (rid or x_request_id) ended in ERROR.
+-- a span of a trace that names it (rid or x_request_id) ended in ERROR; which rank of its
+-- prefill or decode host the Flight Recorder dumps say stopped first (as flight.py reads
+-- them: the rank whose last collective is behind its group's).
 --
 -- A factor SGLang did not log is NULL, not zero: token counts come from ReqTimeStats,
 -- else SGLang's meta_info, else the reply's usage; events on the decode host are NULL
@@ -65,6 +67,7 @@
 -- @column trace_kv_transfer_ms    DOUBLE   the router's estimate of its KV transfer, ms (its trace)
 -- @column trace_kv_hit_rate       DOUBLE   share of its prompt's KV blocks found cached (its trace)
 -- @column span_error              BOOLEAN  a span of its OpenTelemetry trace has status ERROR (NULL: no span names it)
+-- @column stopped_rank            VARCHAR  the rank of its decode (else prefill) host that stopped first, at which collective ('(none)': none there; NULL: no dumps)
 -- @column verdict                 VARCHAR  its room's worst checksum verdict (probes; NULL without)
 -- @column steps                   BIGINT   decode steps a canary recorded it in (probes)
 -- @column unexpected_steps        BIGINT   of those, steps with unexpected page writes
@@ -98,6 +101,22 @@ WITH harness AS (
           UNION SELECT run, trace_id, x_request_id FROM spans WHERE x_request_id IS NOT NULL) k
     JOIN spans p USING (run, trace_id)
     GROUP BY ALL
+), last_collective AS (
+    SELECT run, pg, rank, any_value(host) AS host, max(seq) AS seq, arg_max(op, seq) AS op
+    FROM collectives
+    WHERE pattern = 'flight_recorder_entry' AND rank IS NOT NULL AND seq IS NOT NULL
+    GROUP BY run, pg, rank
+), behind AS (
+    SELECT *, min(seq) OVER g AS low, max(seq) OVER g AS top, count(*) OVER g AS ranks
+    FROM last_collective WINDOW g AS (PARTITION BY run, pg)
+), stopped AS (
+    SELECT run, host,
+           string_agg(host || ' rank ' || rank || ' at seq ' || seq || ' (' || coalesce(op, '?')
+                      || ')', '; ' ORDER BY pg, rank) AS what
+    FROM behind WHERE ranks > 1 AND seq = low AND low < top
+    GROUP BY run, host
+), dumped AS (
+    SELECT DISTINCT run FROM last_collective
 )
 SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.round,
        h.step, h.session_rounds, h.attempt, e.concurrency, h.seconds_into_run,
@@ -122,6 +141,8 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
        CASE WHEN e.decode_host IS NOT NULL THEN e.transfer_layer END AS transfer_layer,
        tr.ttft_ms AS trace_ttft_ms, tr.wait_ms AS trace_prefill_wait_ms,
        tr.kv_ms AS trace_kv_transfer_ms, tr.kv_hit_rate AS trace_kv_hit_rate, sp.span_error,
+       CASE WHEN du.run IS NOT NULL THEN coalesce(sd.what, spre.what, '(none)') END
+           AS stopped_rank,
        r.verdict, r.steps, r.unexpected_steps
 FROM request_evidence e
 JOIN requests r USING (source_id, line)
@@ -129,3 +150,6 @@ JOIN harness h USING (source_id, line)
 LEFT JOIN fail_open fo USING (source_id, line)
 LEFT JOIN traced tr ON tr.run = e.evidence_run AND tr.x_request_id = e.rid
 LEFT JOIN spanned sp ON sp.run = e.evidence_run AND sp.key = e.rid
+LEFT JOIN dumped du ON du.run = e.evidence_run
+LEFT JOIN stopped sd ON sd.run = e.evidence_run AND sd.host = e.decode_host
+LEFT JOIN stopped spre ON spre.run = e.evidence_run AND spre.host = e.prefill_host

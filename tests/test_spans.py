@@ -311,3 +311,22 @@ def test_the_dashboard_sets_corrupted_requests_span_durations_beside_the_good(
     assert median(kv_ms["good requests"]) == 30 and median(kv_ms["corrupted requests"]) == 300
     n_bad = sum(r["corrupted"] for r in inc.results)
     assert len(kv_ms["corrupted requests"]) == n_bad
+
+
+def test_the_rank_that_stopped_first_is_a_factor_of_its_hosts_requests(tmp_path: Path) -> None:
+    """Two ranks' dumps taken on decode-0 (rank 1 stopped at seq 3): every request decoded
+    there carries that stop as its `stopped_rank`, the others '(none)'; suspects weighs it."""
+    from forensics.analyses.suspects import suspects
+
+    inc = generate_planted(None, seed=4, requests=200)
+    files = write_planted(inc, tmp_path / "i")
+    db = tmp_path / "i.duckdb"
+    forensics.ingest([str(f) for f in files], db, run="incident")
+    dumps = [str(FLIGHT / f"nccl_trace_rank_{r}") for r in (0, 1)]
+    forensics.ingest(dumps, db, run="incident", host="decode-0")
+    got = dict(_q(db, "SELECT decode_host = 'decode-0', list(DISTINCT stopped_rank) "
+                      "FROM request_features WHERE decode_host IS NOT NULL GROUP BY 1"))  # fmt: skip
+    (stop,) = got[True]
+    assert stop.startswith("decode-0 rank 1 at seq 3 (") and got[False] == ["(none)"]
+    r = suspects(db).ranking
+    assert "stopped_rank" in {t.feature for t in [*r.tested, *r.screened_out]}
