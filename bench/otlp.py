@@ -24,6 +24,7 @@ import orjson
 
 OUT = Path(__file__).parent / "out"
 JOURNAL = OUT / "incident-1300000-v2.log"
+SPAN_BYTES = 590  # a generated span's JSON, about
 RUN = """
 import resource, sys, time
 import forensics
@@ -59,12 +60,13 @@ def _request(rng: random.Random, n: int, t_ns: int) -> bytes:
         {"scope": {"name": "sglang"}, "spans": spans}]}]})  # fmt: skip
 
 
-def otlp_file(path: Path, size: int, per_line: int) -> Path:
+def otlp_file(path: Path, size: int, per_line: int, lines: int | None = None) -> Path:
     if path.exists():
         return path
     rng, t, n = random.Random(1), 1_780_000_000_000_000_000, 0
     with path.open("wb") as f:
-        while n < size:
+        while n < size and (lines is None or lines > 0):
+            lines = None if lines is None else lines - 1
             line = _request(rng, per_line, t) + b"\n"
             f.write(line)
             n, t = n + len(line), t + per_line * 1_000_000
@@ -129,7 +131,10 @@ def main() -> None:
         "otlp-json": otlp_file(OUT / f"otlp-{a.mb}.jsonl", size, 1000),
         "dynamo-request-trace": dynamo_file(OUT / f"dynamo-{a.mb}.jsonl", size),
         "otlp-json, one line": otlp_file(
-            OUT / f"otlp-line-{a.line_mb}.jsonl", a.line_mb << 20, 170_000 * a.line_mb // 100
+            OUT / f"otlp-line-{a.line_mb}mb.jsonl",
+            a.line_mb << 20,
+            (a.line_mb << 20) // SPAN_BYTES,
+            lines=1,
         ),
     }
     rows = {}

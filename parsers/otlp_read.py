@@ -1,8 +1,9 @@
 """Reading an OTLP trace file (parsers/otlp.py says what is read): chunks of lines through
 Arrow, a line Arrow cannot take put in the one form first, protobuf requests one by one;
-each span yielded as (line, its text, its start, its host), a span that is not one (no
-ids, no start) and a line or request that holds none quarantined with its line (a
-protobuf request: its index, its byte offset in the reason)."""
+the spans yielded as frames of (line, host, ts_us, text) — entries built a column at a
+time, not a row — a span that is not one (no ids, no start) and a line or request that
+holds none quarantined with its line (a protobuf request: its index, its byte offset in
+the reason)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,24 @@ import pyarrow as pa
 from . import otlp
 from .journald.context import ReadContext
 
-Span = tuple[int, bytes, int | None, str | None]
 
-
-def read_otlp(stream: BinaryIO, fmt: str, ctx: ReadContext, host: str | None) -> Iterator[Span]:
+def read_otlp(
+    stream: BinaryIO, fmt: str, ctx: ReadContext, host: str | None
+) -> Iterator[pl.DataFrame]:
     if fmt == "otlp-proto":
         yield from _proto(stream, ctx, host)
     else:
         yield from _json(stream, ctx, host)
 
 
-def _json(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[Span]:
+def _json(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[pl.DataFrame]:
     chunk: list[tuple[int, bytes]] = []
     size = n = 0
     for raw in stream:
         n += 1
-        line = raw.rstrip(b"\r\n")
+        line = raw[:-1] if raw.endswith(b"\n") else raw  # a slice of a whole line: a copy
+        raw = b""
+        line = line[:-1] if line.endswith(b"\r") else line
         if n == 1 and line.strip() == b"{":  # one pretty-printed document (the spec's examples)
             yield from _spans(_one(1, line + stream.read(), ctx), ctx, host)
             ctx.lines = 1
@@ -42,22 +45,30 @@ def _json(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[Span
         chunk.append((n, line))
         size += len(line)
         if size >= otlp.MAX_CHUNK:
-            yield from _spans(_chunk(chunk, ctx), ctx, host)
-            chunk, size = [], 0
+            # the lines go before their spans are rendered: one 100 MB collector line is
+            # then held once, as Arrow's table
+            tables, chunk, size, line = _chunk(chunk, ctx), [], 0, b""
+            yield from _spans(tables, ctx, host)
     if chunk:
-        yield from _spans(_chunk(chunk, ctx), ctx, host)
+        tables, chunk = _chunk(chunk, ctx), []
+        yield from _spans(tables, ctx, host)
     ctx.lines = n
 
 
 def _chunk(lines: list[tuple[int, bytes]], ctx: ReadContext) -> list[tuple[pa.Table, list[int]]]:
     """The chunk as tables of the one form: read at once where Arrow takes every line as
     it is, else a line at a time."""
-    plain = [(n, b) for n, b in lines if not otlp.needs_canonical(b)]
-    odd = [(n, b) for n, b in lines if otlp.needs_canonical(b)]
+    odd: list[tuple[int, bytes]] = []
+    plain = lines
+    if otlp.needs_canonical(b"".join(b for _, b in lines)):  # rare: a line at a time
+        plain = [(n, b) for n, b in lines if not otlp.needs_canonical(b)]
+        odd = [(n, b) for n, b in lines if otlp.needs_canonical(b)]
     out: list[tuple[pa.Table, list[int]]] = []
     if plain:
         try:
-            out.append((otlp.read_lines(b"\n".join(b for _, b in plain)), [n for n, _ in plain]))
+            blob = b"\n".join(b for _, b in plain)
+            longest = max(len(b) for _, b in plain)
+            out.append((otlp.read_lines(blob, longest), [n for n, _ in plain]))
         except pa.ArrowInvalid:
             odd = lines
             out = []
@@ -84,7 +95,7 @@ def _one(n: int, line: bytes, ctx: ReadContext) -> list[tuple[pa.Table, list[int
     return [(otlp.read_lines(orjson.dumps(req)), [n])]
 
 
-def _proto(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[Span]:
+def _proto(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[pl.DataFrame]:
     data = stream.read()
     tables: list[tuple[pa.Table, list[int]]] = []
     i = 0
@@ -103,16 +114,17 @@ def _proto(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[Spa
 
 
 def _spans(tables: list[tuple[pa.Table, list[int]]], ctx: ReadContext, host: str | None
-           ) -> Iterator[Span]:  # fmt: skip
-    for table, lines in tables:
-        rows = otlp.spans(table, lines, host)
-        bad = rows.filter(pl.col("bad").is_not_null())
-        for line, index, text, why in bad.select("line", "index", "text", "bad").iter_rows():
-            ctx.reject(line, f"otlp: span {index} of line {line}: {why}", text[:400])
-        seen = set(rows["line"].unique().to_list())
-        for line in lines:
-            if line not in seen:
-                ctx.markers += 1  # a request without spans (the exporter's empty batch)
-        good = rows.filter(pl.col("bad").is_null())
-        for line, ts, h, text in good.select("line", "ts_us", "host", "text").iter_rows():
-            yield line, text.encode(), ts, h
+           ) -> Iterator[pl.DataFrame]:  # fmt: skip
+    while tables:
+        lines = tables[0][1]
+        seen: set[int] = set()
+        # handed over, not kept here: otlp.spans lets the table go with its last span
+        for rows in otlp.spans(*tables.pop(0), host):
+            bad = rows.filter(pl.col("bad").is_not_null())
+            for line, index, text, why in bad.select("line", "index", "text", "bad").iter_rows():
+                ctx.reject(line, f"otlp: span {index} of line {line}: {why}", text[:400])
+            seen.update(rows["line"].unique().to_list())
+            good = rows.filter(pl.col("bad").is_null())
+            if not good.is_empty():
+                yield good.select("line", "host", "ts_us", "text")
+        ctx.markers += len(set(lines) - seen)  # requests without spans (empty batches)

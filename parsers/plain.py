@@ -46,11 +46,12 @@ PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dyna
 _DECLARED_READS = ("zap", "json-log", "dynamo-request-trace")
 _OTLP = ("otlp-json", "otlp-proto")
 # readers whose every line is an entry of its own (no continuation lines, no prefix dating)
-_WHOLE = ("sglang-metrics", "dynamo-jsonl", "flight-recorder", *_DECLARED_READS, *_OTLP)
+_WHOLE = ("sglang-metrics", "dynamo-jsonl", "flight-recorder", *_DECLARED_READS)
 METRICS_PREFIX = "sglang-request-metrics-"
 _METRICS_HOUR = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log")
 _METRICS_TIMES = ("response_sent_to_client_ts", "request_finished_ts", "request_received_ts")
 BATCH_ROWS = 50_000
+BATCH_BYTES = 16 << 20  # or this much text: a batch of records a few kB each stays small
 _RFC3339 = re.compile(rb"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})) ")
 _DATED = re.compile(r"^\[?(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)")
 _TIME_ONLY = re.compile(r"^\[(\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)[ \]]")
@@ -193,6 +194,7 @@ class PlainReader:
             ctx.note(f"host {self.host!r} from the file name (--host sets it)")
         self.builder = RowBuilder()
         self.entry_no = 0
+        self.batch_bytes = 0  # text in the builder
         self.cur: _Entry | None = None
         self.in_traceback = False
         self.past_exception = False  # the traceback's exception line has been read
@@ -355,30 +357,46 @@ class PlainReader:
             yield n, text.encode(), when, {}
         self.ctx.lines = n
 
-    def _otlp(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+    def _otlp(self, stream: BinaryIO) -> Iterator[pa.Table]:
         """OpenTelemetry spans (parsers/otlp.py): each span an entry under its own host (a
-        --host-alias applied), in the order of the file."""
+        --host-alias applied), in the order of the file, built a column at a time."""
+        import polars as pl
+
+        from .journald.schema import ENTRY_SCHEMA
         from .otlp_read import read_otlp
 
         aliases = self.ctx.aliases
-        for n, text, when, host in read_otlp(stream, self.fmt, self.ctx, self.host):
-            if host in aliases:
+        for spans in read_otlp(stream, self.fmt, self.ctx, self.host):
+            for host in set(aliases) & set(spans["host"].drop_nulls().unique().to_list()):
                 self.ctx.note(f"trace host {host!r} read as {aliases[host]!r} (--host-alias)")
-                host = aliases[host]
-            yield n, text, when, {"HOST": host}
+            n = len(spans)
+            rows = spans.select(
+                entry_no=pl.int_range(self.entry_no, self.entry_no + n, dtype=pl.Int64),
+                ts_us="ts_us", host=pl.col("host").replace(aliases) if aliases else "host",
+                message="text", line_first="line", line_last="line",
+                truncated=pl.lit(False), invalid_utf8=pl.lit(False),
+            )  # fmt: skip
+            self.entry_no += n
+            arrow = rows.to_arrow()
+            yield pa.table([arrow[c].cast(f.type) if c in rows.columns else pa.nulls(n, f.type)
+                            for c, f in zip(ENTRY_SCHEMA.names, ENTRY_SCHEMA, strict=True)],
+                           schema=ENTRY_SCHEMA)  # fmt: skip
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
+        if self.fmt in _OTLP:
+            yield from self._otlp(stream)
+            return
         lines = (self._dynamo(stream) if self.fmt == "dynamo-jsonl"
                  else self._flight_recorder(stream) if self.fmt == "flight-recorder"
                  else self._declared(stream) if self.fmt in _DECLARED_READS
-                 else self._otlp(stream) if self.fmt in _OTLP
                  else self._physical(stream))  # fmt: skip
         for line, raw, when, extra in lines:
             if self.fmt in _WHOLE:
                 self._emit(_Entry(line, line, [raw], when, fields=extra))
             else:
                 self._line(line, raw, when, extra)
-            if self.builder.n >= BATCH_ROWS:
+            if self.builder.n >= BATCH_ROWS or self.batch_bytes >= BATCH_BYTES:
+                self.batch_bytes = 0
                 yield self.builder.table()
         self._flush()
         self._date_held(None, _DAY_S)  # no dated line at all: the file's day
@@ -566,12 +584,12 @@ class PlainReader:
             e.ts_us = self.last_ts
         self.last_ts = e.ts_us
         msg = b"\n".join(e.parts)
+        self.batch_bytes += len(msg)
         values: dict[str, object] = {"message": msg, "ts_us": e.ts_us}
         if "PRIORITY" in e.fields:  # a level the reader knows as journald's (Dynamo's)
             values["priority"] = e.fields.pop("PRIORITY")
-        host = e.fields.pop("HOST") if "HOST" in e.fields else self.host  # a span's own
-        if host is not None:
-            values["host"] = host
+        if self.host is not None:
+            values["host"] = self.host
         self.builder.add(self.entry_no, values, e.fields or None, e.line_first, e.line_last)
         self.entry_no += 1
 

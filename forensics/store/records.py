@@ -202,8 +202,10 @@ class RecordSink:
         put: Callable[[str, pl.DataFrame], None],
         run: str,
         user: list[Pattern] | None = None,
+        weight: int = 1,
     ) -> None:
         self.put = put
+        self.weight = weight  # a byte of the source's lines held at this many (formats.py)
         self.user = user or []
         self.run = run
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="forensics-records")
@@ -222,7 +224,7 @@ class RecordSink:
         self.held_rows += part.num_rows
         if self.named_per_byte is None:
             self.named_per_byte = _pairs(part["message"]) / max(part.nbytes, 1)
-        self.held_bytes += int(part.nbytes * max(1.0, PAIR_BYTES * self.named_per_byte))
+        self.held_bytes += int(part.nbytes * max(self.weight, PAIR_BYTES * self.named_per_byte))
         if self.held_rows >= GROUP_ROWS or self.held_bytes >= GROUP_BYTES:
             self._flush()
         # Wait when parsing falls behind: a backlog of batches would grow with the input.

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ..errors import ForensicsError
 from ..parsers import pyvalues
-from ..parsers.formats import read_stream, sniff_input
+from ..parsers.formats import read_stream, sniff_input, weight
 from ..parsers.journald import (
     JournalctlFailed,
     JournalctlMissing,
@@ -219,7 +219,10 @@ def _entries(
 ) -> Staged:
     con = _local_duckdb(INGEST_MEMORY_LIMIT)
     records = RecordSink(
-        lambda table, df: writer.write(table, df.to_arrow()), opts.run, list(opts.user)
+        lambda table, df: writer.write(table, df.to_arrow()),
+        opts.run,
+        list(opts.user),
+        weight(fmt),
     )
     text = fmt in TEXT_FORMATS
     breaks = 0
