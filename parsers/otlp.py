@@ -203,7 +203,8 @@ def canonical(obj: object) -> dict:
     base64 ids) in the one form SCHEMA reads (raises ValueError: not a trace request)."""
     if not isinstance(obj, dict):
         raise ValueError("not an OTLP trace request (not a JSON object)")
-    rs = obj.get("resourceSpans", obj.get("resource_spans"))
+    # protobuf's JSON form leaves an empty list out: an empty request holds no spans
+    rs = obj.get("resourceSpans", obj.get("resource_spans", [] if not obj else None))
     if not isinstance(rs, list):
         raise ValueError("not an OTLP trace request (no resourceSpans list)")
     out = []
@@ -246,7 +247,10 @@ def proto_requests(data: bytes) -> Iterator[tuple[int, dict | str]]:
             msg.ParseFromString(blob)
         except DecodeError as exc:
             return f"not an OTLP trace request ({exc})"
-        return canonical(MessageToDict(msg))
+        try:
+            return canonical(MessageToDict(msg))
+        except ValueError as exc:
+            return str(exc)
 
     if _prefixed(data):
         at = 0
