@@ -4,11 +4,13 @@ content, into the declared `spans` table, a span an entry under its resource's h
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
 from forensics.parsers import otlp
 from forensics.parsers.formats import read_stream, sniff_input
@@ -330,3 +332,38 @@ def test_the_rank_that_stopped_first_is_a_factor_of_its_hosts_requests(tmp_path:
     assert stop.startswith("decode-0 rank 1 at seq 3 (") and got[False] == ["(none)"]
     r = suspects(db).ranking
     assert "stopped_rank" in {t.feature for t in [*r.tested, *r.screened_out]}
+
+
+def test_the_bundle_packs_spans_and_trace_rows_scrubbed(tmp_path: Path) -> None:
+    """A span's attributes and status message and a trace row go into the bundle as
+    tables, each secret in them scrubbed (a value under a secret's name, a token, a URL's
+    password), the rest of the row kept."""
+    from tests.test_bundle import _found, _members
+
+    secrets = ["hf_abcdefghijklmnopqrstuvwxyz0123", "Pa55-in-url-888", "Tok-999-bearer"]
+    sp = {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "00000000000000a1",
+          "name": "http-request", "startTimeUnixNano": "1780000000000000000",
+          "endTimeUnixNano": "1780000000500000000",
+          "attributes": [{"key": "x_request_id", "value": {"stringValue": RID}},
+                         {"key": "hf_token", "value": {"stringValue": "Tok-999-bearer"}},
+                         {"key": "note", "value": {"stringValue": secrets[0]}}],
+          "status": {"code": 2, "message": "POST http://u:Pa55-in-url-888@router:8000 failed"}}  # fmt: skip
+    (tmp_path / "t.jsonl").write_bytes(orjson.dumps({"resourceSpans": [{"resource": {
+        "attributes": [{"key": "host.name", "value": {"stringValue": "frontend-0"}}]},
+        "scopeSpans": [{"spans": [sp]}]}]}) + b"\n")  # fmt: skip
+    rec = {"schema": "dynamo.request.trace.v1", "event_type": "request_end",
+           "event_time_unix_ms": 1_780_000_000_600,
+           "request": {"request_id": "dyn-1", "x_request_id": RID, "ttft_ms": 80.0}}  # fmt: skip
+    (tmp_path / "d.jsonl").write_bytes(orjson.dumps(rec) + b"\n")
+    db = tmp_path / "b.duckdb"
+    forensics.ingest([str(tmp_path / "t.jsonl"), str(tmp_path / "d.jsonl")], db, host="frontend-0")
+    assert _q(db, "SELECT attributes['hf_token'] FROM spans") == [("Tok-999-bearer",)]
+    out = tmp_path / "b.tar.zst"
+    forensics.bundle(db, out)
+    m = _members(out)
+    spans = pq.read_table(io.BytesIO(m["tables/spans.parquet"])).to_pylist()
+    traces = pq.read_table(io.BytesIO(m["tables/request_traces.parquet"])).to_pylist()
+    assert [(s["x_request_id"], s["status"]) for s in spans] == [(RID, "ERROR")]
+    assert [(t["x_request_id"], t["ttft_ms"]) for t in traces] == [(RID, 80.0)]
+    for secret in secrets:
+        assert _found(m, secret) == [], secret

@@ -48,8 +48,10 @@ JSON_COLUMNS = {"extra", "fields"}
 BLOBS = {"entries": ["message_raw"], "dropped_entries": ["message_raw"]}
 # DuckDB's share while a bundle is made (FORENSICS_MEMORY_LIMIT overrides)
 KEEP_MEMORY = os.environ.get("FORENSICS_MEMORY_LIMIT", "512MB")
+# the named views, then the records the stacks write beside the journal
 VIEWS_AS_PARQUET = ("rooms", "requests", "skew", "canary_writes", "result_links",
-                    "request_evidence", "request_features")  # fmt: skip
+                    "request_evidence", "request_features",
+                    "spans", "request_traces", "collectives", "stacks")  # fmt: skip
 
 
 def _map_strings(doc, fn):
@@ -163,7 +165,9 @@ runs.json                    the runs and their tags (the reproducer's run heade
                              with the server info it recorded)
 versions.json                pd-forensics, Python, each dependency; SGLang's version
                              and server arguments where the logs or runs hold them
-tables/*.parquet             the named views' rows (rooms, requests, skew, ...)
+tables/*.parquet             the named views' rows (rooms, requests, skew, ...) and the
+                             stacks' own records (spans, request_traces, collectives,
+                             stacks)
 {inputs}"""
 
 
