@@ -128,9 +128,13 @@ def _go_on(proc: subprocess.Popen, resume: int) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def cut_gz(tmp_path: Path) -> Path:
-    data = gzip.compress(b"2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: x\n" * 5000)
+    """A damaged archive (its middle zeroed): refused whole. (One cut short keeps its
+    whole lines: not a failing input.)"""
+    data = bytearray(gzip.compress(b"2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: x\n"
+                                   * 5000))  # fmt: skip
+    data[len(data) // 2 : len(data) // 2 + 32] = bytes(32)
     cut = tmp_path / "cut.log.gz"
-    cut.write_bytes(data[: len(data) // 2])
+    cut.write_bytes(bytes(data))
     return cut
 
 
