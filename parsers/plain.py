@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 import pyarrow as pa
@@ -38,6 +38,9 @@ from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import RowBuilder
 
+if TYPE_CHECKING:  # polars loads with the readers that build a table a column at a time
+    import polars as pl
+
 PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl", "zap",
                  "json-log", "dynamo-request-trace", "flight-recorder", "otlp-json",
                  "otlp-proto")  # fmt: skip
@@ -45,6 +48,8 @@ PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dyna
 # (a record's message: the line itself)
 _DECLARED_READS = ("zap", "json-log", "dynamo-request-trace")
 _OTLP = ("otlp-json", "otlp-proto")
+_RECORDS = ("dynamo-request-trace",)  # declared records, read a chunk at a time
+RECORD_CHUNK = 8 << 20  # bytes of record lines a chunk
 # readers whose every line is an entry of its own (no continuation lines, no prefix dating)
 _WHOLE = ("sglang-metrics", "dynamo-jsonl", "flight-recorder", *_DECLARED_READS)
 METRICS_PREFIX = "sglang-request-metrics-"
@@ -165,6 +170,26 @@ def _epoch_us(v: object, per_second: int = 1) -> int | None:
     if not 0 < v / per_second < 253402300800:
         return None
     return round(v * 1_000_000 / per_second)
+
+
+def _epoch_expr(v: pl.Expr, per_second: int) -> pl.Expr:
+    """`_epoch_us` over a column of the time's text."""
+    import polars as pl
+
+    x = v.cast(pl.Float64, strict=False)
+    ok = (x / per_second > 0) & (x / per_second < 253402300800)
+    return pl.when(ok).then((x * (1_000_000 / per_second)).round(0).cast(pl.Int64))
+
+
+def _shaped(text: str, keys: list[str]) -> dict | None:
+    """A line as the record keys it holds (None: not a JSON object)."""
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    return {k: None if obj.get(k) is None else str(obj[k]) for k in keys}
 
 
 def _date(text: str) -> dt.date | None:
@@ -362,29 +387,79 @@ class PlainReader:
         --host-alias applied), in the order of the file, built a column at a time."""
         import polars as pl
 
-        from .journald.schema import ENTRY_SCHEMA
         from .otlp_read import read_otlp
 
         aliases = self.ctx.aliases
         for spans in read_otlp(stream, self.fmt, self.ctx, self.host):
             for host in set(aliases) & set(spans["host"].drop_nulls().unique().to_list()):
                 self.ctx.note(f"trace host {host!r} read as {aliases[host]!r} (--host-alias)")
-            n = len(spans)
-            rows = spans.select(
-                entry_no=pl.int_range(self.entry_no, self.entry_no + n, dtype=pl.Int64),
-                ts_us="ts_us", host=pl.col("host").replace(aliases) if aliases else "host",
-                message="text", line_first="line", line_last="line",
-                truncated=pl.lit(False), invalid_utf8=pl.lit(False),
+            if aliases:
+                spans = spans.with_columns(host=pl.col("host").replace(aliases))
+            yield self._entry_table(spans)
+
+    def _records(self, stream: BinaryIO) -> Iterator[pa.Table]:
+        """A declared record format (Dynamo's request trace): the lines themselves as
+        entries, timed by their time key, a chunk at a time in polars; a chunk with a line
+        that is no JSON object read a line at a time, that line quarantined."""
+        import polars as pl
+
+        from .jsonlines import BY_NAME
+
+        d = BY_NAME[self.fmt]
+        keys = sorted({k for group in d.needs for k in group} | set(d.time))
+        shape = pl.Struct(dict.fromkeys(keys, pl.String))
+        n = 0
+        while chunk := stream.readlines(RECORD_CHUNK):
+            texts = [raw.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", "replace")
+                     for raw in chunk]  # fmt: skip
+            nums = pl.Series(range(n + 1, n + 1 + len(texts)), dtype=pl.Int64)
+            n += len(texts)
+            lines = pl.DataFrame({"line": nums, "text": texts})
+            blank = lines["text"].str.strip_chars() == ""
+            self.ctx.markers += int(blank.sum())
+            lines = lines.filter(~blank)
+            try:
+                got = lines["text"].str.json_decode(shape)
+            except pl.exceptions.ComputeError:  # a line that is no JSON object: one at a time
+                got = pl.Series([_shaped(t, keys) for t in lines["text"]], dtype=shape)
+            holds = pl.all_horizontal(
+                pl.any_horizontal(pl.col("g").struct.field(k).is_not_null() for k in group)
+                for group in d.needs
             )  # fmt: skip
-            self.entry_no += n
-            arrow = rows.to_arrow()
-            yield pa.table([arrow[c].cast(f.type) if c in rows.columns else pa.nulls(n, f.type)
-                            for c, f in zip(ENTRY_SCHEMA.names, ENTRY_SCHEMA, strict=True)],
-                           schema=ENTRY_SCHEMA)  # fmt: skip
+            lines = lines.with_columns(g=got).with_columns(ok=holds.fill_null(False))
+            for line, text in lines.filter(~pl.col("ok")).select("line", "text").iter_rows():
+                self.ctx.reject(line, f"{d.name}: not a record of its kind", text)
+            yield self._entry_table(lines.filter("ok").select(
+                "line", "text",
+                ts_us=_epoch_expr(pl.coalesce(pl.col("g").struct.field(k) for k in d.time),
+                                  d.per_second),
+            ))  # fmt: skip
+        self.ctx.lines = n
+
+    def _entry_table(self, rows: pl.DataFrame) -> pa.Table:
+        """Entries of (line, text, ts_us) rows under the reader's host, numbered on."""
+        import polars as pl
+
+        from .journald.schema import ENTRY_SCHEMA
+
+        n = len(rows)
+        cols = rows.select(
+            entry_no=pl.int_range(self.entry_no, self.entry_no + n, dtype=pl.Int64),
+            ts_us="ts_us", host=pl.lit(self.host, pl.String) if "host" not in rows.columns
+            else "host", message="text", line_first="line", line_last="line",
+            truncated=pl.lit(False), invalid_utf8=pl.lit(False),
+        ).to_arrow()  # fmt: skip
+        self.entry_no += n
+        return pa.table([cols[c].cast(f.type) if c in cols.column_names else pa.nulls(n, f.type)
+                         for c, f in zip(ENTRY_SCHEMA.names, ENTRY_SCHEMA, strict=True)],
+                        schema=ENTRY_SCHEMA)  # fmt: skip
 
     def read(self, stream: BinaryIO) -> Iterator[pa.Table]:
         if self.fmt in _OTLP:
             yield from self._otlp(stream)
+            return
+        if self.fmt in _RECORDS:
+            yield from self._records(stream)
             return
         lines = (self._dynamo(stream) if self.fmt == "dynamo-jsonl"
                  else self._flight_recorder(stream) if self.fmt == "flight-recorder"

@@ -409,6 +409,13 @@ REQUEST_TRACES = Table(
         C("tool_class", "VARCHAR", "a tool event's class"),
         C("tool_status", "VARCHAR", "running, succeeded, error, cancelled"),
         C("tool_duration_ms", "DOUBLE", "the tool call's duration, ms"),
+        C(
+            "extra",
+            MAP,
+            "every other field of the record, under its dotted path "
+            "(`request.replay.input_length`), its value as text (a list as JSON)",
+            user_text=True,
+        ),
     ),
 )
 

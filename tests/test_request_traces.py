@@ -99,3 +99,30 @@ def test_a_slow_kv_transfer_only_the_trace_carries_is_the_suspect(tmp_path: Path
     top = res.suspects[0] if res.suspects else None
     assert top is not None and top.feature == "trace_kv_transfer_ms", res.sentences()
     assert "KV transfer" in top.predicate and top.verdict == "suspect"
+
+
+def test_the_fields_no_column_names_are_kept_in_extra(tmp_path: Path) -> None:
+    """types.rs's own replay record and a tool event: the fields the table has no column
+    for are in `extra` under their dotted paths, lists as JSON; the typed ones are not."""
+    lines = [
+        '{"schema":"dynamo.request.trace.v1","event_type":"request_end","event_time_unix_ms":1100,'
+        '"request":{"request_id":"req-1","output_tokens":4,"request_received_ms":1000,'
+        '"replay":{"trace_block_size":2,"input_length":4,"input_sequence_hashes":[11,22]}}}',
+        '{"schema":"dynamo.request.trace.v1","event_type":"tool_end","event_time_unix_ms":2000,'
+        '"tool":{"tool_call_id":"call-1","status":"succeeded","output_bytes":1200,"ok":true}}',
+    ]
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "t.duckdb"
+    forensics.ingest([str(path)], db, host="frontend-0")
+    _, rows = forensics.query_rows(
+        "SELECT event_type, output_tokens, extra FROM request_traces ORDER BY ts_us", db
+    )
+    (end, out, extra), (tool, _, extra2) = rows
+    assert (end, out) == ("request_end", 4)
+    assert extra == {"schema": "dynamo.request.trace.v1", "event_time_unix_ms": "1100",
+                     "request.replay.trace_block_size": "2", "request.replay.input_length": "4",
+                     "request.replay.input_sequence_hashes": "[11,22]"}  # fmt: skip
+    assert tool == "tool_end" and extra2 == {
+        "schema": "dynamo.request.trace.v1", "event_time_unix_ms": "2000",
+        "tool.output_bytes": "1200", "tool.ok": "true"}  # fmt: skip

@@ -14,7 +14,8 @@ object read as a literal into request_meta's columns, see meta_info.py; `"line"`
 whole line is that object, as in --export-metrics-to-file records), optional
 `payload = true` (its lines carry a request's or a reply's text: see `classify`), optional
 `json` (field → a JSONPath into the line, for records that are one JSON object a line:
-`ttft_ms = "$.request.ttft_ms"`), and
+`ttft_ms = "$.request.ttft_ms"`), optional `json_rest` (a MAP field that takes every
+other leaf of such a record, under its dotted path), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield (`matches = false`: a
 line it must not read). Groups named with a leading `_` only anchor the regex. A file
 whose regex does not compile, or whose samples fail, is refused with the reason.
@@ -23,6 +24,7 @@ whose regex does not compile, or whose samples fail, is refused with the reason.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -90,6 +92,7 @@ class Pattern:
     component: str = "sglang"  # the part of the stack its lines come from (lines.component)
     payload: bool = False  # its lines hold a client's text: no other pattern reads them
     json: dict[str, str] = field(default_factory=dict)  # field -> JSONPath into the line
+    json_rest: str | None = None  # a MAP field: every other leaf of the record, by its path
 
     def fields_of(
         self, lines: pl.Series, found: dict[str, pl.Series] | None = None
@@ -105,7 +108,8 @@ class Pattern:
             if rx not in found:  # a payload line's: outside the client's text
                 found[rx] = outside_strings(lines, rx) if self.payload else lines.str.extract(rx, 1)
         extra = {name: found[rx] for name, rx in self.extract.items()}
-        extra |= _json_fields(lines, self.json, self._json_types()) if self.json else {}
+        if self.json:
+            extra |= _json_fields(lines, self.json, self._json_types(), self.json_rest)
         out = caps.with_columns(**extra) if extra else caps
         if self.set:
             out = out.with_columns(**{k: pl.lit(v, pl.String) for k, v in self.set.items()})
@@ -268,34 +272,93 @@ def _json_text(value: pl.Expr) -> pl.Expr:
     )
 
 
+REST_SAMPLE = 256  # lines whose keys name a record's other fields (`json_rest`)
+
+
 def _json_fields(
-    lines: pl.Series, paths: dict[str, str], types: dict[str, pl.DataType] | None = None
+    lines: pl.Series,
+    paths: dict[str, str],
+    types: dict[str, pl.DataType] | None = None,
+    rest: str | None = None,
 ) -> dict[str, pl.Series]:
     """Each field's value at its JSONPath (`$.a.b`), as text (`types`: a field's other
-    form): the lines decoded once into the struct the paths name (27 path matches parsed
-    each line 27 times: 7× slower), a path at a time where a line is not JSON."""
+    form), and under `rest` every other leaf a sample of the lines names: the lines
+    decoded once into the struct all of them make (27 path matches parsed each line 27
+    times: 7× slower; a second decode for the rest cost a Dynamo trace 20 %), a path at a
+    time where a line is not JSON (the rest then null)."""
     tree: dict = {}
     for name, path in paths.items():
-        node = tree
-        keys = path.removeprefix("$.").split(".")
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node.setdefault(keys[-1], (types or {}).get(name, pl.String))
-
-    def dtype(node: dict) -> pl.Struct:
-        return pl.Struct({k: dtype(v) if isinstance(v, dict) else v for k, v in node.items()})
-
+        _put(tree, path.removeprefix("$.").split("."), (types or {}).get(name, pl.String))
+    others = _sampled_leaves(lines, set(paths.values())) if rest else []
+    for path, leaf in others:
+        _put(tree, path.split("."), leaf)
     try:
-        decoded = lines.str.json_decode(dtype(tree))
+        decoded = lines.str.json_decode(_dtype(tree))
     except pl.exceptions.ComputeError:
-        return {name: lines.str.json_path_match(path) for name, path in paths.items()}
-    out = {}
-    for name, path in paths.items():
-        col = decoded
-        for k in path.removeprefix("$.").split("."):
-            col = col.struct.field(k)
-        out[name] = col
+        out = {name: lines.str.json_path_match(path) for name, path in paths.items()}
+        return out | ({rest: pl.Series([None] * len(lines), dtype=map_entries())} if rest else {})
+    out = {name: _at(decoded, path.removeprefix("$.")) for name, path in paths.items()}
+    if rest:
+        parts = [pl.struct(key=pl.lit(path), value=_as_text(pl.col("d"), path, leaf))
+                 for path, leaf in others]  # fmt: skip
+        kept = pl.element().struct.field("value").is_not_null()
+        got = (pl.DataFrame({"d": decoded}).select(rest=pl.concat_list(parts).list.eval(
+            pl.element().filter(kept)))["rest"] if parts
+            else pl.Series([[]] * len(lines), dtype=map_entries()))  # fmt: skip
+        out[rest] = got
     return out
+
+
+def _put(tree: dict, keys: list[str], leaf: pl.DataType) -> None:
+    node = tree
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):  # a path the record has as a leaf and a parent
+            return
+    node.setdefault(keys[-1], leaf)
+
+
+def _dtype(node: dict) -> pl.Struct:
+    return pl.Struct({k: _dtype(v) if isinstance(v, dict) else v for k, v in node.items()})
+
+
+def _at(decoded: pl.Series, path: str) -> pl.Series:
+    col = decoded
+    for k in path.split("."):
+        col = col.struct.field(k)
+    return col
+
+
+def _sampled_leaves(lines: pl.Series, read: set[str]) -> list[tuple[str, pl.DataType]]:
+    """The leaves the first lines hold that no path reads: scalars as text, lists as
+    themselves (none where the sample does not decode)."""
+    try:
+        sample = lines.head(REST_SAMPLE).str.json_decode(infer_schema_length=None).dtype
+    except pl.exceptions.PolarsError:
+        return []
+    if not isinstance(sample, pl.Struct):
+        return []
+    return [(path, leaf if isinstance(leaf, pl.List | pl.Array) else pl.String)
+            for path, leaf in _leaves(sample, "") if f"$.{path}" not in read]  # fmt: skip
+
+
+def _leaves(dtype: pl.DataType, prefix: str) -> Iterator[tuple[str, pl.DataType]]:
+    """(dotted path, type) of each leaf of a decoded struct."""
+    if isinstance(dtype, pl.Struct):
+        for f in dtype.fields:
+            yield from _leaves(f.dtype, f"{prefix}.{f.name}" if prefix else f.name)
+    else:
+        yield prefix, dtype
+
+
+def _as_text(col: pl.Expr, path: str, leaf: pl.DataType) -> pl.Expr:
+    expr = col
+    for k in path.split("."):
+        expr = expr.struct.field(k)
+    if isinstance(leaf, pl.List | pl.Array):  # as JSON: {"v":[…]} without its wrapper
+        text = pl.struct(v=expr).struct.json_encode().str.slice(5).str.strip_suffix("}")
+        return pl.when(expr.is_not_null()).then(text)
+    return expr
 
 
 def _load_text(text: str, origin: str, checked: bool = True) -> list[Pattern]:
@@ -331,6 +394,7 @@ def _load_text(text: str, origin: str, checked: bool = True) -> list[Pattern]:
             dict(p.get("rename", {})), {k: str(v) for k, v in p.get("set", {}).items()},
             p.get("kv"), tuple(p.get("lower", ())), meta, p.get("component", "sglang"),
             _flag(p, "payload", where), {k: str(v) for k, v in p.get("json", {}).items()},
+            p.get("json_rest"),
         )  # fmt: skip
         problems = check(pat) if checked else []
         if problems:
