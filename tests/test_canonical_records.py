@@ -96,7 +96,7 @@ def test_contract_examples_agree() -> None:
     _agree(lines)
 
 
-CANARY = "step=5 layer=30 bs=48 mode=replay expected=[14,15] changed=14,15,300-302 unexpected=[300]"
+CANARY = "step=5 layer=30 bs=48 mode=replay expected=[14,15] changed=14,15,300-302 unexpected=[300] t_us=1796575723572378"
 VARIANTS = [
     CANARY,
     "step=5 layer=30",  # optional keys left out
@@ -125,7 +125,7 @@ VARIANTS = [
     "step=5 layer=30 unexpected=1,1,2",
 ]
 CHECKSUM = "side=src room=7301934425522180813 rid=9b1f buf=kv layer=all tp=3 dtype=fp8 nbytes=4096 head=aa tail=bb full=cc"
-STEP = "step=3 bs=2 rids=[a,b] rooms=[1,2]"
+STEP = "step=3 bs=2 rids=[a,b] rooms=[1,2] t_us=1796575723572379"
 
 
 @pytest.mark.parametrize("body", VARIANTS)

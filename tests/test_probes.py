@@ -4,6 +4,7 @@ canary on planted writes, and the round trip through `forensics ingest`."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -112,10 +113,10 @@ def test_canary_finds_exactly_the_planted_pages() -> None:
     assert w is not None and w.expected == [10, 11, 200]
     assert w.layers[0] == ([10, 11, 17, 300, 301, 302], [17, 300, 301, 302])
     assert w.layers[30] == ([5, 200], [5])
-    assert w.lines[0].endswith(
-        "expected=[10-11,200] changed=[10-11,17,300-302] unexpected=[17,300-302]"
-    )
-    assert w.lines[-1] == "forensics:step step=1812 bs=2 rids=a,b rooms=1,2"
+    head, t_us = w.lines[0].rsplit(" t_us=", 1)
+    assert head.endswith("expected=[10-11,200] changed=[10-11,17,300-302] unexpected=[17,300-302]")
+    assert abs(int(t_us) - time.time_ns() // 1000) < 60_000_000  # the host's wall time, µs
+    assert w.lines[-1] == f"forensics:step step=1812 bs=2 rids=a,b rooms=1,2 t_us={t_us}"
 
 
 def test_canary_page_dim_sampling_and_switch(monkeypatch) -> None:

@@ -1,25 +1,36 @@
 """PageCanary: which pages of chosen buffers changed around a region (a CUDA-graph
 replay), against the pages the region was expected to write.
 
-Memory: 8 bytes per page per buffer for the signatures taken before the region, as many
-after, and a byte per page for the comparison; never a clone of the buffers. On CUDA one
-program reads one page (a Triton kernel per buffer), so the cost is one read of the
-watched buffers before and one after, plus one transfer of the changed page ids.
+On CUDA a watch is two launches on the region's stream, each over every watched buffer
+(a table of base addresses and page counts): before the region, each page's 8-byte
+signature; right after it, each page's signature again, compared with the first and with
+the expected pages (a device mask, never copied to the host), the changed ones appended
+through an atomic counter to a fixed-capacity buffer. Nothing on the step's path waits:
+the ids come back by a non-blocking copy on a side stream into pinned memory, and a
+background thread writes the lines when the copy has landed (readback.py); `flush()`
+writes what is left (an exit hook calls it). A watch entered while its stream captures a
+graph is refused. Memory: 8 bytes per page per buffer and per readback slot, never a
+clone of the buffers.
 
-Synchronisation: signatures are computed on the current stream, ordered after the work
-queued there before them. With sync="stream" (default) the canary sees the writes of the
-watched region and of anything ordered before it; a kernel still running on another
-stream may be missed. sync="device" waits for every stream of the device before the
-second signature: slower, and it sees such a kernel's finished writes (it does not make
-the race go away: the writes have already landed where they landed). Neither waits for a
-NIC's RDMA writes, which CUDA does not order: a transfer still landing shows as it is —
-a partial landing is seen, not hidden. Reading the changed pages copies a few bytes to
-the host, which waits for the stream.
+Synchronisation: with sync="stream" (default) the canary sees the writes of the watched
+region and of anything ordered before it; a kernel still running on another stream may
+be missed. sync="device" waits for every stream of the device before the second pass — a
+debugging mode, off the targets: it sees such a kernel's finished writes (the writes have
+landed where they landed). Neither waits for a NIC's RDMA writes, which CUDA does not
+order: a transfer still landing shows as it is. Buffers the table cannot describe (pages
+not along dim 0, pages not a whole number of 8-byte words) and CPU buffers take the
+reference path: signatures compared on the host, synchronously.
+
+Each record carries `t_us`, the host's wall time when the watch ended (read without
+waiting for the device): lines written later, out of step order, keep their watch's time.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,6 +71,12 @@ class PageCanary:
         self.sync = sync
         self.recorded = 0
         self.last: Watched | None = None
+        self._device = _Device.of(self)  # None: the reference path
+
+    @property
+    def not_read(self) -> int:
+        """Steps due but not watched: every readback slot's copy was still running."""
+        return self._device.ring.not_read if self._device else 0
 
     def due(self, step: int) -> bool:
         if not enabled() or step % self.every:
@@ -68,6 +85,12 @@ class PageCanary:
 
     def signatures(self) -> dict[int, torch.Tensor]:
         return {layer: page_signatures(b, self.page_dim) for layer, b in self.buffers.items()}
+
+    def flush(self) -> None:
+        """Write the lines of every watch whose ids are still on their way (at shutdown:
+        the exit hook calls it too)."""
+        if self._device is not None:
+            self._device.ring.drain(wait=True)
 
     @contextmanager
     def watch(
@@ -81,48 +104,149 @@ class PageCanary:
         mode: str = "replay",
     ) -> Iterator[None]:
         """Signatures before and after the block; one canary line per buffer and one
-        step line. A step that is not due (every, limit, FORENSICS_PROBES=0) costs nothing."""
+        step line (on CUDA written once the ids are back, see the module's doc). A step
+        that is not due (every, limit, FORENSICS_PROBES=0) costs nothing."""
         if not self.due(step):
             yield
             return
+        bs = bs if bs is not None else (len(rids) if rids is not None else None)
+        meta = {"step": step, "bs": bs, "mode": mode, "rids": rids, "rooms": rooms}
+        if self._device is not None:
+            with self._device.watch(expected_pages, meta):
+                yield
+            return
         before = self.signatures()
         yield
-        if self.sync == "device":
-            for b in {b.device for b in self.buffers.values() if b.is_cuda}:
-                torch.cuda.synchronize(b)
         after = self.signatures()
         if isinstance(expected_pages, torch.Tensor):
             expected = sorted(int(p) for p in torch.unique(expected_pages).tolist())
         else:
             expected = sorted({int(p) for p in expected_pages})
-        exp = set(expected)
-        bs = bs if bs is not None else (len(rids) if rids is not None else None)
-        # One transfer to the host for every layer's changed pages.
         names = list(self.buffers)
         diff = torch.cat([after[layer] != before[layer] for layer in names])
-        sizes = [after[layer].numel() for layer in names]
         hits = torch.nonzero(diff).flatten().tolist()
-        layers, lines = {}, []
+        changed: dict[int, list[int]] = {layer: [] for layer in names}
         offset, k = 0, 0
-        for layer, size in zip(names, sizes, strict=True):
-            changed = []
+        for layer in names:
+            size = after[layer].numel()
             while k < len(hits) and hits[k] < offset + size:
-                changed.append(hits[k] - offset)
+                changed[layer].append(hits[k] - offset)
                 k += 1
             offset += size
-            unexpected = [p for p in changed if p not in exp]
-            layers[layer] = (changed, unexpected)
+        self._said(meta | {"t_us": time.time_ns() // 1000}, expected, changed, 0)
+
+    def _said(self, meta: dict, expected: list[int], changed: dict[int, list[int]],
+              lost: int) -> None:  # fmt: skip
+        """The watch's lines written: a canary line per buffer, then the step line."""
+        exp = set(expected)
+        layers, lines = {}, []
+        for layer, pages_changed in changed.items():
+            unexpected = [p for p in pages_changed if p not in exp]
+            layers[layer] = (pages_changed, unexpected)
             lines.append(record("canary", {
-                "step": step, "layer": layer, "bs": bs, "mode": mode,
-                "expected": pages(expected), "changed": pages(changed),
-                "unexpected": pages(unexpected),
+                "step": meta["step"], "layer": layer, "bs": meta["bs"], "mode": meta["mode"],
+                "expected": pages(expected), "changed": pages(pages_changed),
+                "unexpected": pages(unexpected), "t_us": meta["t_us"],
+                "lost": lost or None,
             }))  # fmt: skip
+        rids, rooms = meta["rids"], meta["rooms"]
         lines.append(record("step", {
-            "step": step, "bs": bs,
+            "step": meta["step"], "bs": meta["bs"],
             "rids": ",".join(rids) if rids is not None else None,
             "rooms": ",".join(str(r) for r in rooms) if rooms is not None else None,
+            "t_us": meta["t_us"],
         }))  # fmt: skip
         for line in lines:
             emit(line, self.logger)
         self.recorded += 1
-        self.last = Watched(step, expected, layers, lines)
+        self.last = Watched(meta["step"], expected, layers, lines)
+
+
+class _Device:
+    """The CUDA path of one canary: the buffers' table, the readback ring."""
+
+    def __init__(self, canary: PageCanary, table: torch.Tensor, max_pages: int,
+                 sig_words: int) -> None:  # fmt: skip
+        from .readback import Ring
+
+        self.canary = weakref.ref(canary)
+        self.table = table
+        self.max_pages = max_pages
+        self.names = list(canary.buffers)
+        self.device = table.device
+        self.sync = canary.sync
+        self.ring = Ring(self.device, sig_words, max_pages, self._lines)
+        atexit.register(self.ring.drain, True)
+
+    @classmethod
+    def of(cls, canary: PageCanary) -> _Device | None:
+        """The CUDA path where every buffer is on one GPU, its pages along dim 0, each a
+        whole number of 8-byte words (else None: the reference path)."""
+        bufs = list(canary.buffers.values())
+        if not bufs or canary.page_dim != 0 or not all(b.is_cuda for b in bufs):
+            return None
+        if len({b.device for b in bufs}) != 1:
+            return None
+        rows, at = [], 0
+        for b in bufs:
+            size = b.element_size()
+            page_bytes = b[0].numel() * size if b.dim() else 0
+            stride_bytes = b.stride(0) * size if b.dim() else 0
+            if (b.dim() == 0 or not b[0].is_contiguous() or page_bytes % 8 or stride_bytes % 8
+                    or b.data_ptr() % 8):  # fmt: skip
+                return None
+            rows.append([b.data_ptr(), b.shape[0], page_bytes // 8, stride_bytes // 8, at])
+            at += b.shape[0]
+        table = torch.tensor(rows, dtype=torch.int64, device=bufs[0].device)
+        return cls(canary, table, max(r[1] for r in rows), at)
+
+    @contextmanager
+    def watch(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Iterator[None]:
+        from .kernels import watch_pass
+
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("PageCanary.watch while its stream captures a CUDA graph: "
+                               "watch the graph's replay, not its capture")  # fmt: skip
+        slot = self.ring.take()
+        if slot is None:  # every slot's copy still running: this step is not read
+            yield
+            return
+        stream = torch.cuda.current_stream(self.device)
+        given = None
+        if isinstance(expected_pages, torch.Tensor):
+            exp = expected_pages.reshape(-1)[: slot.expected.numel()]
+            n = exp.numel()
+            slot.expected[:n].copy_(exp.to(self.device, torch.int64, non_blocking=True))
+        else:
+            given = sorted({int(p) for p in expected_pages})
+            n = min(len(given), slot.staged.numel())
+            slot.staged[:n] = torch.tensor(given[:n], dtype=torch.int64)
+            slot.expected[:n].copy_(slot.staged[:n], non_blocking=True)
+        ids = slot.expected[:n]
+        inside = (ids >= 0) & (ids < self.max_pages)
+        slot.mask.zero_()
+        slot.mask.index_fill_(0, torch.where(inside, ids, self.max_pages), 1)
+        watch_pass(self.table, self.max_pages, slot.sigs, slot.mask, slot.ids, slot.count,
+                   after=False)  # fmt: skip
+        yield
+        if self.sync == "device":
+            torch.cuda.synchronize(self.device)
+        watch_pass(self.table, self.max_pages, slot.sigs, slot.mask, slot.ids, slot.count,
+                   after=True)  # fmt: skip
+        meta = meta | {"t_us": time.time_ns() // 1000, "expected": given}
+        self.ring.send(slot, stream, n, meta)
+
+    def _lines(self, meta: dict, count: int, codes: list[int], expected: list[int]) -> None:
+        from .readback import CAP, decode
+
+        canary = self.canary()
+        if canary is None:
+            return
+        changed: dict[int, list[int]] = {layer: [] for layer in self.names}
+        for code in codes:
+            buf, page, _ = decode(code)
+            changed[self.names[buf]].append(page)
+        for pages_changed in changed.values():
+            pages_changed.sort()
+        expected = sorted(set(expected))
+        canary._said(meta, expected, changed, max(count - CAP, 0))

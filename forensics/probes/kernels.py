@@ -112,3 +112,57 @@ def page_sums_triton(words: torch.Tensor) -> torch.Tensor:
     c0, k0 = LANES[0]
     _pages_kernel[(pages,)](words, per, out, _u64(c0), _u64(k0), BLOCK=PAGE_BLOCK)
     return out
+
+
+# -- the canary's two passes: every watched buffer in one launch each ------------------
+WATCH_BLOCK = 256  # words a page's loop reads at a time (a 8,448-byte page: 4 loads + 32)
+WATCH_WARPS = 2
+# a changed page's code: buffer << 40 | page << 1 | unexpected
+CODE_BUF_SHIFT = 40
+
+
+@triton.jit
+def _watch_kernel(table_ptr, sig_ptr, mask_ptr, ids_ptr, count_ptr, cap, C0, K0,
+                  AFTER: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    # program (page, buffer); the table's row of a buffer: its words' address, its pages,
+    # words a page, the stride between pages in words, its first signature's index
+    page = tl.program_id(0)
+    buf = tl.program_id(1)
+    row = table_ptr + buf * 5
+    pages = tl.load(row + 1)
+    if page < pages:
+        base = tl.load(row).to(tl.pointer_type(tl.int64))
+        per = tl.load(row + 2)
+        start = page.to(tl.int64) * tl.load(row + 3)
+        at = tl.load(row + 4) + page
+        c0, k0 = C0.to(tl.uint64, bitcast=True), K0.to(tl.uint64, bitcast=True)
+        acc = tl.zeros([BLOCK], dtype=tl.uint64)
+        for j0 in range(0, per, BLOCK):
+            j = j0 + tl.arange(0, BLOCK)
+            m = j < per
+            w = tl.load(base + start + j, mask=m, other=0).to(tl.uint64, bitcast=True)
+            i = (page.to(tl.int64) * per + j).to(tl.uint64)
+            acc += tl.where(m, _fmix(w + (i * c0 + k0)), 0)
+        sig = tl.sum(acc, axis=0).to(tl.int64, bitcast=True)
+        if AFTER:
+            if sig != tl.load(sig_ptr + at):
+                unexpected = (tl.load(mask_ptr + page) == 0).to(tl.int64)
+                slot = tl.atomic_add(count_ptr, 1)
+                if slot < cap:
+                    code = (buf.to(tl.int64) << 40) | (page.to(tl.int64) << 1) | unexpected
+                    tl.store(ids_ptr + slot, code)
+        else:
+            tl.store(sig_ptr + at, sig)
+            if (page == 0) & (buf == 0):
+                tl.store(count_ptr, 0)
+
+
+def watch_pass(table: torch.Tensor, max_pages: int, sigs: torch.Tensor, mask: torch.Tensor,
+               ids: torch.Tensor, count: torch.Tensor, after: bool) -> None:  # fmt: skip
+    """One pass over every watched buffer on the current stream: the page signatures
+    stored (before), or compared with them and the changed pages appended to `ids` through
+    `count` (after). Nothing waits."""
+    c0, k0 = LANES[0]
+    grid = (max_pages, table.shape[0])
+    _watch_kernel[grid](table, sigs, mask, ids, count, ids.numel(), _u64(c0), _u64(k0),
+                        AFTER=after, BLOCK=WATCH_BLOCK, num_warps=WATCH_WARPS)  # fmt: skip

@@ -163,7 +163,10 @@ def _contract(
     for kind in ("checksum", "canary", "step"):
         df = getattr(recs, kind)
         if not df.is_empty():
-            out[kind] = origin.join(df, on="row").drop("row").rename({"_orig": "row"})
+            rows = origin.join(df, on="row").drop("row").rename({"_orig": "row"})
+            if "t_us" in rows.columns:  # the watch's own time (written later, out of order)
+                rows = rows.with_columns(ts_us=pl.coalesce("t_us", "ts_us")).drop("t_us")
+            out[kind] = rows
     if not recs.rejects:
         return out, []
     # Only the rejected rows become Python objects (a message each: costly for all).

@@ -19,8 +19,8 @@ import polars as pl
 ORDER = {
     "checksum": ("side", "room", "rid", "buf", "layer", "tp", "dtype", "nbytes",
                  "head", "tail", "full"),
-    "canary": ("step", "layer", "bs", "mode", "expected", "changed", "unexpected"),
-    "step": ("step", "bs", "rids", "rooms"),
+    "canary": ("step", "layer", "bs", "mode", "expected", "changed", "unexpected", "t_us"),
+    "step": ("step", "bs", "rids", "rooms", "t_us"),
 }  # fmt: skip
 # A value as the general reader cuts it from a body without quotes: the rest of a
 # space-separated token after its first "=" (possibly empty).

@@ -534,7 +534,8 @@ def _canary(wide: pl.DataFrame):
     cl, cn, _ = parsed["changed"]
     ul, un = _unexpected(ok["unexpected"], el, cl, parsed["unexpected"], same_text)
     out = ok.select(
-        "row", step=_int("step"), layer=_int("layer"), bs=_int("bs"), mode="mode"
+        "row", step=_int("step"), layer=_int("layer"), bs=_int("bs"), mode="mode",
+        t_us=_int("t_us"),
     ).with_columns(
         expected=el,
         changed=cl,
@@ -547,6 +548,7 @@ def _canary(wide: pl.DataFrame):
     out = out.filter(~err)
     cols = [
         "row",
+        "t_us",
         "step",
         "layer",
         "bs",
@@ -626,7 +628,7 @@ def _step(wide: pl.DataFrame):
     ok, bad = _split(wide, reason)
     out = ok.select(
         "row", step=_int("step"), bs=_int("bs"), rids=_text_list("rids"),
-        rooms=_text_list("rooms"), extra="extra",
+        rooms=_text_list("rooms"), extra="extra", t_us=_int("t_us"),
     )  # fmt: skip
     return out, bad
 

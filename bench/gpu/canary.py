@@ -1,0 +1,259 @@
+"""The page canary and the digest on the lent GPU (issue 55), in one run: exactness against
+the buffers' own before/after clones, no synchronisation under torch's sync debug mode,
+and what a watch costs against a plain read of the watched bytes.
+
+    PYTHONPATH=. python3 bench/gpu/canary.py [--sweep] [--reps 50]
+
+Timing: every number is the median of `reps` calls, each bracketed by a device
+synchronisation (events around the call). A watch's cost is the region with the watch
+minus the region alone; the floor is two plain reads (`view(int64).sum()`) of the watched
+bytes. Host-held time: the host's clock from entering the watch to leaving it, the GPU
+work left queued. Prints a table; exits non-zero when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+from forensics.probes import PageCanary, digest, kernels
+
+failures: list[str] = []
+PAGE_BYTES = 8448  # DeepSeek's index-K page: 64 tokens × (128 fp8 + scales)
+LAYERS = 3
+
+
+def check(ok: bool, what: str) -> str:
+    if not ok:
+        failures.append(what)
+    return "ok" if ok else "FAIL"
+
+
+def timed(fn, reps: int) -> float:
+    """Median ms of fn(), each call bracketed by a device synchronisation."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        out.append(a.elapsed_time(b))
+    return statistics.median(out)
+
+
+def host_held(fn, reps: int) -> float:
+    """Median ms the host spends in fn() with the device's work left queued."""
+    out = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def buffers(total_bytes: int, gen: torch.Generator) -> list[torch.Tensor]:
+    pages = total_bytes // (LAYERS * PAGE_BYTES)
+    return [torch.randint(0, 256, (pages, PAGE_BYTES), dtype=torch.uint8, device="cuda",
+                          generator=gen) for _ in range(LAYERS)]  # fmt: skip
+
+
+def exactness(gen: torch.Generator) -> None:
+    print("1. the pages found, against clones of the buffers")
+    bufs = buffers(207_600_000, gen)
+    pages = bufs[0].shape[0]
+    expected = torch.arange(100, 164, device="cuda")
+    fresh = PageCanary(bufs, logger=False)
+    ref = PageCanary(bufs, logger=False)
+    ref._device = None  # today's implementation: signatures compared on the host
+
+    cases = {
+        "writes expected + 2 unexpected a layer": lambda: [
+            b.index_fill_(
+                0,
+                torch.cat([expected, torch.tensor([7, pages - 1], device="cuda")]),
+                int(torch.randint(0, 256, (1,), generator=gen)),
+            )
+            for b in bufs
+        ],
+        "one byte of one page": lambda: bufs[1][pages // 2, 4321].add_(1),
+        "nothing": lambda: None,
+        "every page of a layer": lambda: bufs[2].add_(1),
+    }
+    for name, region in cases.items():
+        for which, can in (("new", fresh), ("today", ref)):
+            before = [b.clone() for b in bufs]
+            with can.watch(1, expected):
+                region()
+            can.flush()
+            want = [sorted((b != c).flatten(1).any(1).nonzero().flatten().tolist())
+                    for b, c in zip(bufs, before, strict=True)]  # fmt: skip
+            got = [can.last.layers[i][0] for i in range(LAYERS)] if can.last else None
+            n = sum(map(len, want))
+            print(f"   {name:42} {which:5} {n:>5} pages {check(got == want, f'{name} {which}')}")
+            del before
+    # a second stream racing a replayed graph: the side writes are the unexpected pages
+    side_pages = torch.tensor([77, 2048, 2049, pages - 1], device="cuda")
+    vals = torch.zeros(len(expected), PAGE_BYTES, dtype=torch.uint8, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            bufs[0].index_copy_(0, expected, vals)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    for sync in ("device",):
+        can = PageCanary([bufs[0]], logger=False, sync=sync)
+        vals.random_(0, 256)
+        with can.watch(2, expected):
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                bufs[0].index_fill_(0, side_pages, 171)
+            graph.replay()
+        can.flush()
+        got = can.last.layers[0][1] if can.last else None
+        want = sorted(side_pages.tolist())
+        print(f"   race (sync={sync}): unexpected {got}: {check(got == want, 'race')}")
+    # under torch's sync debug mode, a watched replay raises nothing
+    can = PageCanary(bufs, logger=False)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        ok, why = True, ""
+        for step in range(3):
+            with can.watch(10 + step, expected):
+                graph.replay()
+    except RuntimeError as exc:
+        ok, why = False, str(exc).splitlines()[0]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    can.flush()
+    print(f"   sync debug mode 'error', 3 watched replays: {check(ok, 'sync debug ' + why)} {why}")
+    refused = False
+    with torch.cuda.stream(s):
+        try:
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                try:
+                    with can.watch(20, expected):
+                        pass
+                except RuntimeError as exc:
+                    refused = "captures a CUDA graph" in str(exc)
+        except Exception:  # an empty capture may complain on its way out
+            pass
+    print(f"   a watch inside a capture refused: {check(refused, 'capture refusal')}")
+    torch.cuda.synchronize()
+
+
+def costs(gen: torch.Generator, reps: int) -> None:
+    print("2. a watch's cost (ms; the region alone subtracted) against two plain reads")
+    print(f"   {'size':>9} {'writes':>6} {'read':>7} {'floor':>7} {'today':>7} {'new':>7} "
+          f"{'new/floor':>9} {'host':>7} {'host/gpu':>8}")  # fmt: skip
+    for total in (50_000_000, 207_600_000, 1_000_000_000):
+        bufs = buffers(total, gen)
+        pages = bufs[0].shape[0]
+        exp = torch.arange(0, 64, device="cuda")
+        bad = torch.tensor([pages // 3, pages // 2], device="cuda")
+        t_read = timed(lambda bufs=bufs: [b.view(torch.int64).sum() for b in bufs], reps)
+        new = PageCanary(bufs, logger=False)
+        old = PageCanary(bufs, logger=False)
+        old._device = None
+        for writes in (False, True):
+            tick = [0]
+
+            def region(bufs=bufs, exp=exp, bad=bad, writes=writes, tick=tick) -> None:
+                if writes:  # a new value each call: the pages really change
+                    tick[0] += 1
+                    for b in bufs:
+                        b.index_fill_(0, exp, tick[0] % 250)
+                        b.index_fill_(0, bad, tick[0] % 250 + 1)
+
+            def with_watch(can, exp=exp, region=region) -> None:
+                with can.watch(1, exp):
+                    region()
+
+            alone = timed(region, reps)
+            t_new = timed(lambda new=new, w=with_watch: w(new), reps) - alone
+            new.flush()
+            t_old = timed(lambda old=old, w=with_watch: w(old), reps) - alone
+            held = host_held(lambda new=new, w=with_watch: w(new), reps)
+            new.flush()
+            floor = 2 * t_read
+            print(f"   {total / 1e6:>6.1f} MB {writes!s:>6} {t_read:>7.3f} {floor:>7.3f} "
+                  f"{t_old:>7.3f} {t_new:>7.3f} {t_new / floor:>9.2f} {held:>7.3f} "
+                  f"{held / max(t_new, 1e-9):>8.2f}")  # fmt: skip
+        del bufs
+        torch.cuda.empty_cache()
+
+
+def digests(reps: int) -> None:
+    print("3. the digest against a plain read and a device copy of the same bytes")
+    print(f"   {'size':>6} {'read GB/s':>10} {'copy GB/s':>10} {'digest GB/s':>12} {'÷read':>6}")
+    for mb in (256, 1024, 4096):
+        n = mb << 20
+        src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        t_read = timed(lambda src=src: src.view(torch.int64).sum(), reps)
+        t_copy = timed(lambda src=src, dst=dst: dst.copy_(src), reps)
+        t_dig = timed(lambda src=src: digest(src, head_bytes=0, tail_bytes=0), reps)
+        print(f"   {mb:>4}MB {n / t_read / 1e6:>10.0f} {n / t_copy / 1e6:>10.0f} "
+              f"{n / t_dig / 1e6:>12.0f} {t_read / t_dig:>6.2f}")  # fmt: skip
+        del src, dst
+        torch.cuda.empty_cache()
+
+
+def sweep(gen: torch.Generator, reps: int) -> None:
+    print("4. the watch kernel's block and warps, and the digest's, at 207.6 MB")
+    bufs = buffers(207_600_000, gen)
+    t_read = timed(lambda: [b.view(torch.int64).sum() for b in bufs], reps)
+    exp = torch.arange(0, 64, device="cuda")
+    can = PageCanary(bufs, logger=False)
+    for block in (64, 128, 256, 512):
+        for warps in (1, 2, 4, 8):
+            kernels.WATCH_BLOCK, kernels.WATCH_WARPS = block, warps
+
+            def w() -> None:
+                with can.watch(1, exp):
+                    pass
+
+            t = timed(w, reps)
+            can.flush()
+            rel = t / (2 * t_read)
+            print(f"   watch block {block:>4} warps {warps}: {t:.3f} ms = {rel:.2f}× floor")
+    kernels.WATCH_BLOCK, kernels.WATCH_WARPS = 256, 2
+    src = torch.randint(0, 256, (1 << 30,), dtype=torch.uint8, device="cuda")
+    t_r = timed(lambda: src.view(torch.int64).sum(), reps)
+    for block in (256, 512, 1024, 2048):
+        for per_sm in (2, 4, 8, 16):
+            kernels.BLOCK, kernels.PROGRAMS_PER_SM = block, per_sm
+            t = timed(lambda: digest(src, head_bytes=0, tail_bytes=0), reps)
+            print(f"   digest block {block:>4} programs/SM {per_sm:>2}: {t_r / t:.2f} of a read")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--reps", type=int, default=50)
+    a = ap.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    exactness(gen)
+    if a.sweep:
+        sweep(gen, a.reps)
+    costs(gen, a.reps)
+    digests(a.reps)
+    print("FAILED: " + "; ".join(failures) if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

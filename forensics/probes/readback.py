@@ -1,0 +1,138 @@
+"""The canary's readback on CUDA, off the step's path: each watch takes a slot of a ring
+(its device buffers and a pinned host buffer, allocated once), and the changed page ids
+come back by a non-blocking copy on a side stream that waits on an event recorded after
+the watch's second pass. The host never waits: a slot whose copy has not completed is not
+reused (the step is counted as not read), a background thread emits a slot's lines once
+its copy's event completes, the next watch emits what has completed, and `flush()` the
+rest (an exit hook calls it)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from .kernels import CODE_BUF_SHIFT
+
+SLOTS = 4
+CAP = 1 << 16  # changed pages a watch can report (over all buffers); more is counted
+EXPECTED_CAP = 1 << 16  # expected pages a watch copies back for its record
+POLL_S = 0.0005  # how often the writer thread looks at the oldest copy's event
+
+
+@dataclass
+class Slot:
+    sigs: torch.Tensor  # device: the before pass's signatures, every buffer's pages
+    mask: torch.Tensor  # device: 1 where a page is expected (one past the end: ids out of range)
+    ids: torch.Tensor  # device: changed pages' codes
+    count: torch.Tensor  # device: how many changed (may exceed CAP)
+    expected: torch.Tensor  # device: the expected ids, copied at the watch's start
+    staged: torch.Tensor  # pinned: expected ids given on the host, on their way in
+    host: torch.Tensor  # pinned: count, codes, expected ids
+    done: torch.cuda.Event = field(default_factory=torch.cuda.Event)
+    meta: dict | None = None  # the pending watch's step, names, … (None: free)
+
+
+class Ring:
+    def __init__(self, device: torch.device, sig_words: int, max_pages: int,
+                 emit: Callable[[dict, int, list[int], list[int]], None]) -> None:  # fmt: skip
+        self.device = device
+        self.side = torch.cuda.Stream(device)
+        self.emit = emit  # (meta, count, codes, expected ids) -> the lines said
+        self.lock = threading.Lock()
+        self.pending: deque[Slot] = deque()
+        self.wake = threading.Condition(self.lock)
+        self.not_read = 0
+        self.slots = [self._slot(sig_words, max_pages) for _ in range(SLOTS)]
+        self.thread = threading.Thread(target=self._run, name="forensics-canary", daemon=True)
+        self.thread.start()
+
+    def _slot(self, sig_words: int, max_pages: int) -> Slot:
+        d = self.device
+        return Slot(
+            torch.empty(max(sig_words, 1), dtype=torch.int64, device=d),
+            torch.zeros(max_pages + 1, dtype=torch.uint8, device=d),
+            torch.empty(CAP, dtype=torch.int64, device=d),
+            torch.zeros(1, dtype=torch.int64, device=d),
+            torch.empty(EXPECTED_CAP, dtype=torch.int64, device=d),
+            torch.empty(EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
+            torch.empty(1 + CAP + EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
+        )
+
+    def take(self) -> Slot | None:
+        """A free slot, or None (every slot's copy still running: the step is not read).
+        What has come back meanwhile is emitted first."""
+        self.drain(wait=False)
+        with self.lock:
+            for s in self.slots:
+                if s.meta is None:
+                    return s
+            self.not_read += 1
+            return None
+
+    def send(self, slot: Slot, stream: torch.cuda.Stream, n_expected: int, meta: dict) -> None:
+        """After the second pass: the ids, the count and the expected ids to the host on
+        the side stream, once `stream` has got there; the host goes on at once."""
+        ready = torch.cuda.Event()
+        ready.record(stream)
+        n = min(n_expected, EXPECTED_CAP)
+        with torch.cuda.stream(self.side):
+            self.side.wait_event(ready)
+            slot.host[0:1].copy_(slot.count, non_blocking=True)
+            slot.host[1 : 1 + CAP].copy_(slot.ids, non_blocking=True)
+            if n:
+                slot.host[1 + CAP : 1 + CAP + n].copy_(slot.expected[:n], non_blocking=True)
+            slot.done.record(self.side)
+        with self.lock:
+            slot.meta = meta | {"n_expected": n}
+            self.pending.append(slot)
+            self.wake.notify()
+
+    def drain(self, wait: bool) -> None:
+        """Emit every pending slot whose copy is done, in watch order (`wait`: every
+        pending slot, waiting for each: flush, at shutdown)."""
+        while True:
+            with self.lock:
+                if not self.pending:
+                    return
+                slot = self.pending[0]
+                if not wait and not slot.done.query():
+                    return
+                self.pending.popleft()
+            if wait:
+                slot.done.synchronize()
+            self._emit(slot)
+
+    def _emit(self, slot: Slot) -> None:
+        meta = slot.meta
+        assert meta is not None
+        host = slot.host.numpy()
+        count = int(host[0])
+        codes = host[1 : 1 + min(count, CAP)].tolist()
+        n = meta["n_expected"]
+        given = meta.get("expected")
+        expected = given if given is not None else host[1 + CAP : 1 + CAP + n].tolist()
+        try:
+            self.emit(meta, count, codes, expected)
+        finally:
+            with self.lock:
+                slot.meta = None
+
+    def _run(self) -> None:
+        # Polls the oldest copy's event rather than waiting on it: an event's wait would
+        # be a synchronisation torch's sync debug mode may count against the step's path.
+        while True:
+            with self.lock:
+                while not self.pending:
+                    self.wake.wait()
+            self.drain(wait=False)
+            time.sleep(POLL_S)
+
+
+def decode(code: int) -> tuple[int, int, bool]:
+    """(buffer index, page, unexpected) of a changed page's code."""
+    return code >> CODE_BUF_SHIFT, (code >> 1) & ((1 << (CODE_BUF_SHIFT - 1)) - 1), bool(code & 1)
