@@ -191,3 +191,89 @@ def test_probes_load_with_torch_alone_and_the_api_resolves() -> None:
     for name in forensics.__all__:
         assert getattr(forensics, name) is not None
     assert callable(forensics.ingest)
+
+
+def test_lines_written_late_and_out_of_order_keep_their_watch_time(tmp_path: Path) -> None:
+    """The CUDA path writes a watch's lines when its ids are back: later than the watch,
+    and steps out of order. Each record's t_us is its watch's wall time, and ingest takes
+    it as the row's time; a record without t_us (older probes) keeps its line's time."""
+    log = tmp_path / "decode-0.log"
+    logger = _log_to(log, "TP0")
+    buf = [torch.zeros(8, 4)]
+    canary = PageCanary(buf, logger=logger)
+    t0 = 1_780_000_000_000_000  # µs: the watches' own times, long before the lines' stamps
+    for step in (3, 1, 2):  # as a background thread may write them
+        meta = {"step": step, "bs": 1, "mode": "replay", "rids": [f"r{step}"], "rooms": [step],
+                "t_us": t0 + step * 10_000}  # fmt: skip
+        canary._said(meta, [step], {0: [step, 7]}, 0)
+    logger.info("forensics:canary step=4 layer=0 expected=[4] changed=[4] unexpected=[]")
+    for h in logger.handlers:
+        h.close()
+    db = tmp_path / "c.duckdb"
+    forensics.ingest([str(log)], db)
+    _, rows = forensics.query_rows("SELECT step, ts_us, unexpected FROM canary ORDER BY ts_us", db)
+    assert [r[:2] for r in rows[:3]] == [(1, t0 + 10_000), (2, t0 + 20_000), (3, t0 + 30_000)]
+    assert [r[2] for r in rows[:3]] == [[7], [7], [7]]
+    assert rows[3][0] == 4 and rows[3][1] > t0 + 10**9  # its line's own time
+    _, steps = forensics.query_rows("SELECT step, ts_us FROM steps ORDER BY step", db)
+    assert steps == [(1, t0 + 10_000), (2, t0 + 20_000), (3, t0 + 30_000)]
+
+
+def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
+    """The CUDA path of a watch, run on the CPU with its kernels and readback stood in:
+    every torch entry point that waits for the device (nonzero, unique, item, tolist,
+    cpu, numpy, synchronize) raises if the step's path calls it. The watch's two passes
+    run, in order, and its ids are handed to the readback — none of them waited for."""
+    import sys
+    import types
+
+    from forensics.probes import canary as canary_mod
+    from forensics.probes.readback import CAP, EXPECTED_CAP, Slot
+
+    passes: list[bool] = []
+    fake = types.ModuleType("forensics.probes.kernels")
+    fake.watch_pass = lambda table, max_pages, sigs, mask, ids, count, after: passes.append(after)
+    monkeypatch.setitem(sys.modules, "forensics.probes.kernels", fake)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
+    sent: list[tuple] = []
+
+    class Ring:
+        not_read = 0
+
+        def take(self) -> Slot:
+            z = torch.zeros
+            return Slot(z(16, dtype=torch.int64), z(9, dtype=torch.uint8),
+                        z(CAP, dtype=torch.int64), z(1, dtype=torch.int64),
+                        z(EXPECTED_CAP, dtype=torch.int64), z(EXPECTED_CAP, dtype=torch.int64),
+                        z(1 + CAP + EXPECTED_CAP, dtype=torch.int64), done=None)  # fmt: skip
+
+        def send(self, slot, stream, n, meta) -> None:
+            sent.append((stream, n, meta["step"], slot.mask[:9].clone()))
+
+    dev = canary_mod._Device.__new__(canary_mod._Device)
+    dev.table, dev.max_pages, dev.device, dev.sync, dev.ring = (
+        None,
+        8,
+        torch.device("cpu"),
+        "stream",
+        Ring(),
+    )
+
+    def waits(*_a, **_k):
+        raise AssertionError("a synchronising call on the step's path")
+
+    for name in ("nonzero", "unique"):
+        monkeypatch.setattr(torch, name, waits)
+    for name in ("item", "tolist", "cpu", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, waits)
+    monkeypatch.setattr(torch.cuda, "synchronize", waits)
+    for expected in (torch.tensor([2, 3, 99]), [3, 2, -1]):
+        with dev.watch(expected, {"step": 5}):
+            assert passes[-1] is False  # the first pass ran before the region
+        assert passes[-1] is True
+    monkeypatch.undo()
+    assert [(s, n, step) for s, n, step, _ in sent] == [("stream", 3, 5), ("stream", 3, 5)]
+    # out-of-range ids land on the mask's spare slot, never on a page
+    assert sent[0][3].tolist() == [0, 0, 1, 1, 0, 0, 0, 0, 1]
+    assert sent[1][3].tolist() == [0, 0, 1, 1, 0, 0, 0, 0, 1]

@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 from .digest import F1, F2, LANES
+from .readback import CODE_BUF_SHIFT
 
 BLOCK = 1024
 PAGE_BLOCK = 1024
@@ -117,13 +118,11 @@ def page_sums_triton(words: torch.Tensor) -> torch.Tensor:
 # -- the canary's two passes: every watched buffer in one launch each ------------------
 WATCH_BLOCK = 256  # words a page's loop reads at a time (a 8,448-byte page: 4 loads + 32)
 WATCH_WARPS = 2
-# a changed page's code: buffer << 40 | page << 1 | unexpected
-CODE_BUF_SHIFT = 40
 
 
 @triton.jit
 def _watch_kernel(table_ptr, sig_ptr, mask_ptr, ids_ptr, count_ptr, cap, C0, K0,
-                  AFTER: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+                  AFTER: tl.constexpr, BLOCK: tl.constexpr, SHIFT: tl.constexpr):  # fmt: skip
     # program (page, buffer); the table's row of a buffer: its words' address, its pages,
     # words a page, the stride between pages in words, its first signature's index
     page = tl.program_id(0)
@@ -149,7 +148,7 @@ def _watch_kernel(table_ptr, sig_ptr, mask_ptr, ids_ptr, count_ptr, cap, C0, K0,
                 unexpected = (tl.load(mask_ptr + page) == 0).to(tl.int64)
                 slot = tl.atomic_add(count_ptr, 1)
                 if slot < cap:
-                    code = (buf.to(tl.int64) << 40) | (page.to(tl.int64) << 1) | unexpected
+                    code = (buf.to(tl.int64) << SHIFT) | (page.to(tl.int64) << 1) | unexpected
                     tl.store(ids_ptr + slot, code)
         else:
             tl.store(sig_ptr + at, sig)
@@ -165,4 +164,5 @@ def watch_pass(table: torch.Tensor, max_pages: int, sigs: torch.Tensor, mask: to
     c0, k0 = LANES[0]
     grid = (max_pages, table.shape[0])
     _watch_kernel[grid](table, sigs, mask, ids, count, ids.numel(), _u64(c0), _u64(k0),
-                        AFTER=after, BLOCK=WATCH_BLOCK, num_warps=WATCH_WARPS)  # fmt: skip
+                        AFTER=after, BLOCK=WATCH_BLOCK, SHIFT=CODE_BUF_SHIFT,
+                        num_warps=WATCH_WARPS)  # fmt: skip

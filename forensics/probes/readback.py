@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .kernels import CODE_BUF_SHIFT
-
 SLOTS = 4
+CODE_BUF_SHIFT = 40  # a changed page's code: buffer << 40 | page << 1 | unexpected
 CAP = 1 << 16  # changed pages a watch can report (over all buffers); more is counted
 EXPECTED_CAP = 1 << 16  # expected pages a watch copies back for its record
 POLL_S = 0.0005  # how often the writer thread looks at the oldest copy's event
@@ -33,7 +32,7 @@ class Slot:
     expected: torch.Tensor  # device: the expected ids, copied at the watch's start
     staged: torch.Tensor  # pinned: expected ids given on the host, on their way in
     host: torch.Tensor  # pinned: count, codes, expected ids
-    done: torch.cuda.Event = field(default_factory=torch.cuda.Event)
+    done: torch.cuda.Event = field(default_factory=lambda: torch.cuda.Event())
     meta: dict | None = None  # the pending watch's step, names, … (None: free)
 
 

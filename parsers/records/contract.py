@@ -534,7 +534,11 @@ def _canary(wide: pl.DataFrame):
     cl, cn, _ = parsed["changed"]
     ul, un = _unexpected(ok["unexpected"], el, cl, parsed["unexpected"], same_text)
     out = ok.select(
-        "row", step=_int("step"), layer=_int("layer"), bs=_int("bs"), mode="mode",
+        "row",
+        step=_int("step"),
+        layer=_int("layer"),
+        bs=_int("bs"),
+        mode="mode",
         t_us=_int("t_us"),
     ).with_columns(
         expected=el,
