@@ -223,42 +223,38 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     """The CUDA path of a watch, run on the CPU with its kernels and readback stood in:
     every torch entry point that waits for the device (nonzero, unique, item, tolist,
     cpu, numpy, synchronize) raises if the step's path calls it. The watch's two passes
-    run, in order, and its ids are handed to the readback — none of them waited for."""
+    run, in order, the expected ids go to the device in the slot, and the readback gets
+    the slot — none of them waited for."""
     import sys
     import types
 
     from forensics.probes import canary as canary_mod
     from forensics.probes.readback import CAP, EXPECTED_CAP, Slot
 
-    passes: list[bool] = []
+    passes: list[tuple] = []
     fake = types.ModuleType("forensics.probes.kernels")
-    fake.watch_pass = lambda table, max_pages, sigs, mask, ids, count, after: passes.append(after)
+    fake.watch_pass = lambda *run, after: passes.append((after, run[7], run[8]))
     monkeypatch.setitem(sys.modules, "forensics.probes.kernels", fake)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
+    size = 1 + CAP + EXPECTED_CAP
+    slot = Slot(torch.zeros(16, dtype=torch.int64), torch.zeros(8, dtype=torch.int32),
+                torch.zeros(size, dtype=torch.int64), torch.zeros(EXPECTED_CAP, dtype=torch.int64),
+                torch.zeros(size, dtype=torch.int64))  # fmt: skip
     sent: list[tuple] = []
 
     class Ring:
         not_read = 0
 
         def take(self) -> Slot:
-            z = torch.zeros
-            return Slot(z(16, dtype=torch.int64), z(9, dtype=torch.uint8),
-                        z(CAP, dtype=torch.int64), z(1, dtype=torch.int64),
-                        z(EXPECTED_CAP, dtype=torch.int64), z(EXPECTED_CAP, dtype=torch.int64),
-                        z(1 + CAP + EXPECTED_CAP, dtype=torch.int64), done=None)  # fmt: skip
+            return slot
 
-        def send(self, slot, stream, n, meta) -> None:
-            sent.append((stream, n, meta["step"], slot.mask[:9].clone()))
+        def send(self, s, stream, n, meta) -> None:
+            sent.append((stream, n, meta["step"], s.expected[:n].clone()))
 
     dev = canary_mod._Device.__new__(canary_mod._Device)
-    dev.table, dev.max_pages, dev.device, dev.sync, dev.ring = (
-        None,
-        8,
-        torch.device("cpu"),
-        "stream",
-        Ring(),
-    )
+    dev.base, dev.table, dev.max_pages, dev.aligned = None, None, 8, True
+    dev.device, dev.sync, dev.ring = torch.device("cpu"), "stream", Ring()
 
     def waits(*_a, **_k):
         raise AssertionError("a synchronising call on the step's path")
@@ -270,10 +266,10 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "synchronize", waits)
     for expected in (torch.tensor([2, 3, 99]), [3, 2, -1]):
         with dev.watch(expected, {"step": 5}):
-            assert passes[-1] is False  # the first pass ran before the region
-        assert passes[-1] is True
+            assert passes[-1][0] is False  # the first pass ran before the region
+        assert passes[-1][0] is True
     monkeypatch.undo()
-    assert [(s, n, step) for s, n, step, _ in sent] == [("stream", 3, 5), ("stream", 3, 5)]
-    # out-of-range ids land on the mask's spare slot, never on a page
-    assert sent[0][3].tolist() == [0, 0, 1, 1, 0, 0, 0, 0, 1]
-    assert sent[1][3].tolist() == [0, 0, 1, 1, 0, 0, 0, 0, 1]
+    # each watch marks its pages with a number of its own: the mask is never cleared
+    assert [p[1:] for p in passes] == [(3, 1), (3, 1), (3, 2), (3, 2)]
+    assert [(s, n, step, ids.tolist()) for s, n, step, ids in sent] == [
+        ("stream", 3, 5, [2, 3, 99]), ("stream", 3, 5, [-1, 2, 3])]  # fmt: skip

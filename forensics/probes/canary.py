@@ -166,10 +166,12 @@ class _Device:
     """The CUDA path of one canary: the buffers' table, the readback ring."""
 
     def __init__(self, canary: PageCanary, table: torch.Tensor, max_pages: int,
-                 sig_words: int) -> None:  # fmt: skip
+                 sig_words: int, aligned: bool) -> None:  # fmt: skip
         from .readback import Ring
 
         self.canary = weakref.ref(canary)
+        self.base = next(iter(canary.buffers.values()))  # the pointer the table's offsets start at
+        self.aligned = aligned  # 16-byte pages and buffers: the kernel loads 16 bytes at once
         self.table = table
         self.max_pages = max_pages
         self.names = list(canary.buffers)
@@ -187,7 +189,7 @@ class _Device:
             return None
         if len({b.device for b in bufs}) != 1:
             return None
-        rows, at = [], 0
+        rows, at, origin = [], 0, bufs[0].data_ptr()
         for b in bufs:
             size = b.element_size()
             page_bytes = b[0].numel() * size if b.dim() else 0
@@ -195,14 +197,19 @@ class _Device:
             if (b.dim() == 0 or not b[0].is_contiguous() or page_bytes % 8 or stride_bytes % 8
                     or b.data_ptr() % 8):  # fmt: skip
                 return None
-            rows.append([b.data_ptr(), b.shape[0], page_bytes // 8, stride_bytes // 8, at])
+            rows.append([(b.data_ptr() - origin) // 8, b.shape[0], page_bytes // 8,
+                         stride_bytes // 8, at])  # fmt: skip
             at += b.shape[0]
+        aligned = all(b.data_ptr() % 16 == 0 for b in bufs) and all(
+            r[0] % 2 == 0 and r[2] % 2 == 0 and r[3] % 2 == 0 for r in rows
+        )
         table = torch.tensor(rows, dtype=torch.int64, device=bufs[0].device)
-        return cls(canary, table, max(r[1] for r in rows), at)
+        return cls(canary, table, max(r[1] for r in rows), at, aligned)
 
     @contextmanager
     def watch(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Iterator[None]:
         from .kernels import watch_pass
+        from .readback import CAP
 
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("PageCanary.watch while its stream captures a CUDA graph: "
@@ -222,17 +229,14 @@ class _Device:
             n = min(len(given), slot.staged.numel())
             slot.staged[:n] = torch.tensor(given[:n], dtype=torch.int64)
             slot.expected[:n].copy_(slot.staged[:n], non_blocking=True)
-        ids = slot.expected[:n]
-        inside = (ids >= 0) & (ids < self.max_pages)
-        slot.mask.zero_()
-        slot.mask.index_fill_(0, torch.where(inside, ids, self.max_pages), 1)
-        watch_pass(self.table, self.max_pages, slot.sigs, slot.mask, slot.ids, slot.count,
-                   after=False)  # fmt: skip
+        slot.gen = slot.gen % (1 << 30) + 1  # the mask's mark for this watch
+        run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
+               slot.out, n, slot.gen, CAP)  # fmt: skip
+        watch_pass(*run, after=False)
         yield
         if self.sync == "device":
             torch.cuda.synchronize(self.device)
-        watch_pass(self.table, self.max_pages, slot.sigs, slot.mask, slot.ids, slot.count,
-                   after=True)  # fmt: skip
+        watch_pass(*run, after=True)
         meta = meta | {"t_us": time.time_ns() // 1000, "expected": given}
         self.ring.send(slot, stream, n, meta)
 

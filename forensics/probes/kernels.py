@@ -121,48 +121,63 @@ WATCH_WARPS = 2
 
 
 @triton.jit
-def _watch_kernel(table_ptr, sig_ptr, mask_ptr, ids_ptr, count_ptr, cap, C0, K0,
-                  AFTER: tl.constexpr, BLOCK: tl.constexpr, SHIFT: tl.constexpr):  # fmt: skip
-    # program (page, buffer); the table's row of a buffer: its words' address, its pages,
-    # words a page, the stride between pages in words, its first signature's index
+def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, n_exp, gen, cap, max_pages,
+                  C, K, AFTER: tl.constexpr, BLOCK: tl.constexpr, SHIFT: tl.constexpr,
+                  ALIGNED: tl.constexpr):  # fmt: skip
+    # Program (page, buffer). A buffer's row: its first word's offset from base_ptr (one
+    # real pointer, so that loads keep its alignment), its pages, words a page, words
+    # between pages, its first signature's index. `out`: the count, CAP codes, then the
+    # expected ids. A page's signature: the sum of (w ^ i·K)·C over its words (i the
+    # word's index): a bijection of each word, so any one changed word changes it.
     page = tl.program_id(0)
     buf = tl.program_id(1)
     row = table_ptr + buf * 5
+    if not AFTER:  # noqa: SIM102 - a compile-time branch around a run-time one
+        if buf == 0:  # the expected pages marked with this watch's number: no clearing
+            for e in range(page, n_exp, tl.num_programs(0)):
+                p = tl.load(out_ptr + 1 + cap + e)
+                if (p >= 0) & (p < max_pages):
+                    tl.store(mask_ptr + p, gen)
+            if page == 0:
+                tl.store(out_ptr, 0)
     pages = tl.load(row + 1)
     if page < pages:
-        base = tl.load(row).to(tl.pointer_type(tl.int64))
         per = tl.load(row + 2)
-        start = page.to(tl.int64) * tl.load(row + 3)
+        first = tl.load(row) + page.to(tl.int64) * tl.load(row + 3)
         at = tl.load(row + 4) + page
-        c0, k0 = C0.to(tl.uint64, bitcast=True), K0.to(tl.uint64, bitcast=True)
+        c, k = C.to(tl.uint64, bitcast=True), K.to(tl.uint64, bitcast=True)
+        lanes = tl.arange(0, BLOCK)
+        step = lanes.to(tl.uint64) * k
         acc = tl.zeros([BLOCK], dtype=tl.uint64)
         for j0 in range(0, per, BLOCK):
-            j = j0 + tl.arange(0, BLOCK)
-            m = j < per
-            w = tl.load(base + start + j, mask=m, other=0).to(tl.uint64, bitcast=True)
-            i = (page.to(tl.int64) * per + j).to(tl.uint64)
-            acc += tl.where(m, _fmix(w + (i * c0 + k0)), 0)
+            offs = first + j0 + lanes
+            if ALIGNED:
+                offs = tl.max_contiguous(tl.multiple_of(offs, 2), BLOCK)
+            m = j0 + lanes < per
+            w = tl.load(base_ptr + offs, mask=m, other=0).to(tl.uint64, bitcast=True)
+            s = (page.to(tl.int64) * per + j0).to(tl.uint64) * k + step
+            acc += tl.where(m, (w ^ s) * c, 0)
         sig = tl.sum(acc, axis=0).to(tl.int64, bitcast=True)
         if AFTER:
             if sig != tl.load(sig_ptr + at):
-                unexpected = (tl.load(mask_ptr + page) == 0).to(tl.int64)
-                slot = tl.atomic_add(count_ptr, 1)
+                unexpected = (tl.load(mask_ptr + page) != gen).to(tl.int64)
+                slot = tl.atomic_add(out_ptr, 1)
                 if slot < cap:
                     code = (buf.to(tl.int64) << SHIFT) | (page.to(tl.int64) << 1) | unexpected
-                    tl.store(ids_ptr + slot, code)
+                    tl.store(out_ptr + 1 + slot, code)
         else:
             tl.store(sig_ptr + at, sig)
-            if (page == 0) & (buf == 0):
-                tl.store(count_ptr, 0)
 
 
-def watch_pass(table: torch.Tensor, max_pages: int, sigs: torch.Tensor, mask: torch.Tensor,
-               ids: torch.Tensor, count: torch.Tensor, after: bool) -> None:  # fmt: skip
-    """One pass over every watched buffer on the current stream: the page signatures
-    stored (before), or compared with them and the changed pages appended to `ids` through
-    `count` (after). Nothing waits."""
-    c0, k0 = LANES[0]
-    grid = (max_pages, table.shape[0])
-    _watch_kernel[grid](table, sigs, mask, ids, count, ids.numel(), _u64(c0), _u64(k0),
-                        AFTER=after, BLOCK=WATCH_BLOCK, SHIFT=CODE_BUF_SHIFT,
-                        num_warps=WATCH_WARPS)  # fmt: skip
+def watch_pass(base: torch.Tensor, table: torch.Tensor, max_pages: int, aligned: bool,
+               sigs: torch.Tensor, mask: torch.Tensor, out: torch.Tensor, n_expected: int,
+               gen: int, cap: int, after: bool) -> None:  # fmt: skip
+    """One pass over every watched buffer on the current stream: the expected pages
+    marked and the page signatures stored (before), or compared with them and the changed
+    pages appended to `out` (after). Nothing waits."""
+    c, k = LANES[1]
+    _watch_kernel[(max_pages, table.shape[0])](
+        base, table, sigs, mask, out, n_expected, gen, cap, max_pages, _u64(c | 1), _u64(k),
+        AFTER=after, BLOCK=WATCH_BLOCK, SHIFT=CODE_BUF_SHIFT, ALIGNED=aligned,
+        num_warps=WATCH_WARPS,
+    )  # fmt: skip

@@ -12,28 +12,32 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 SLOTS = 4
 CODE_BUF_SHIFT = 40  # a changed page's code: buffer << 40 | page << 1 | unexpected
-CAP = 1 << 16  # changed pages a watch can report (over all buffers); more is counted
-EXPECTED_CAP = 1 << 16  # expected pages a watch copies back for its record
+CAP = 1 << 13  # changed pages a watch can report (over all buffers); more are counted
+EXPECTED_CAP = 1 << 13  # expected pages a watch marks and copies back for its record
 POLL_S = 0.0005  # how often the writer thread looks at the oldest copy's event
 
 
 @dataclass
 class Slot:
     sigs: torch.Tensor  # device: the before pass's signatures, every buffer's pages
-    mask: torch.Tensor  # device: 1 where a page is expected (one past the end: ids out of range)
-    ids: torch.Tensor  # device: changed pages' codes
-    count: torch.Tensor  # device: how many changed (may exceed CAP)
-    expected: torch.Tensor  # device: the expected ids, copied at the watch's start
+    mask: torch.Tensor  # device int32: the watch's number where a page is expected
+    out: torch.Tensor  # device: the count, CAP codes, then the expected ids
     staged: torch.Tensor  # pinned: expected ids given on the host, on their way in
-    host: torch.Tensor  # pinned: count, codes, expected ids
-    done: torch.cuda.Event = field(default_factory=lambda: torch.cuda.Event())
+    host: torch.Tensor  # pinned: what `out` held after the watch
+    ready: torch.cuda.Event | None = None  # the second pass done (the copy waits on it)
+    done: torch.cuda.Event | None = None  # the copy done
+    gen: int = 0  # this slot's watches so far: the number its mask marks pages with
     meta: dict | None = None  # the pending watch's step, names, … (None: free)
+
+    @property
+    def expected(self) -> torch.Tensor:
+        return self.out[1 + CAP :]
 
 
 class Ring:
@@ -52,14 +56,15 @@ class Ring:
 
     def _slot(self, sig_words: int, max_pages: int) -> Slot:
         d = self.device
+        size = 1 + CAP + EXPECTED_CAP
         return Slot(
             torch.empty(max(sig_words, 1), dtype=torch.int64, device=d),
-            torch.zeros(max_pages + 1, dtype=torch.uint8, device=d),
-            torch.empty(CAP, dtype=torch.int64, device=d),
-            torch.zeros(1, dtype=torch.int64, device=d),
-            torch.empty(EXPECTED_CAP, dtype=torch.int64, device=d),
+            torch.zeros(max(max_pages, 1), dtype=torch.int32, device=d),
+            torch.zeros(size, dtype=torch.int64, device=d),
             torch.empty(EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
-            torch.empty(1 + CAP + EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
+            torch.empty(size, dtype=torch.int64, pin_memory=True),
+            torch.cuda.Event(),
+            torch.cuda.Event(),
         )
 
     def take(self) -> Slot | None:
@@ -74,20 +79,17 @@ class Ring:
             return None
 
     def send(self, slot: Slot, stream: torch.cuda.Stream, n_expected: int, meta: dict) -> None:
-        """After the second pass: the ids, the count and the expected ids to the host on
-        the side stream, once `stream` has got there; the host goes on at once."""
-        ready = torch.cuda.Event()
-        ready.record(stream)
-        n = min(n_expected, EXPECTED_CAP)
+        """After the second pass: the count, the codes and the expected ids to the host in
+        one copy on the side stream, once `stream` has got there; the host goes on."""
+        assert slot.ready is not None and slot.done is not None
+        slot.ready.record(stream)
+        n = 1 + CAP + min(n_expected, EXPECTED_CAP)
         with torch.cuda.stream(self.side):
-            self.side.wait_event(ready)
-            slot.host[0:1].copy_(slot.count, non_blocking=True)
-            slot.host[1 : 1 + CAP].copy_(slot.ids, non_blocking=True)
-            if n:
-                slot.host[1 + CAP : 1 + CAP + n].copy_(slot.expected[:n], non_blocking=True)
+            self.side.wait_event(slot.ready)
+            slot.host[:n].copy_(slot.out[:n], non_blocking=True)
             slot.done.record(self.side)
         with self.lock:
-            slot.meta = meta | {"n_expected": n}
+            slot.meta = meta | {"n_expected": min(n_expected, EXPECTED_CAP)}
             self.pending.append(slot)
             self.wake.notify()
 
@@ -99,6 +101,7 @@ class Ring:
                 if not self.pending:
                     return
                 slot = self.pending[0]
+                assert slot.done is not None
                 if not wait and not slot.done.query():
                     return
                 self.pending.popleft()
