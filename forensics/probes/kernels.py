@@ -146,6 +146,7 @@ def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, n_exp, gen, c
         first = tl.load(row) + page.to(tl.int64) * tl.load(row + 3)
         at = tl.load(row + 4) + page
         c, k = C.to(tl.uint64, bitcast=True), K.to(tl.uint64, bitcast=True)
+        words = base_ptr.to(tl.pointer_type(tl.int64))  # whatever the first buffer's dtype
         lanes = tl.arange(0, BLOCK)
         step = lanes.to(tl.uint64) * k
         acc = tl.zeros([BLOCK], dtype=tl.uint64)
@@ -154,7 +155,7 @@ def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, n_exp, gen, c
             if ALIGNED:
                 offs = tl.max_contiguous(tl.multiple_of(offs, 2), BLOCK)
             m = j0 + lanes < per
-            w = tl.load(base_ptr + offs, mask=m, other=0).to(tl.uint64, bitcast=True)
+            w = tl.load(words + offs, mask=m, other=0).to(tl.uint64, bitcast=True)
             s = (page.to(tl.int64) * per + j0).to(tl.uint64) * k + step
             acc += tl.where(m, (w ^ s) * c, 0)
         sig = tl.sum(acc, axis=0).to(tl.int64, bitcast=True)
