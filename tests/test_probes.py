@@ -220,27 +220,30 @@ def test_lines_written_late_and_out_of_order_keep_their_watch_time(tmp_path: Pat
 
 
 def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
-    """The CUDA path of a watch, run on the CPU with its kernels and readback stood in:
-    every torch entry point that waits for the device (nonzero, unique, item, tolist,
-    cpu, numpy, synchronize) raises if the step's path calls it. The watch's two passes
-    run, in order, the expected ids go to the device in the slot, and the readback gets
-    the slot — none of them waited for."""
-    import sys
-    import types
-
+    """The CUDA path of a watch, run on the CPU with its two passes (CUDA graphs) and its
+    readback stood in: every torch entry point that waits for the device (nonzero,
+    unique, item, tolist, cpu, numpy, synchronize) raises if the step's path calls it.
+    The passes run in order around the region, the watch's expected ids, their count and
+    its number go to the device, and the readback gets the slot — none of it waited for."""
     from forensics.probes import canary as canary_mod
-    from forensics.probes.readback import CAP, EXPECTED_CAP, Slot
+    from forensics.probes.readback import CAP, EXPECTED_CAP, IN, Slot
 
-    passes: list[tuple] = []
-    fake = types.ModuleType("forensics.probes.kernels")
-    fake.watch_pass = lambda *run, after: passes.append((after, run[7], run[8]))
-    monkeypatch.setitem(sys.modules, "forensics.probes.kernels", fake)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
-    size = 1 + CAP + EXPECTED_CAP
+    passes: list[tuple] = []
+
+    class Graph:
+        def __init__(self, after: bool) -> None:
+            self.after = after
+
+        def replay(self) -> None:  # what the kernels will read, as they would read it
+            passes.append((self.after, *slot.out[IN : IN + 2].tolist(),
+                           slot.expected[: int(slot.out[IN])].tolist()))  # fmt: skip
+
+    size = 1 + CAP + 2 + EXPECTED_CAP
     slot = Slot(torch.zeros(16, dtype=torch.int64), torch.zeros(8, dtype=torch.int32),
-                torch.zeros(size, dtype=torch.int64), torch.zeros(EXPECTED_CAP, dtype=torch.int64),
-                torch.zeros(size, dtype=torch.int64))  # fmt: skip
+                torch.zeros(size, dtype=torch.int64), torch.zeros(2 + EXPECTED_CAP, dtype=torch.int64),
+                torch.zeros(size, dtype=torch.int64), graphs=(Graph(False), Graph(True)))  # fmt: skip
     sent: list[tuple] = []
 
     class Ring:
@@ -250,26 +253,38 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
             return slot
 
         def send(self, s, stream, n, meta) -> None:
-            sent.append((stream, n, meta["step"], s.expected[:n].clone()))
+            sent.append((stream, n, meta["step"]))
 
     dev = canary_mod._Device.__new__(canary_mod._Device)
-    dev.base, dev.table, dev.max_pages, dev.aligned = None, None, 8, True
-    dev.device, dev.sync, dev.ring = torch.device("cpu"), "stream", Ring()
+    dev.max_pages, dev.device, dev.sync, dev.ring = 8, torch.device("cpu"), "stream", Ring()
 
     def waits(*_a, **_k):
         raise AssertionError("a synchronising call on the step's path")
 
+    real = {n: getattr(torch.Tensor, n) for n in ("item", "tolist", "cpu", "numpy")}
+    inside = [False]
+
+    def guarded(name):
+        def call(self, *a, **k):
+            if inside[0]:
+                raise AssertionError(f"{name}() on the step's path")
+            return real[name](self, *a, **k)
+
+        return call
+
     for name in ("nonzero", "unique"):
         monkeypatch.setattr(torch, name, waits)
-    for name in ("item", "tolist", "cpu", "numpy"):
-        monkeypatch.setattr(torch.Tensor, name, waits)
+    for name in real:
+        monkeypatch.setattr(torch.Tensor, name, guarded(name))
     monkeypatch.setattr(torch.cuda, "synchronize", waits)
     for expected in (torch.tensor([2, 3, 99]), [3, 2, -1]):
+        inside[0] = True
         with dev.watch(expected, {"step": 5}):
             assert passes[-1][0] is False  # the first pass ran before the region
+        inside[0] = False
         assert passes[-1][0] is True
     monkeypatch.undo()
     # each watch marks its pages with a number of its own: the mask is never cleared
-    assert [p[1:] for p in passes] == [(3, 1), (3, 1), (3, 2), (3, 2)]
-    assert [(s, n, step, ids.tolist()) for s, n, step, ids in sent] == [
-        ("stream", 3, 5, [2, 3, 99]), ("stream", 3, 5, [-1, 2, 3])]  # fmt: skip
+    assert passes == [(False, 3, 1, [2, 3, 99]), (True, 3, 1, [2, 3, 99]),
+                      (False, 3, 2, [-1, 2, 3]), (True, 3, 2, [-1, 2, 3])]  # fmt: skip
+    assert sent == [("stream", 3, 5), ("stream", 3, 5)]

@@ -34,11 +34,15 @@ import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from .digest import page_signatures
 from .lines import emit, enabled, pages, record
+
+if TYPE_CHECKING:
+    from .readback import Slot
 
 
 @dataclass
@@ -206,10 +210,32 @@ class _Device:
         table = torch.tensor(rows, dtype=torch.int64, device=bufs[0].device)
         return cls(canary, table, max(r[1] for r in rows), at, aligned)
 
-    @contextmanager
-    def watch(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Iterator[None]:
+    def _captured(self, slot: Slot) -> tuple:
+        """The slot's two passes as CUDA graphs (a replay costs the host a few µs where a
+        Triton launch cost tens): compiled once outside the capture, then captured."""
         from .kernels import watch_pass
         from .readback import CAP
+
+        run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
+               slot.out, CAP)  # fmt: skip
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            watch_pass(*run, after=False)
+            watch_pass(*run, after=True)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graphs = []
+        for after in (False, True):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=side):
+                watch_pass(*run, after=after)
+            graphs.append(g)
+        slot.graphs = (graphs[0], graphs[1])
+        return slot.graphs
+
+    @contextmanager
+    def watch(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Iterator[None]:
+        from .readback import IN
 
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("PageCanary.watch while its stream captures a CUDA graph: "
@@ -219,24 +245,25 @@ class _Device:
             yield
             return
         stream = torch.cuda.current_stream(self.device)
+        slot.gen = slot.gen % (1 << 30) + 1  # the mask's mark for this watch
         given = None
         if isinstance(expected_pages, torch.Tensor):
             exp = expected_pages.reshape(-1)[: slot.expected.numel()]
             n = exp.numel()
             slot.expected[:n].copy_(exp.to(self.device, torch.int64, non_blocking=True))
+            slot.staged[0], slot.staged[1] = n, slot.gen
+            slot.out[IN : IN + 2].copy_(slot.staged[:2], non_blocking=True)
         else:
             given = sorted({int(p) for p in expected_pages})
-            n = min(len(given), slot.staged.numel())
-            slot.staged[:n] = torch.tensor(given[:n], dtype=torch.int64)
-            slot.expected[:n].copy_(slot.staged[:n], non_blocking=True)
-        slot.gen = slot.gen % (1 << 30) + 1  # the mask's mark for this watch
-        run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
-               slot.out, n, slot.gen, CAP)  # fmt: skip
-        watch_pass(*run, after=False)
+            n = min(len(given), slot.staged.numel() - 2)
+            slot.staged[: 2 + n] = torch.tensor([n, slot.gen, *given[:n]], dtype=torch.int64)
+            slot.out[IN : IN + 2 + n].copy_(slot.staged[: 2 + n], non_blocking=True)
+        before, after = slot.graphs or self._captured(slot)
+        before.replay()
         yield
         if self.sync == "device":
             torch.cuda.synchronize(self.device)
-        watch_pass(*run, after=True)
+        after.replay()
         meta = meta | {"t_us": time.time_ns() // 1000, "expected": given}
         self.ring.send(slot, stream, n, meta)
 

@@ -121,21 +121,25 @@ WATCH_WARPS = 2
 
 
 @triton.jit
-def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, n_exp, gen, cap, max_pages,
+def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, cap, max_pages,
                   C, K, AFTER: tl.constexpr, BLOCK: tl.constexpr, SHIFT: tl.constexpr,
                   ALIGNED: tl.constexpr):  # fmt: skip
     # Program (page, buffer). A buffer's row: its first word's offset from base_ptr (one
     # real pointer, so that loads keep its alignment), its pages, words a page, words
     # between pages, its first signature's index. `out`: the count, CAP codes, then the
-    # expected ids. A page's signature: the sum of (w ^ i·K)·C over its words (i the
-    # word's index): a bijection of each word, so any one changed word changes it.
+    # watch's expected ids' count, its number, the ids (read here, not passed: the passes
+    # are replayed from a CUDA graph). A page's signature: the sum of (w ^ i·K)·C over
+    # its words (i the word's index): a bijection of each word, so any one changed word
+    # changes it.
     page = tl.program_id(0)
     buf = tl.program_id(1)
     row = table_ptr + buf * 5
+    n_exp = tl.load(out_ptr + 1 + cap)
+    gen = tl.load(out_ptr + 2 + cap).to(tl.int32)
     if not AFTER:  # noqa: SIM102 - a compile-time branch around a run-time one
         if buf == 0:  # the expected pages marked with this watch's number: no clearing
             for e in range(page, n_exp, tl.num_programs(0)):
-                p = tl.load(out_ptr + 1 + cap + e)
+                p = tl.load(out_ptr + 3 + cap + e)
                 if (p >= 0) & (p < max_pages):
                     tl.store(mask_ptr + p, gen)
             if page == 0:
@@ -171,14 +175,14 @@ def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, n_exp, gen, c
 
 
 def watch_pass(base: torch.Tensor, table: torch.Tensor, max_pages: int, aligned: bool,
-               sigs: torch.Tensor, mask: torch.Tensor, out: torch.Tensor, n_expected: int,
-               gen: int, cap: int, after: bool) -> None:  # fmt: skip
+               sigs: torch.Tensor, mask: torch.Tensor, out: torch.Tensor, cap: int,
+               after: bool) -> None:  # fmt: skip
     """One pass over every watched buffer on the current stream: the expected pages
     marked and the page signatures stored (before), or compared with them and the changed
     pages appended to `out` (after). Nothing waits."""
     c, k = LANES[1]
     _watch_kernel[(max_pages, table.shape[0])](
-        base, table, sigs, mask, out, n_expected, gen, cap, max_pages, _u64(c | 1), _u64(k),
+        base, table, sigs, mask, out, cap, max_pages, _u64(c | 1), _u64(k),
         AFTER=after, BLOCK=WATCH_BLOCK, SHIFT=CODE_BUF_SHIFT, ALIGNED=aligned,
         num_warps=WATCH_WARPS,
     )  # fmt: skip

@@ -21,23 +21,26 @@ CODE_BUF_SHIFT = 40  # a changed page's code: buffer << 40 | page << 1 | unexpec
 CAP = 1 << 13  # changed pages a watch can report (over all buffers); more are counted
 EXPECTED_CAP = 1 << 13  # expected pages a watch marks and copies back for its record
 POLL_S = 0.0005  # how often the writer thread looks at the oldest copy's event
+IN = 1 + CAP  # where a slot's `out` holds what the watch hands the kernels
 
 
 @dataclass
 class Slot:
     sigs: torch.Tensor  # device: the before pass's signatures, every buffer's pages
     mask: torch.Tensor  # device int32: the watch's number where a page is expected
-    out: torch.Tensor  # device: the count, CAP codes, then the expected ids
-    staged: torch.Tensor  # pinned: expected ids given on the host, on their way in
+    out: torch.Tensor  # device: the count, CAP codes, the expected ids' count, the mask's
+    # number for this watch, the expected ids (IN: where the count starts)
+    staged: torch.Tensor  # pinned: that count, number and ids, on their way in
     host: torch.Tensor  # pinned: what `out` held after the watch
     ready: torch.cuda.Event | None = None  # the second pass done (the copy waits on it)
     done: torch.cuda.Event | None = None  # the copy done
     gen: int = 0  # this slot's watches so far: the number its mask marks pages with
     meta: dict | None = None  # the pending watch's step, names, … (None: free)
+    graphs: tuple | None = None  # the two passes, captured once (before, after)
 
     @property
     def expected(self) -> torch.Tensor:
-        return self.out[1 + CAP :]
+        return self.out[IN + 2 :]
 
 
 class Ring:
@@ -56,12 +59,12 @@ class Ring:
 
     def _slot(self, sig_words: int, max_pages: int) -> Slot:
         d = self.device
-        size = 1 + CAP + EXPECTED_CAP
+        size = IN + 2 + EXPECTED_CAP
         return Slot(
             torch.empty(max(sig_words, 1), dtype=torch.int64, device=d),
             torch.zeros(max(max_pages, 1), dtype=torch.int32, device=d),
             torch.zeros(size, dtype=torch.int64, device=d),
-            torch.empty(EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
+            torch.empty(2 + EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
             torch.empty(size, dtype=torch.int64, pin_memory=True),
             torch.cuda.Event(),
             torch.cuda.Event(),
@@ -83,7 +86,7 @@ class Ring:
         one copy on the side stream, once `stream` has got there; the host goes on."""
         assert slot.ready is not None and slot.done is not None
         slot.ready.record(stream)
-        n = 1 + CAP + min(n_expected, EXPECTED_CAP)
+        n = IN + 2 + min(n_expected, EXPECTED_CAP)
         with torch.cuda.stream(self.side):
             self.side.wait_event(slot.ready)
             slot.host[:n].copy_(slot.out[:n], non_blocking=True)
@@ -117,7 +120,7 @@ class Ring:
         codes = host[1 : 1 + min(count, CAP)].tolist()
         n = meta["n_expected"]
         given = meta.get("expected")
-        expected = given if given is not None else host[1 + CAP : 1 + CAP + n].tolist()
+        expected = given if given is not None else host[IN + 2 : IN + 2 + n].tolist()
         try:
             self.emit(meta, count, codes, expected)
         finally:
