@@ -217,8 +217,8 @@ def sweep(gen: torch.Generator, reps: int) -> None:
     t_read = timed(lambda: [b.view(torch.int64).sum() for b in bufs], reps)
     exp = torch.arange(0, 64, device="cuda")
     can = PageCanary(bufs, logger=False)
-    for block in (128, 256, 512, 1024):
-        for warps in (1, 2, 4, 8):
+    for block in (128, 256, 512):
+        for warps in (1, 2, 4):
             kernels.WATCH_BLOCK, kernels.WATCH_WARPS = block, warps
 
             def w() -> None:
@@ -232,11 +232,13 @@ def sweep(gen: torch.Generator, reps: int) -> None:
     kernels.WATCH_BLOCK, kernels.WATCH_WARPS = 256, 2
     src = torch.randint(0, 256, (1 << 30,), dtype=torch.uint8, device="cuda")
     t_r = timed(lambda: src.view(torch.int64).sum(), reps)
-    for block in (256, 512, 1024, 2048):
-        for per_sm in (2, 4, 8, 16):
+    kept = kernels.BLOCK, kernels.PROGRAMS_PER_SM
+    for block in (128, 256, 512):
+        for per_sm in (8, 16, 32):
             kernels.BLOCK, kernels.PROGRAMS_PER_SM = block, per_sm
             t = timed(lambda: digest(src, head_bytes=0, tail_bytes=0), reps)
             print(f"   digest block {block:>4} programs/SM {per_sm:>2}: {t_r / t:.2f} of a read")
+    kernels.BLOCK, kernels.PROGRAMS_PER_SM = kept
 
 
 def main() -> int:
