@@ -351,7 +351,9 @@ def spans(table: pa.Table, lines: list[int], host: str | None) -> Iterator[pl.Da
     spans_of = scope.field("spans")
     span_scope = pc.list_parent_indices(spans_of).to_numpy()
     flat = pc.list_flatten(spans_of)
-    whose = about.gather(scope_res[span_scope]).with_columns(scope=scope_name.gather(span_scope))
+    whose = about.select(pl.all().gather(pl.Series(scope_res[span_scope]))).with_columns(
+        scope=scope_name.gather(span_scope)
+    )
     whose = whose.with_columns(index=pl.int_range(1, pl.len() + 1).over("line"))
     for at in range(0, len(flat), SLICE):
         part = pl.from_arrow(pa.table({"s": flat.slice(at, SLICE)})).unnest("s")
