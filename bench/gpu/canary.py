@@ -197,6 +197,10 @@ def costs(gen: torch.Generator, reps: int) -> None:
 
 def digests(reps: int) -> None:
     print("3. the digest against a plain read and a device copy of the same bytes")
+    for n in (1, 4099, 3 * (1 << 20) + 5, 64 << 20):  # the kernel's sums are the reference's
+        raw = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+        same = digest(raw) == digest(raw.cpu())
+        print(f"   digest on the GPU == on the CPU, {n:>10,} B: {check(same, f'digest {n}')}")
     print(f"   {'size':>6} {'read GB/s':>10} {'copy GB/s':>10} {'digest GB/s':>12} {'÷read':>6}")
     for mb in (256, 1024, 4096):
         n = mb << 20
