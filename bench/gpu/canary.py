@@ -224,6 +224,9 @@ def sweep(gen: torch.Generator, reps: int) -> None:
     for block in (128, 256, 512):
         for warps in (1, 2, 4):
             kernels.WATCH_BLOCK, kernels.WATCH_WARPS = block, warps
+            can.flush()
+            for slot in can._device.ring.slots:  # the passes captured again, as configured
+                slot.graphs = None
 
             def w() -> None:
                 with can.watch(1, exp):
@@ -245,6 +248,51 @@ def sweep(gen: torch.Generator, reps: int) -> None:
     kernels.BLOCK, kernels.PROGRAMS_PER_SM = kept
 
 
+def host_parts(gen: torch.Generator, reps: int) -> None:
+    """Where the host's time in a watch goes (µs, median): the watch's own steps, timed
+    one by one, the device synchronised between watches (every slot free)."""
+    from forensics.probes.readback import IN
+
+    print("5. the host's time in a watch, step by step (µs)")
+    bufs = buffers(207_600_000, gen)
+    can = PageCanary(bufs, logger=False)
+    dev, exp = can._device, torch.arange(0, 64, device="cuda")
+    with can.watch(0, exp):
+        pass
+    can.flush()
+    parts: dict[str, list[float]] = {}
+
+    def lap(name: str, t: float) -> float:
+        now = time.perf_counter()
+        parts.setdefault(name, []).append((now - t) * 1e6)
+        return now
+
+    for i in range(reps):
+        torch.cuda.synchronize()
+        can.flush()
+        t = time.perf_counter()
+        slot = dev.ring.take()
+        t = lap("take a slot", t)
+        stream = torch.cuda.current_stream()
+        slot.gen += 1
+        slot.expected[:64].copy_(exp)
+        t = lap("expected ids in", t)
+        slot.staged[:2] = torch.tensor([64, slot.gen])
+        slot.out[IN : IN + 2].copy_(slot.staged[:2], non_blocking=True)
+        t = lap("count and number in", t)
+        before, after = slot.graphs
+        before.replay()
+        t = lap("first pass (replay)", t)
+        after.replay()
+        t = lap("second pass (replay)", t)
+        dev.ring.send(slot, stream, 64, {"step": i, "bs": 1, "mode": "replay", "rids": None,
+                                         "rooms": None, "t_us": 0, "expected": None})  # fmt: skip
+        lap("readback queued", t)
+    for name, xs in parts.items():
+        print(f"   {name:24} {statistics.median(xs):8.1f}")
+    can.flush()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", action="store_true")
@@ -255,6 +303,7 @@ def main() -> int:
     exactness(gen)
     if a.sweep:
         sweep(gen, a.reps)
+    host_parts(gen, a.reps)
     costs(gen, a.reps)
     digests(a.reps)
     print("FAILED: " + "; ".join(failures) if failures else "all checks passed")
