@@ -220,32 +220,37 @@ def test_lines_written_late_and_out_of_order_keep_their_watch_time(tmp_path: Pat
 
 
 def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
-    """The CUDA path of a watch, run on the CPU with its two passes (CUDA graphs) and its
+    """The CUDA path of a watch, run on the CPU with its graphs (the two passes) and its
     readback stood in: every torch entry point that waits for the device (nonzero,
     unique, item, tolist, cpu, numpy, synchronize) raises if the step's path calls it.
-    The passes run in order around the region, the watch's expected ids, their count and
-    its number go to the device, and the readback gets the slot — none of it waited for."""
+    The passes run in order around the region; what the first one reads — the expected
+    ids' count, the watch's number, where the ids are (a device tensor's own address) —
+    is in place; the readback gets the slot. None of it waited for."""
     from forensics.probes import canary as canary_mod
     from forensics.probes.readback import CAP, EXPECTED_CAP, IN, Slot
 
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
     passes: list[tuple] = []
+    inside = [False]
 
     class Graph:
         def __init__(self, after: bool) -> None:
             self.after = after
 
-        def replay(self) -> None:  # what the kernels will read (looked at here, not there)
+        def replay(self) -> None:  # what the pass will read (looked at here, not there)
             was, inside[0] = inside[0], False
-            passes.append((self.after, *slot.out[IN : IN + 2].tolist(),
-                           slot.expected[: int(slot.out[IN])].tolist()))  # fmt: skip
+            four = [int(x) for x in slot.staged_np[:4]]
+            listed = slot.out[IN + 4 : IN + 4 + four[0]].tolist() if four[2] == 0 else None
+            passes.append((self.after, *four, listed))
             inside[0] = was
 
-    size = 1 + CAP + 2 + EXPECTED_CAP
+    size = IN + 4 + EXPECTED_CAP
     slot = Slot(torch.zeros(16, dtype=torch.int64), torch.zeros(8, dtype=torch.int32),
-                torch.zeros(size, dtype=torch.int64), torch.zeros(2 + EXPECTED_CAP, dtype=torch.int64),
-                torch.zeros(size, dtype=torch.int64), graphs=(Graph(False), Graph(True)))  # fmt: skip
+                torch.zeros(size, dtype=torch.int64), torch.zeros(4 + EXPECTED_CAP, dtype=torch.int64),
+                torch.zeros(size, dtype=torch.int64), graphs=(Graph(False), Graph(True), None))  # fmt: skip
+    slot.staged_np = slot.staged.numpy()
+    assert size == 1 + CAP + 4 + EXPECTED_CAP
     sent: list[tuple] = []
 
     class Ring:
@@ -264,7 +269,6 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
         raise AssertionError("a synchronising call on the step's path")
 
     real = {n: getattr(torch.Tensor, n) for n in ("item", "tolist", "cpu", "numpy")}
-    inside = [False]
 
     def guarded(name):
         def call(self, *a, **k):
@@ -279,14 +283,17 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     for name in real:
         monkeypatch.setattr(torch.Tensor, name, guarded(name))
     monkeypatch.setattr(torch.cuda, "synchronize", waits)
-    for expected in (torch.tensor([2, 3, 99]), [3, 2, -1]):
+    on_device = torch.tensor([2, 3, 99])
+    for expected in (on_device, [3, 2, -1]):
         inside[0] = True
         with dev.watch(expected, {"step": 5}):
             assert passes[-1][0] is False  # the first pass ran before the region
         inside[0] = False
         assert passes[-1][0] is True
     monkeypatch.undo()
-    # each watch marks its pages with a number of its own: the mask is never cleared
-    assert passes == [(False, 3, 1, [2, 3, 99]), (True, 3, 1, [2, 3, 99]),
-                      (False, 3, 2, [-1, 2, 3]), (True, 3, 2, [-1, 2, 3])]  # fmt: skip
+    # each watch marks its pages with a number of its own (the mask is never cleared); a
+    # tensor's ids are read where they lie, a list's are copied in
+    ptr = on_device.data_ptr()
+    assert passes == [(False, 3, 1, ptr, 8, None), (True, 3, 1, ptr, 8, None),
+                      (False, 3, 2, 0, 8, [-1, 2, 3]), (True, 3, 2, 0, 8, [-1, 2, 3])]  # fmt: skip
     assert sent == [("stream", 3, 5), ("stream", 3, 5)]

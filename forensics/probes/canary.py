@@ -211,10 +211,12 @@ class _Device:
         return cls(canary, table, max(r[1] for r in rows), at, aligned)
 
     def _captured(self, slot: Slot) -> tuple:
-        """The slot's two passes as CUDA graphs (a replay costs the host a few µs where a
-        Triton launch cost tens): compiled once outside the capture, then captured."""
+        """The slot's graphs, captured once (a replay costs the host a few µs where a
+        Triton launch and a copy cost tens): the four numbers in and the first pass; the
+        second pass; the readback to pinned memory (replayed on the side stream). The
+        kernels are compiled outside the capture first."""
         from .kernels import watch_pass
-        from .readback import CAP
+        from .readback import CAP, IN
 
         run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
                slot.out, CAP)  # fmt: skip
@@ -224,18 +226,20 @@ class _Device:
             watch_pass(*run, after=False)
             watch_pass(*run, after=True)
         torch.cuda.current_stream(self.device).wait_stream(side)
-        graphs = []
-        for after in (False, True):
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, stream=side):
-                watch_pass(*run, after=after)
-            graphs.append(g)
-        slot.graphs = (graphs[0], graphs[1])
+        graphs = [torch.cuda.CUDAGraph() for _ in range(3)]
+        with torch.cuda.graph(graphs[0], stream=side):
+            slot.out[IN : IN + 4].copy_(slot.staged[:4], non_blocking=True)
+            watch_pass(*run, after=False)
+        with torch.cuda.graph(graphs[1], stream=side):
+            watch_pass(*run, after=True)
+        with torch.cuda.graph(graphs[2], stream=side):
+            slot.host.copy_(slot.out, non_blocking=True)
+        slot.graphs = (graphs[0], graphs[1], graphs[2])
         return slot.graphs
 
     @contextmanager
     def watch(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Iterator[None]:
-        from .readback import IN
+        from .readback import EXPECTED_CAP, IN
 
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("PageCanary.watch while its stream captures a CUDA graph: "
@@ -246,24 +250,26 @@ class _Device:
             return
         stream = torch.cuda.current_stream(self.device)
         slot.gen = slot.gen % (1 << 30) + 1  # the mask's mark for this watch
-        given = None
+        staged, given = slot.staged_np, None
         if isinstance(expected_pages, torch.Tensor):
-            exp = expected_pages.reshape(-1)[: slot.expected.numel()]
-            n = exp.numel()
-            slot.expected[:n].copy_(exp.to(self.device, torch.int64, non_blocking=True))
-            slot.staged[0], slot.staged[1] = n, slot.gen
-            slot.out[IN : IN + 2].copy_(slot.staged[:2], non_blocking=True)
+            exp = expected_pages.reshape(-1)
+            if exp.device != self.device or exp.dtype not in (torch.int64, torch.int32):
+                exp = exp.to(self.device, torch.int64, non_blocking=True)
+            n = min(exp.numel(), EXPECTED_CAP)
+            # the kernel reads the ids where they are: their address goes in, not they
+            staged[:4] = (n, slot.gen, exp.data_ptr(), exp.element_size())
         else:
             given = sorted({int(p) for p in expected_pages})
-            n = min(len(given), slot.staged.numel() - 2)
-            slot.staged[: 2 + n] = torch.tensor([n, slot.gen, *given[:n]], dtype=torch.int64)
-            slot.out[IN : IN + 2 + n].copy_(slot.staged[: 2 + n], non_blocking=True)
-        before, after = slot.graphs or self._captured(slot)
-        before.replay()
+            n = min(len(given), EXPECTED_CAP)
+            staged[:4] = (n, slot.gen, 0, 8)
+            staged[4 : 4 + n] = given[:n]
+            slot.out[IN + 4 : IN + 4 + n].copy_(slot.staged[4 : 4 + n], non_blocking=True)
+        first, second, _ = slot.graphs or self._captured(slot)
+        first.replay()
         yield
         if self.sync == "device":
             torch.cuda.synchronize(self.device)
-        after.replay()
+        second.replay()
         meta = meta | {"t_us": time.time_ns() // 1000, "expected": given}
         self.ring.send(slot, stream, n, meta)
 

@@ -132,11 +132,12 @@ def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, cap, max_page
                   ALIGNED: tl.constexpr):  # fmt: skip
     # Program (page, buffer). A buffer's row: its first word's offset from base_ptr (one
     # real pointer, so that loads keep its alignment), its pages, words a page, words
-    # between pages, its first signature's index. `out`: the count, CAP codes, then the
-    # watch's expected ids' count, its number, the ids (read here, not passed: the passes
-    # are replayed from a CUDA graph). A page's signature: the sum of (w ^ i·K)·C over
-    # its words (i the word's index): a bijection of each word, so any one changed word
-    # changes it.
+    # between pages, its first signature's index. `out`: the count, CAP codes, then what
+    # the watch hands over (the passes are replayed from CUDA graphs: nothing is passed):
+    # its expected ids' count, its number, where the ids are (an address, 0: in `out`
+    # after these four) and their width in bytes, then the ids as the kernel read them.
+    # A page's signature: the sum of (w ^ i·K)·C over its words (i the word's index): a
+    # bijection of each word, so any one changed word changes it.
     page = tl.program_id(0)
     buf = tl.program_id(1)
     row = table_ptr + buf * 5
@@ -144,8 +145,17 @@ def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, cap, max_page
     gen = tl.load(out_ptr + 2 + cap).to(tl.int32)
     if not AFTER:  # noqa: SIM102 - a compile-time branch around a run-time one
         if buf == 0:  # the expected pages marked with this watch's number: no clearing
+            src = tl.load(out_ptr + 3 + cap)
+            wide = tl.load(out_ptr + 4 + cap) == 8
+            ids = out_ptr + 5 + cap
             for e in range(page, n_exp, tl.num_programs(0)):
-                p = tl.load(out_ptr + 3 + cap + e)
+                if src == 0:
+                    p = tl.load(ids + e)
+                elif wide:
+                    p = tl.load(src.to(tl.pointer_type(tl.int64)) + e)
+                else:
+                    p = tl.load(src.to(tl.pointer_type(tl.int32)) + e).to(tl.int64)
+                tl.store(ids + e, p)
                 if (p >= 0) & (p < max_pages):
                     tl.store(mask_ptr + p, gen)
             if page == 0:

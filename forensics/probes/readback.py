@@ -28,19 +28,21 @@ IN = 1 + CAP  # where a slot's `out` holds what the watch hands the kernels
 class Slot:
     sigs: torch.Tensor  # device: the before pass's signatures, every buffer's pages
     mask: torch.Tensor  # device int32: the watch's number where a page is expected
-    out: torch.Tensor  # device: the count, CAP codes, the expected ids' count, the mask's
-    # number for this watch, the expected ids (IN: where the count starts)
-    staged: torch.Tensor  # pinned: that count, number and ids, on their way in
+    out: torch.Tensor  # device: the count, CAP codes, then (from IN) what a watch hands the
+    # kernels: its expected ids' count, its number, their address (0: in `out`), their
+    # width, then the ids
+    staged: torch.Tensor  # pinned: those four and ids given on the host, on their way in
     host: torch.Tensor  # pinned: what `out` held after the watch
     ready: torch.cuda.Event | None = None  # the second pass done (the copy waits on it)
     done: torch.cuda.Event | None = None  # the copy done
     gen: int = 0  # this slot's watches so far: the number its mask marks pages with
     meta: dict | None = None  # the pending watch's step, names, … (None: free)
-    graphs: tuple | None = None  # the two passes, captured once (before, after)
+    graphs: tuple | None = None  # captured once: (first pass, second pass, readback)
+    staged_np: object = None  # `staged` as numpy: four numbers set for a µs, not a launch
 
     @property
     def expected(self) -> torch.Tensor:
-        return self.out[IN + 2 :]
+        return self.out[IN + 4 :]
 
 
 class Ring:
@@ -59,16 +61,18 @@ class Ring:
 
     def _slot(self, sig_words: int, max_pages: int) -> Slot:
         d = self.device
-        size = IN + 2 + EXPECTED_CAP
-        return Slot(
+        size = IN + 4 + EXPECTED_CAP
+        slot = Slot(
             torch.empty(max(sig_words, 1), dtype=torch.int64, device=d),
             torch.zeros(max(max_pages, 1), dtype=torch.int32, device=d),
             torch.zeros(size, dtype=torch.int64, device=d),
-            torch.empty(2 + EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
+            torch.zeros(4 + EXPECTED_CAP, dtype=torch.int64, pin_memory=True),
             torch.empty(size, dtype=torch.int64, pin_memory=True),
             torch.cuda.Event(),
             torch.cuda.Event(),
         )
+        slot.staged_np = slot.staged.numpy()
+        return slot
 
     def take(self) -> Slot | None:
         """A free slot, or None (every slot's copy still running: the step is not read).
@@ -83,13 +87,13 @@ class Ring:
 
     def send(self, slot: Slot, stream: torch.cuda.Stream, n_expected: int, meta: dict) -> None:
         """After the second pass: the count, the codes and the expected ids to the host in
-        one copy on the side stream, once `stream` has got there; the host goes on."""
-        assert slot.ready is not None and slot.done is not None
+        one copy (the slot's third graph) on the side stream, once `stream` has got
+        there; the host goes on."""
+        assert slot.ready is not None and slot.done is not None and slot.graphs is not None
         slot.ready.record(stream)
-        n = IN + 2 + min(n_expected, EXPECTED_CAP)
+        self.side.wait_event(slot.ready)
         with torch.cuda.stream(self.side):
-            self.side.wait_event(slot.ready)
-            slot.host[:n].copy_(slot.out[:n], non_blocking=True)
+            slot.graphs[2].replay()
             slot.done.record(self.side)
         with self.lock:
             slot.meta = meta | {"n_expected": min(n_expected, EXPECTED_CAP)}
@@ -120,7 +124,7 @@ class Ring:
         codes = host[1 : 1 + min(count, CAP)].tolist()
         n = meta["n_expected"]
         given = meta.get("expected")
-        expected = given if given is not None else host[IN + 2 : IN + 2 + n].tolist()
+        expected = given if given is not None else host[IN + 4 : IN + 4 + n].tolist()
         try:
             self.emit(meta, count, codes, expected)
         finally:
