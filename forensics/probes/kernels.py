@@ -127,6 +127,27 @@ WATCH_WARPS = 2
 
 
 @triton.jit
+def _mark_expected(out_ptr, mask_ptr, cap, max_pages, n_exp, gen, page):
+    # The expected pages marked with the watch's number (no clearing between watches),
+    # the ids read where they lie and kept in `out` for the record; the count zeroed.
+    src = tl.load(out_ptr + 3 + cap)
+    wide = tl.load(out_ptr + 4 + cap) == 8
+    ids = out_ptr + 5 + cap
+    for e in range(page, n_exp, tl.num_programs(0)):
+        if src == 0:
+            p = tl.load(ids + e)
+        elif wide:
+            p = tl.load(src.to(tl.pointer_type(tl.int64)) + e)
+        else:
+            p = tl.load(src.to(tl.pointer_type(tl.int32)) + e).to(tl.int64)
+        tl.store(ids + e, p)
+        if (p >= 0) & (p < max_pages):
+            tl.store(mask_ptr + p, gen)
+    if page == 0:
+        tl.store(out_ptr, 0)
+
+
+@triton.jit
 def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, cap, max_pages,
                   C, K, AFTER: tl.constexpr, BLOCK: tl.constexpr, SHIFT: tl.constexpr,
                   ALIGNED: tl.constexpr):  # fmt: skip
@@ -144,22 +165,8 @@ def _watch_kernel(base_ptr, table_ptr, sig_ptr, mask_ptr, out_ptr, cap, max_page
     n_exp = tl.load(out_ptr + 1 + cap)
     gen = tl.load(out_ptr + 2 + cap).to(tl.int32)
     if not AFTER:  # noqa: SIM102 - a compile-time branch around a run-time one
-        if buf == 0:  # the expected pages marked with this watch's number: no clearing
-            src = tl.load(out_ptr + 3 + cap)
-            wide = tl.load(out_ptr + 4 + cap) == 8
-            ids = out_ptr + 5 + cap
-            for e in range(page, n_exp, tl.num_programs(0)):
-                if src == 0:
-                    p = tl.load(ids + e)
-                elif wide:
-                    p = tl.load(src.to(tl.pointer_type(tl.int64)) + e)
-                else:
-                    p = tl.load(src.to(tl.pointer_type(tl.int32)) + e).to(tl.int64)
-                tl.store(ids + e, p)
-                if (p >= 0) & (p < max_pages):
-                    tl.store(mask_ptr + p, gen)
-            if page == 0:
-                tl.store(out_ptr, 0)
+        if buf == 0:
+            _mark_expected(out_ptr, mask_ptr, cap, max_pages, n_exp, gen, page)
     pages = tl.load(row + 1)
     if page < pages:
         per = tl.load(row + 2)
