@@ -121,6 +121,9 @@ class PageCanary:
             return
         before = self.signatures()
         yield
+        if self.sync == "device":  # CUDA buffers the table cannot describe come here too
+            for d in {b.device for b in self.buffers.values() if b.is_cuda}:
+                torch.cuda.synchronize(d)
         after = self.signatures()
         if isinstance(expected_pages, torch.Tensor):
             expected = sorted(int(p) for p in torch.unique(expected_pages).tolist())
