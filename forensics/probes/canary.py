@@ -116,6 +116,7 @@ class PageCanary:
         bs = bs if bs is not None else (len(rids) if rids is not None else None)
         meta = {"step": step, "bs": bs, "mode": mode, "rids": rids, "rooms": rooms}
         if self._device is not None:
+            self.recorded += 1  # counted when watched: its lines come later (`limit`)
             with self._device.watch(expected_pages, meta):
                 yield
             return
@@ -143,7 +144,7 @@ class PageCanary:
         self._said(meta | {"t_us": time.time_ns() // 1000}, expected, changed, 0)
 
     def _said(self, meta: dict, expected: list[int], changed: dict[int, list[int]],
-              lost: int) -> None:  # fmt: skip
+              lost: int, counted: bool = False) -> None:  # fmt: skip
         """The watch's lines written: a canary line per buffer, then the step line."""
         exp = set(expected)
         layers, lines = {}, []
@@ -165,7 +166,8 @@ class PageCanary:
         }))  # fmt: skip
         for line in lines:
             emit(line, self.logger)
-        self.recorded += 1
+        if not counted:
+            self.recorded += 1
         self.last = Watched(meta["step"], expected, layers, lines)
 
 
@@ -289,4 +291,4 @@ class _Device:
         for pages_changed in changed.values():
             pages_changed.sort()
         expected = sorted(set(expected))
-        canary._said(meta, expected, changed, max(count - CAP, 0))
+        canary._said(meta, expected, changed, max(count - CAP, 0), counted=True)
