@@ -60,13 +60,14 @@ def _chunk(lines: list[tuple[int, bytes]], ctx: ReadContext) -> list[tuple[pa.Ta
     it is, else a line at a time."""
     odd: list[tuple[int, bytes]] = []
     plain = lines
-    if otlp.needs_canonical(b"".join(b for _, b in lines)):  # rare: a line at a time
+    blob = b"\n".join(b for _, b in lines)  # joined once: checked, then read
+    if otlp.needs_canonical(blob):  # rare: a line at a time
         plain = [(n, b) for n, b in lines if not otlp.needs_canonical(b)]
         odd = [(n, b) for n, b in lines if otlp.needs_canonical(b)]
+        blob = b"\n".join(b for _, b in plain)
     out: list[tuple[pa.Table, list[int]]] = []
     if plain:
         try:
-            blob = b"\n".join(b for _, b in plain)
             longest = max(len(b) for _, b in plain)
             out.append((otlp.read_lines(blob, longest), [n for n, _ in plain]))
         except pa.ArrowInvalid:

@@ -60,7 +60,10 @@ def summarize(con: duckdb.DuckDBPyConnection, source_ids: list[int] | None = Non
 
 def _trace_hosts(con: duckdb.DuckDBPyConnection, where: str) -> list[str]:
     """The hosts of these sources' spans that no entry of any other kind names: a trace's
-    host.name that is not the journal's name for the machine."""
+    host.name that is not the journal's name for the machine. (Asked only where these
+    sources hold a trace: the question scans every entry's host.)"""
+    if not scalar(con, f"SELECT count(*) FROM sources WHERE {where} AND format LIKE 'otlp-%'"):
+        return []
     return [r[0] for r in con.execute(
         f"""SELECT DISTINCT host FROM spans WHERE {where} AND host IS NOT NULL
             AND host NOT IN (SELECT DISTINCT e.host FROM entries e JOIN sources s USING (source_id)
