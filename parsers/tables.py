@@ -556,6 +556,8 @@ CHECKSUMS = Table("checksums", "checksum", """One `forensics:checksum` record
     C("head", "VARCHAR", "digest of the first bytes (hex)"),
     C("tail", "VARCHAR", "digest of the last bytes (hex)"),
     C("full", "VARCHAR", "digest of every byte (hex)"),
+    C("alg", "BIGINT", "the digest's algorithm (forensics.probes.digest.ALG); NULL where the "
+      "record names none: algorithm 1, the probes before algorithm 2"),
     C("extra", "VARCHAR", "other keys (JSON)", user_text=True),
 ), provenance=RECORD)  # fmt: skip
 CANARY = Table("canary", "canary", """One `forensics:canary` record: the KV pages around one

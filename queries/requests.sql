@@ -3,7 +3,8 @@
 -- The request's room is the harness's own `room` column when it has one, else the room
 -- whose checksum records carry the same rid, else the one SGLang's --log-requests
 -- `Receive:` / `Finish:` lines give the rid. Its verdict is the worst over that room's
--- rows in `rooms` (conflict, mismatch, stale, partial, missing_dst, missing_src, match).
+-- rows in `rooms` (conflict, mismatch, stale, partial, missing_dst, missing_src,
+-- incomparable, match).
 -- `unexpected_steps` counts the decode steps the request was in the batch of (by rid or
 -- room, from `steps` records) in which a canary saw writes outside the expected pages,
 -- on the same host. Rows are not sorted.
@@ -38,7 +39,7 @@ WITH worst AS (
     SELECT run, room,
            arg_max(verdict, CASE verdict WHEN 'conflict' THEN 7 WHEN 'mismatch' THEN 6
                    WHEN 'stale' THEN 5 WHEN 'partial' THEN 4 WHEN 'missing_dst' THEN 3
-                   WHEN 'missing_src' THEN 2 ELSE 1 END) AS verdict
+                   WHEN 'missing_src' THEN 2 WHEN 'incomparable' THEN 2 ELSE 1 END) AS verdict
     FROM rooms GROUP BY ALL
 ), bad_steps AS (
     SELECT DISTINCT run, host, step FROM canary WHERE n_unexpected > 0

@@ -13,6 +13,7 @@
 --   missing_dst  prefill sent, decode logged nothing
 --   missing_src  decode received, prefill logged nothing
 --   conflict     duplicates on one side disagree
+--   incomparable the sides' digests come from different algorithms (`alg`: probe versions)
 --   match        every digest present on both sides is equal (and nbytes where both give it)
 --   stale        decode's digests equal what prefill sent for a different room of the run
 --   partial      head equal, tail or full differ: the write had not fully landed
@@ -38,12 +39,13 @@
 WITH sides AS (
     SELECT run, room, buf, layer, tp, side,
            count(*) AS n,
-           count(DISTINCT (head, tail, "full", nbytes)) AS distinct_digests,
+           count(DISTINCT (head, tail, "full", nbytes, coalesce(alg, 1))) AS distinct_digests,
            min(ts_us) AS ts_us,
            arg_min(host, ts_us) AS host,
            any_value(rid) AS rid,
            any_value(head) AS head, any_value(tail) AS tail,
-           any_value("full") AS "full", any_value(nbytes) AS nbytes
+           any_value("full") AS "full", any_value(nbytes) AS nbytes,
+           any_value(coalesce(alg, 1)) AS alg
     FROM checksums
     GROUP BY ALL
 ), paired AS (
@@ -54,7 +56,8 @@ WITH sides AS (
            s.ts_us AS src_ts_us, d.ts_us AS dst_ts_us, s.host AS src_host, d.host AS dst_host,
            greatest(coalesce(s.distinct_digests, 0), coalesce(d.distinct_digests, 0)) > 1 AS conflicting,
            s.head AS s_head, s.tail AS s_tail, s."full" AS s_full, s.nbytes AS s_nbytes,
-           d.head AS d_head, d.tail AS d_tail, d."full" AS d_full, d.nbytes AS d_nbytes
+           d.head AS d_head, d.tail AS d_tail, d."full" AS d_full, d.nbytes AS d_nbytes,
+           s.alg <> d.alg AS other_alg
     FROM (SELECT * FROM sides WHERE side = 'src') s
     FULL OUTER JOIN (SELECT * FROM sides WHERE side = 'dst') d
       ON s.run = d.run AND s.room = d.room AND s.buf = d.buf
@@ -89,13 +92,14 @@ SELECT j.run, j.room, j.buf, j.layer, j.tp, j.rid, j.src_count, j.dst_count,
            WHEN j.dst_count = 0 THEN 'missing_dst'
            WHEN j.src_count = 0 THEN 'missing_src'
            WHEN j.conflicting THEN 'conflict'
+           WHEN j.other_alg THEN 'incomparable'
            WHEN j.comparable AND j.agree THEN 'match'
            WHEN st.stale_of IS NOT NULL THEN 'stale'
            WHEN j.s_head = j.d_head
                 AND coalesce(j.s_tail <> j.d_tail OR j.s_full <> j.d_full, false) THEN 'partial'
            ELSE 'mismatch'
        END AS verdict,
-       CASE WHEN j.dst_count > 0 AND j.src_count > 0 AND NOT j.conflicting
+       CASE WHEN j.dst_count > 0 AND j.src_count > 0 AND NOT j.conflicting AND NOT j.other_alg
                  AND NOT (j.comparable AND j.agree) THEN st.stale_of END AS stale_of,
        coalesce(tx.n, 0) AS transfer_events, tx.reasons AS transfer_reasons,
        'probes' AS source

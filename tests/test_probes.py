@@ -12,7 +12,7 @@ import torch
 
 import forensics
 from forensics.probes import PageCanary, digest, record_checksum
-from forensics.probes.digest import LANES, lane_sums_torch
+from forensics.probes.digest import ALG, POS, lane_sums_torch
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.int8, torch.int32, torch.int64,
           torch.uint8, torch.float8_e4m3fn, torch.bool]  # fmt: skip
@@ -65,22 +65,34 @@ def test_views_hash_their_logical_bytes() -> None:
 
 
 def test_torch_arithmetic_matches_a_plain_python_reference() -> None:
+    """Algorithm 2 as digest.py's docstring states it, in plain integers: the torch
+    reference (which the GPU kernel is checked against on the lent GPU) computes it, at
+    indexes past 2^32 too."""
     words = _random(torch.uint8, 8 * 1000, seed=3).view(torch.int64)
-    m = (1 << 64) - 1
+    m, m32 = (1 << 64) - 1, (1 << 32) - 1
 
-    def fmix(x: int) -> int:
-        x ^= x >> 33
-        x = (x * 0xFF51AFD7ED558CCD) & m
-        x ^= x >> 33
-        x = (x * 0xC4CEB9FE1A85EC53) & m
-        return x ^ (x >> 33)
+    def fmix32(h: int) -> int:
+        h ^= h >> 16
+        h = (h * 0x85EBCA6B) & m32
+        h ^= h >> 13
+        h = (h * 0xC2B2AE35) & m32
+        return h ^ (h >> 16)
 
-    want = []
-    for c, k in LANES:
-        s = sum(fmix((w + i * c + k) & m) for i, w in enumerate(x & m for x in words.tolist()))
-        want.append(s & m)
-    got = [x & m for x in lane_sums_torch(words).tolist()]
-    assert got == want
+    for first in (0, (1 << 32) - 400):
+        v_sum = ab_sum = 0
+        for i, w in enumerate((x & m for x in words.tolist()), start=first):
+            a = fmix32((w & m32) ^ ((i * POS[0] + (i >> 32)) & m32))
+            b = fmix32((w >> 32) ^ ((i * POS[1] + (i >> 32)) & m32))
+            v_sum += (a << 32) | b
+            ab_sum += a * b
+        got = [x & m for x in lane_sums_torch(words, first).tolist()]
+        assert got == [v_sum & m, ab_sum & m], first
+
+
+def test_the_digest_says_its_algorithm() -> None:
+    t = torch.arange(100, dtype=torch.int32)
+    assert digest(t).alg == ALG == 2
+    assert f"alg={ALG}" in record_checksum("src", 1, t, logger=False)
 
 
 def test_record_checksum_line_and_switch(monkeypatch, caplog) -> None:
@@ -91,7 +103,7 @@ def test_record_checksum_line_and_switch(monkeypatch, caplog) -> None:
     d = digest(t)
     assert line == (
         f"forensics:checksum side=src room=7301934425522180813 rid=r1 buf=kv layer=3 tp=0 "
-        f"dtype=int32 nbytes=400 head={d.head} tail={d.tail} full={d.full}"
+        f"dtype=int32 nbytes=400 head={d.head} tail={d.tail} full={d.full} alg=2"
     )
     monkeypatch.setenv("FORENSICS_PROBES", "0")
     assert record_checksum("dst", 1, t, logger=False) is None
@@ -230,7 +242,6 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     from forensics.probes.readback import CAP, EXPECTED_CAP, IN, Slot
 
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
     passes: list[tuple] = []
     inside = [False]
 
@@ -259,8 +270,8 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
         def take(self) -> Slot:
             return slot
 
-        def send(self, s, stream, n, meta) -> None:
-            sent.append((stream, n, meta["step"]))
+        def send(self, s, n, meta) -> None:
+            sent.append((n, meta["step"]))
 
     dev = canary_mod._Device.__new__(canary_mod._Device)
     dev.max_pages, dev.device, dev.sync, dev.ring = 8, torch.device("cpu"), "stream", Ring()
@@ -286,7 +297,7 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     on_device = torch.tensor([2, 3, 99])
     for expected in (on_device, [3, 2, -1]):
         inside[0] = True
-        with dev.watch(expected, {"step": 5}):
+        with canary_mod._DeviceWatch(dev, expected, {"step": 5}):
             assert passes[-1][0] is False  # the first pass ran before the region
         inside[0] = False
         assert passes[-1][0] is True
@@ -296,4 +307,4 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     ptr = on_device.data_ptr()
     assert passes == [(False, 3, 1, ptr, 8, None), (True, 3, 1, ptr, 8, None),
                       (False, 3, 2, 0, 8, [-1, 2, 3]), (True, 3, 2, 0, 8, [-1, 2, 3])]  # fmt: skip
-    assert sent == [("stream", 3, 5), ("stream", 3, 5)]
+    assert sent == [(3, 5), (3, 5)]

@@ -21,6 +21,7 @@ import time
 import torch
 
 from forensics.probes import PageCanary, digest, kernels
+from forensics.probes.digest import lane_sums_torch
 
 failures: list[str] = []
 PAGE_BYTES = 8448  # DeepSeek's index-K page: 64 tokens × (128 fp8 + scales)
@@ -182,11 +183,14 @@ def costs(gen: torch.Generator, reps: int) -> None:
                     region()
 
             alone = timed(region, reps)
+            skipped = new.not_read
             t_new = timed(lambda new=new, w=with_watch: w(new), reps) - alone
             new.flush()
             t_old = timed(lambda old=old, w=with_watch: w(old), reps) - alone
             held = host_held(lambda new=new, w=with_watch: w(new), reps)
             new.flush()
+            # a step not read costs nothing: every timed watch must have been one
+            check(new.not_read == skipped, f"{total} {writes}: {new.not_read - skipped} not read")
             floor = 2 * t_read
             print(f"   {total / 1e6:>6.1f} MB {writes!s:>6} {t_read:>7.3f} {floor:>7.3f} "
                   f"{t_old:>7.3f} {t_new:>7.3f} {t_new / floor:>9.2f} {held:>7.3f} "
@@ -201,17 +205,25 @@ def digests(reps: int) -> None:
         raw = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
         same = digest(raw) == digest(raw.cpu())
         print(f"   digest on the GPU == on the CPU, {n:>10,} B: {check(same, f'digest {n}')}")
-    print(f"   {'size':>6} {'read GB/s':>10} {'copy GB/s':>10} {'digest GB/s':>12} {'÷read':>6}")
+    crossing(torch.Generator(device="cuda").manual_seed(1))
+    print("   on the device: the lane sums left there, against view(int64).sum()")
+    print("   end to end: digest() (its 48 bytes to the host, blake2b), against .sum().item()")
+    print(f"   {'size':>6} {'read GB/s':>10} {'copy GB/s':>10} {'sums GB/s':>10} {'÷read':>6} "
+          f"{'read+item':>10} {'digest()':>10} {'÷':>6}")  # fmt: skip
     for mb in (256, 1024, 4096):
         n = mb << 20
         src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        t_read = timed(lambda src=src: src.view(torch.int64).sum(), reps)
+        words = src.view(torch.int64)
+        t_read = timed(lambda words=words: words.sum(), reps)
         t_copy = timed(lambda src=src, dst=dst: dst.copy_(src), reps)
+        t_sums = timed(lambda w=words: kernels.region_sums_device(w, 0, w.numel()), reps)
+        t_item = timed(lambda words=words: words.sum().item(), reps)
         t_dig = timed(lambda src=src: digest(src, head_bytes=0, tail_bytes=0), reps)
         print(f"   {mb:>4}MB {n / t_read / 1e6:>10.0f} {n / t_copy / 1e6:>10.0f} "
-              f"{n / t_dig / 1e6:>12.0f} {t_read / t_dig:>6.2f}")  # fmt: skip
-        del src, dst
+              f"{n / t_sums / 1e6:>10.0f} {t_read / t_sums:>6.2f} {n / t_item / 1e6:>10.0f} "
+              f"{n / t_dig / 1e6:>10.0f} {t_item / t_dig:>6.2f}")  # fmt: skip
+        del src, dst, words
         torch.cuda.empty_cache()
 
 
@@ -249,8 +261,9 @@ def sweep(gen: torch.Generator, reps: int) -> None:
 
 
 def host_parts(gen: torch.Generator, reps: int) -> None:
-    """Where the host's time in a watch goes (µs, median): the watch's own steps, timed
-    one by one, the device synchronised between watches (every slot free)."""
+    """Where the host's time in a watch goes (µs, median): entering and leaving the watch
+    and their parts timed alone, the device synchronised and the lines written between
+    watches (every slot free); the writer thread's time a watch, off the step's path."""
     print("5. the host's time in a watch, step by step (µs)")
     bufs = buffers(207_600_000, gen)
     can = PageCanary(bufs, logger=False)
@@ -258,34 +271,60 @@ def host_parts(gen: torch.Generator, reps: int) -> None:
     with can.watch(0, exp):
         pass
     can.flush()
+    slot = dev.ring.slots[0]
+    first, second, _ = slot.graphs
+    ring = dev.ring
+    emitted: list[float] = []
+    real_emit = ring.emit
+
+    def timed_emit(*a) -> None:
+        t = time.perf_counter()
+        real_emit(*a)
+        emitted.append((time.perf_counter() - t) * 1e6)
+
+    ring.emit = timed_emit
     parts: dict[str, list[float]] = {}
 
-    def lap(name: str, t: float) -> float:
-        now = time.perf_counter()
-        parts.setdefault(name, []).append((now - t) * 1e6)
-        return now
+    def lap(name: str, fn) -> None:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        parts.setdefault(name, []).append((time.perf_counter() - t) * 1e6)
 
     for i in range(reps):
-        torch.cuda.synchronize()
+        w = can.watch(i, exp)
+        lap("enter (all)", w.__enter__)
+        lap("leave (all)", lambda w=w: w.__exit__(None, None, None))
         can.flush()
-        t = time.perf_counter()
-        slot = dev.ring.take()
-        t = lap("take a slot", t)
-        stream = torch.cuda.current_stream()
-        slot.gen += 1
-        slot.staged_np[:4] = (64, slot.gen, exp.data_ptr(), 8)
-        t = lap("four numbers in (numpy)", t)
-        first, second, _ = slot.graphs
-        first.replay()
-        t = lap("first pass (replay)", t)
-        second.replay()
-        t = lap("second pass (replay)", t)
-        dev.ring.send(slot, stream, 64, {"step": i, "bs": 1, "mode": "replay", "rids": None,
-                                         "rooms": None, "t_us": 0, "expected": None})  # fmt: skip
-        lap("readback queued", t)
+        lap("  is the stream capturing", torch.cuda.is_current_stream_capturing)
+        lap("  take a slot", lambda: ring.slots[0].meta is None)
+        lap("  first pass (replay)", first.replay)
+        lap("  second pass (replay)", second.replay)
+        lap("  the clock", time.time_ns)
     for name, xs in parts.items():
-        print(f"   {name:24} {statistics.median(xs):8.1f}")
+        print(f"   {name:28} {statistics.median(xs):8.1f}")
+    print(f"   {'writer thread: lines a watch':28} {statistics.median(emitted):8.1f}"
+          f"  (off the step's path; queueing the copy and waiting for it not counted)")
+    ring.emit = real_emit
     can.flush()
+
+
+def crossing(gen: torch.Generator) -> None:
+    """The digest kernel past 2^32 words (a 32 GiB buffer): its tail's sums against the
+    torch reference of the same words, read on the CPU at their indexes."""
+    n = (1 << 32) + (1 << 16)
+    try:
+        words = torch.empty(n, dtype=torch.int64, device="cuda")
+    except torch.OutOfMemoryError:
+        print("   past 2^32 words: no room on this card")
+        return
+    words.random_(generator=gen)
+    tail = 1 << 18
+    got = kernels.region_sums_device(words, 0, n - tail).cpu().tolist()[2:4]
+    want = lane_sums_torch(words[n - tail :].cpu(), n - tail).tolist()
+    print(f"   digest kernel past 2^32 words == reference: {check(got == want, 'past 2^32')}")
+    del words
+    torch.cuda.empty_cache()
 
 
 def main() -> int:
@@ -293,7 +332,10 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
     a = ap.parse_args()
-    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    from forensics.probes.readback import external_events
+
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"ready recorded {'in the graph' if external_events() else 'by the host'}")
     gen = torch.Generator(device="cuda").manual_seed(0)
     exactness(gen)
     if a.sweep:

@@ -44,7 +44,7 @@ def record_checksum(
     line = record("checksum", {
         "side": side, "room": int(room), "rid": rid, **fields,
         "dtype": str(tensor.dtype).removeprefix("torch."), "nbytes": d.nbytes,
-        "head": d.head, "tail": d.tail, "full": d.full,
+        "head": d.head, "tail": d.tail, "full": d.full, "alg": d.alg,
     })  # fmt: skip
     emit(line, logger)
     return line

@@ -32,7 +32,7 @@ import logging
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -96,7 +96,6 @@ class PageCanary:
         if self._device is not None:
             self._device.ring.drain(wait=True)
 
-    @contextmanager
     def watch(
         self,
         step: int,
@@ -106,20 +105,24 @@ class PageCanary:
         rooms: Sequence[int] | None = None,
         bs: int | None = None,
         mode: str = "replay",
-    ) -> Iterator[None]:
+    ) -> AbstractContextManager[None]:
         """Signatures before and after the block; one canary line per buffer and one
         step line (on CUDA written once the ids are back, see the module's doc). A step
         that is not due (every, limit, FORENSICS_PROBES=0) costs nothing."""
         if not self.due(step):
-            yield
-            return
+            return _NOTHING
         bs = bs if bs is not None else (len(rids) if rids is not None else None)
         meta = {"step": step, "bs": bs, "mode": mode, "rids": rids, "rooms": rooms}
         if self._device is not None:
             self.recorded += 1  # counted when watched: its lines come later (`limit`)
-            with self._device.watch(expected_pages, meta):
-                yield
-            return
+            return _DeviceWatch(self._device, expected_pages, meta)
+        return self._reference(expected_pages, meta)
+
+    @contextmanager
+    def _reference(self, expected_pages: Iterable[int] | torch.Tensor,
+                   meta: dict) -> Iterator[None]:  # fmt: skip
+        """CPU buffers and CUDA buffers the table cannot describe: signatures compared on
+        the host, synchronously."""
         before = self.signatures()
         yield
         if self.sync == "device":  # CUDA buffers the table cannot describe come here too
@@ -169,6 +172,29 @@ class PageCanary:
         if not counted:
             self.recorded += 1
         self.last = Watched(meta["step"], expected, layers, lines)
+
+
+_NOTHING = nullcontext()  # a step not due
+_ID_DTYPES = (torch.int64, torch.int32)
+
+
+class _DeviceWatch:
+    """One watch on the CUDA path: a plain object, not a generator (a watch's host time is
+    what the step pays)."""
+
+    __slots__ = ("device", "expected", "meta", "slot")
+
+    def __init__(self, device: _Device, expected: Iterable[int] | torch.Tensor,
+                 meta: dict) -> None:  # fmt: skip
+        self.device, self.expected, self.meta = device, expected, meta
+        self.slot: Slot | None = None
+
+    def __enter__(self) -> None:
+        self.slot = self.device.begin(self.expected, self.meta)
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if self.slot is not None and kind is None:  # a region that raised: nothing to read
+            self.device.end(self.slot, self.meta)
 
 
 class _Device:
@@ -237,46 +263,55 @@ class _Device:
             watch_pass(*run, after=False)
         with torch.cuda.graph(graphs[1], stream=side):
             watch_pass(*run, after=True)
+            if self.ring.external:  # a node of the graph: the step's thread records nothing
+                assert slot.ready is not None
+                slot.ready.record()
         with torch.cuda.graph(graphs[2], stream=side):
             slot.host.copy_(slot.out, non_blocking=True)
         slot.graphs = (graphs[0], graphs[1], graphs[2])
         return slot.graphs
 
-    @contextmanager
-    def watch(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Iterator[None]:
+    def begin(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Slot | None:
+        """Before the region: a slot taken, what the first pass reads staged, the first
+        pass queued (None: every slot busy, the step is not read)."""
         from .readback import EXPECTED_CAP, IN
 
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("PageCanary.watch while its stream captures a CUDA graph: "
                                "watch the graph's replay, not its capture")  # fmt: skip
         slot = self.ring.take()
-        if slot is None:  # every slot's copy still running: this step is not read
-            yield
-            return
-        stream = torch.cuda.current_stream(self.device)
+        if slot is None:
+            return None
         slot.gen = slot.gen % (1 << 30) + 1  # the mask's mark for this watch
-        staged, given = slot.staged_np, None
+        staged = slot.staged_np
         if isinstance(expected_pages, torch.Tensor):
-            exp = expected_pages.reshape(-1)
-            if exp.device != self.device or exp.dtype not in (torch.int64, torch.int32):
-                exp = exp.to(self.device, torch.int64, non_blocking=True)
+            exp = expected_pages
+            if (exp.device != self.device or exp.dtype not in _ID_DTYPES
+                    or not exp.is_contiguous()):  # fmt: skip
+                exp = exp.to(self.device, torch.int64, non_blocking=True).contiguous()
             n = min(exp.numel(), EXPECTED_CAP)
             # the kernel reads the ids where they are: their address goes in, not they
             staged[:4] = (n, slot.gen, exp.data_ptr(), exp.element_size())
+            meta["exp"] = exp  # kept alive until the first pass has read it
         else:
             given = sorted({int(p) for p in expected_pages})
             n = min(len(given), EXPECTED_CAP)
             staged[:4] = (n, slot.gen, 0, 8)
             staged[4 : 4 + n] = given[:n]
             slot.out[IN + 4 : IN + 4 + n].copy_(slot.staged[4 : 4 + n], non_blocking=True)
-        first, second, _ = slot.graphs or self._captured(slot)
-        first.replay()
-        yield
+            meta["expected"] = given
+        meta["n"] = n
+        (slot.graphs or self._captured(slot))[0].replay()
+        return slot
+
+    def end(self, slot: Slot, meta: dict) -> None:
+        """Right after the region: the second pass queued, the slot to the writer thread."""
         if self.sync == "device":
             torch.cuda.synchronize(self.device)
-        second.replay()
-        meta = meta | {"t_us": time.time_ns() // 1000, "expected": given}
-        self.ring.send(slot, stream, n, meta)
+        assert slot.graphs is not None
+        slot.graphs[1].replay()
+        meta["t_us"] = time.time_ns() // 1000
+        self.ring.send(slot, meta.pop("n"), meta)
 
     def _lines(self, meta: dict, count: int, codes: list[int], expected: list[int]) -> None:
         from .readback import CAP, decode

@@ -1,6 +1,6 @@
 """The Triton kernels behind digest() and page_signatures() on CUDA: one read of the
-buffer, lane sums per block, summed by torch. Same arithmetic as the torch reference in
-digest.py (uint64 here, so shifts are logical and products wrap)."""
+buffer, lane sums per program added on the device. Same arithmetic as the torch reference
+in digest.py (unsigned here: shifts are logical, products wrap)."""
 
 from __future__ import annotations
 
@@ -8,35 +8,47 @@ import torch
 import triton
 import triton.language as tl
 
-from .digest import F1, F2, LANES
+from .digest import F1, F2, POS
 from .readback import CODE_BUF_SHIFT
 
-BLOCK = 256  # an H100's sweep (bench/gpu/canary.py): 0.67 of a read against 0.62 at 1024
+BLOCK = 256  # words a program reads at a time (bench/gpu/canary.py --sweep)
 PAGE_BLOCK = 1024
 PROGRAMS_PER_SM = 8
 _F1 = tl.constexpr(F1)
 _F2 = tl.constexpr(F2)
+_K0 = tl.constexpr(POS[0])
+_K1 = tl.constexpr(POS[1])
 
 
 @triton.jit
-def _fmix(x):
-    x = x ^ (x >> 33)
-    x = x * _F1
-    x = x ^ (x >> 33)
-    x = x * _F2
-    return x ^ (x >> 33)
+def _fmix32(h):
+    h = h ^ (h >> 16)
+    h = h * _F1
+    h = h ^ (h >> 13)
+    h = h * _F2
+    return h ^ (h >> 16)
 
 
 @triton.jit
-def _regions_kernel(words_ptr, n, iters, head_words, tail_first, out_ptr, C0, K0, C1, K1,
+def _mixed(w, p_lo, p_hi):
+    # (v, a·b) of uint64 words whose halves' positions are p_lo, p_hi (uint32)
+    a = _fmix32(w.to(tl.uint32) ^ p_lo)
+    b = _fmix32((w >> 32).to(tl.uint32) ^ p_hi)
+    a64 = a.to(tl.uint64)
+    b64 = b.to(tl.uint64)
+    return (a64 << 32) | b64, a64 * b64
+
+
+@triton.jit
+def _regions_kernel(words_ptr, n, iters, head_words, tail_first, out_ptr,
                     BLOCK: tl.constexpr):  # fmt: skip
     # A fixed grid of programs strides over the blocks; lane sums accumulate in registers
-    # and are reduced once at the end. Head and tail sums are added only in the blocks
-    # that reach into those regions (a branch uniform across the program).
+    # and are added to `out` once at the end (mod 2^64: any order gives the same sums).
+    # Head and tail sums are added only in the blocks that reach into those regions (a
+    # branch uniform across the program). A block never straddles a multiple of 2^32
+    # words, so a word's position is the block's, a scalar, plus its lane's, once a run.
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    c0, k0 = C0.to(tl.uint64, bitcast=True), K0.to(tl.uint64, bitcast=True)
-    c1, k1 = C1.to(tl.uint64, bitcast=True), K1.to(tl.uint64, bitcast=True)
     f0 = tl.zeros([BLOCK], dtype=tl.uint64)
     f1 = tl.zeros([BLOCK], dtype=tl.uint64)
     h0 = tl.zeros([BLOCK], dtype=tl.uint64)
@@ -44,49 +56,49 @@ def _regions_kernel(words_ptr, n, iters, head_words, tail_first, out_ptr, C0, K0
     t0 = tl.zeros([BLOCK], dtype=tl.uint64)
     t1 = tl.zeros([BLOCK], dtype=tl.uint64)
     lanes = tl.arange(0, BLOCK)
-    # i·C as start·C + lane·C: the lanes' products once, a scalar product a block (the
-    # same sums, two 64-bit multiplies a word fewer)
-    lane0 = lanes.to(tl.uint64) * c0 + k0
-    lane1 = lanes.to(tl.uint64) * c1 + k1
+    lane_lo = lanes.to(tl.uint32) * _K0
+    lane_hi = lanes.to(tl.uint32) * _K1
     for it in range(0, iters):
         start = (pid + it * nprog).to(tl.int64) * BLOCK
         offs = start + lanes
         mask = offs < n
         w = tl.load(words_ptr + offs, mask=mask, other=0).to(tl.uint64, bitcast=True)
-        s0 = start.to(tl.uint64) * c0
-        s1 = start.to(tl.uint64) * c1
-        v0 = tl.where(mask, _fmix(w + (s0 + lane0)), 0)
-        v1 = tl.where(mask, _fmix(w + (s1 + lane1)), 0)
-        f0 += v0
-        f1 += v1
+        low = start.to(tl.uint32)
+        high = (start >> 32).to(tl.uint32)
+        v, ab = _mixed(w, low * _K0 + high + lane_lo, low * _K1 + high + lane_hi)
+        v = tl.where(mask, v, 0)
+        ab = tl.where(mask, ab, 0)
+        f0 += v
+        f1 += ab
         if start < head_words:
-            h0 += tl.where(offs < head_words, v0, 0)
-            h1 += tl.where(offs < head_words, v1, 0)
+            h0 += tl.where(offs < head_words, v, 0)
+            h1 += tl.where(offs < head_words, ab, 0)
         if start + BLOCK > tail_first:
-            t0 += tl.where(offs >= tail_first, v0, 0)
-            t1 += tl.where(offs >= tail_first, v1, 0)
-    out = out_ptr + pid * 6
-    tl.store(out + 0, tl.sum(h0, axis=0).to(tl.int64, bitcast=True))
-    tl.store(out + 1, tl.sum(h1, axis=0).to(tl.int64, bitcast=True))
-    tl.store(out + 2, tl.sum(t0, axis=0).to(tl.int64, bitcast=True))
-    tl.store(out + 3, tl.sum(t1, axis=0).to(tl.int64, bitcast=True))
-    tl.store(out + 4, tl.sum(f0, axis=0).to(tl.int64, bitcast=True))
-    tl.store(out + 5, tl.sum(f1, axis=0).to(tl.int64, bitcast=True))
+            t0 += tl.where(offs >= tail_first, v, 0)
+            t1 += tl.where(offs >= tail_first, ab, 0)
+    tl.atomic_add(out_ptr + 0, tl.sum(h0, axis=0).to(tl.int64, bitcast=True))
+    tl.atomic_add(out_ptr + 1, tl.sum(h1, axis=0).to(tl.int64, bitcast=True))
+    tl.atomic_add(out_ptr + 2, tl.sum(t0, axis=0).to(tl.int64, bitcast=True))
+    tl.atomic_add(out_ptr + 3, tl.sum(t1, axis=0).to(tl.int64, bitcast=True))
+    tl.atomic_add(out_ptr + 4, tl.sum(f0, axis=0).to(tl.int64, bitcast=True))
+    tl.atomic_add(out_ptr + 5, tl.sum(f1, axis=0).to(tl.int64, bitcast=True))
 
 
 @triton.jit
-def _pages_kernel(words_ptr, per, out_ptr, C0, K0, BLOCK: tl.constexpr):
-    # One program a page: no partial sums to add up afterwards.
+def _pages_kernel(words_ptr, per, out_ptr, BLOCK: tl.constexpr):
+    # One program a page: no partial sums to add up afterwards (the reference path).
     page = tl.program_id(0)
     base = page.to(tl.int64) * per
-    c0, k0 = C0.to(tl.uint64, bitcast=True), K0.to(tl.uint64, bitcast=True)
     acc = tl.zeros([BLOCK], dtype=tl.uint64)
     for j0 in range(0, per, BLOCK):
         j = j0 + tl.arange(0, BLOCK)
         mask = j < per
         w = tl.load(words_ptr + base + j, mask=mask, other=0).to(tl.uint64, bitcast=True)
-        i = (base + j).to(tl.uint64)
-        acc += tl.where(mask, _fmix(w + (i * c0 + k0)), 0)
+        i = base + j
+        low = i.to(tl.uint32)
+        high = (i >> 32).to(tl.uint32)
+        v, _ = _mixed(w, low * _K0 + high, low * _K1 + high)
+        acc += tl.where(mask, v, 0)
     tl.store(out_ptr + page, tl.sum(acc, axis=0).to(tl.int64, bitcast=True))
 
 
@@ -97,33 +109,36 @@ def _u64(x: int) -> int:
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
-def region_sums_triton(words: torch.Tensor, head_words: int, tail_first: int) -> torch.Tensor:
-    """(3, 2) int64 on the host: the per-program partials (a few kB) are added there,
-    which saves a reduction kernel on the device."""
+def region_sums_device(words: torch.Tensor, head_words: int, tail_first: int) -> torch.Tensor:
+    """(6,) int64 on the words' device: head, tail and full lane sums, nothing waited for."""
     n = words.numel()
     blocks = max(1, triton.cdiv(n, BLOCK))
     sms = torch.cuda.get_device_properties(words.device).multi_processor_count
     nprog = min(blocks, sms * PROGRAMS_PER_SM)
-    partial = torch.empty(nprog * 6, dtype=torch.int64, device=words.device)
-    (c0, k0), (c1, k1) = LANES
+    out = torch.zeros(6, dtype=torch.int64, device=words.device)
     _regions_kernel[(nprog,)](words, n, triton.cdiv(blocks, nprog), head_words, tail_first,
-                              partial, _u64(c0), _u64(k0), _u64(c1), _u64(k1),
-                              BLOCK=BLOCK)  # fmt: skip
-    return partial.cpu().view(nprog, 3, 2).sum(dim=0)
+                              out, BLOCK=BLOCK)  # fmt: skip
+    return out
+
+
+def region_sums_triton(words: torch.Tensor, head_words: int, tail_first: int) -> torch.Tensor:
+    """(3, 2) int64 on the host: 48 bytes come back."""
+    return region_sums_device(words, head_words, tail_first).cpu().view(3, 2)
 
 
 def page_sums_triton(words: torch.Tensor) -> torch.Tensor:
     pages, per = words.shape
     words = words.contiguous()
     out = torch.empty(pages, dtype=torch.int64, device=words.device)
-    c0, k0 = LANES[0]
-    _pages_kernel[(pages,)](words, per, out, _u64(c0), _u64(k0), BLOCK=PAGE_BLOCK)
+    _pages_kernel[(pages,)](words, per, out, BLOCK=PAGE_BLOCK)
     return out
 
 
 # -- the canary's two passes: every watched buffer in one launch each ------------------
 WATCH_BLOCK = 256  # words a page's loop reads at a time (a 8,448-byte page: 4 loads + 32)
 WATCH_WARPS = 2
+# a page signature's constants: C odd (a multiply by it is a bijection of a word)
+WATCH_C, WATCH_K = 0xD6E8FEB86659FD93, 0x8CB92BA72F3D8DD7
 
 
 @triton.jit
@@ -203,9 +218,8 @@ def watch_pass(base: torch.Tensor, table: torch.Tensor, max_pages: int, aligned:
     """One pass over every watched buffer on the current stream: the expected pages
     marked and the page signatures stored (before), or compared with them and the changed
     pages appended to `out` (after). Nothing waits."""
-    c, k = LANES[1]
     _watch_kernel[(max_pages, table.shape[0])](
-        base, table, sigs, mask, out, cap, max_pages, _u64(c | 1), _u64(k),
+        base, table, sigs, mask, out, cap, max_pages, _u64(WATCH_C), _u64(WATCH_K),
         AFTER=after, BLOCK=WATCH_BLOCK, SHIFT=CODE_BUF_SHIFT, ALIGNED=aligned,
         num_warps=WATCH_WARPS,
     )  # fmt: skip

@@ -18,7 +18,7 @@ import polars as pl
 # (forensics/probes: record_checksum, PageCanary); contract.KNOWN is these as sets.
 ORDER = {
     "checksum": ("side", "room", "rid", "buf", "layer", "tp", "dtype", "nbytes",
-                 "head", "tail", "full"),
+                 "head", "tail", "full", "alg"),
     "canary": ("step", "layer", "bs", "mode", "expected", "changed", "unexpected", "t_us"),
     "step": ("step", "bs", "rids", "rooms", "t_us"),
 }  # fmt: skip

@@ -348,6 +348,7 @@ def _checksum(wide: pl.DataFrame):
                 pl.col("nbytes").is_null() | _int("nbytes").is_not_null(),
                 "checksum: nbytes is not a number",
             ),
+            (pl.col("alg").is_null() | _int("alg").is_not_null(), "checksum: alg is not a number"),
         ],
     )
     ok, bad = _split(wide, reason)
@@ -364,6 +365,7 @@ def _checksum(wide: pl.DataFrame):
         head="head",
         tail="tail",
         full="full",
+        alg=_int("alg"),
         extra="extra",
     )
     return ok, bad

@@ -63,6 +63,10 @@ def test_every_verdict_by_hand(tmp_path: Path, db: Path) -> None:
         _line(25, p, "side=src room=12 full=f12"),
         _line(26, p, "side=src room=12 full=f12"),
         _line(27, d, "side=dst room=12 full=f12"),  # identical duplicates without head: match
+        _line(28, p, "side=src room=13 head=h13"),  # algorithm 1 (no alg: older probes)
+        _line(29, d, "side=dst room=13 head=x13 alg=2"),  # incomparable, not a mismatch
+        _line(30, p, "side=src room=14 head=h14 alg=1"),
+        _line(31, d, "side=dst room=14 head=h14"),  # alg=1 said or not: match
     ]
     f = tmp_path / "x.log"
     f.write_text("".join(lines))
@@ -72,7 +76,7 @@ def test_every_verdict_by_hand(tmp_path: Path, db: Path) -> None:
     assert verdicts == {
         1: "match", 2: "partial", 3: "stale", 4: "mismatch", 5: "missing_dst",
         6: "missing_src", 7: "conflict", 8: "mismatch", 9: "mismatch", 10: "conflict",
-        11: "conflict", 12: "match",
+        11: "conflict", 12: "match", 13: "incomparable", 14: "match",
     }  # fmt: skip
     assert rooms[1]["dst_count"] == 2 and rooms[3]["stale_of"] == 1
     assert all(r["stale_of"] is None for room, r in rooms.items() if room != 3)
