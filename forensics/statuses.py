@@ -47,8 +47,11 @@ VERDICT_TABLE = (
     Verdict("partial", "the head matches, the tail or whole differs", "bad"),
     Verdict("missing_dst", "prefill's checksum only: exposure unknown", "unknown"),
     Verdict("missing_src", "decode's checksum only: exposure unknown", "unknown"),
-    Verdict("incomparable", "the sides digested by different algorithms (probe versions): "
-            "nothing proven", "unknown"),
+    Verdict(
+        "incomparable",
+        "the sides digested by different algorithms (probe versions): nothing proven",
+        "unknown",
+    ),
     Verdict("match", "the bytes arrived intact", "good"),
 )
 

@@ -303,8 +303,10 @@ def host_parts(gen: torch.Generator, reps: int) -> None:
         lap("  the clock", time.time_ns)
     for name, xs in parts.items():
         print(f"   {name:28} {statistics.median(xs):8.1f}")
-    print(f"   {'writer thread: lines a watch':28} {statistics.median(emitted):8.1f}"
-          f"  (off the step's path; queueing the copy and waiting for it not counted)")
+    print(
+        f"   {'writer thread: lines a watch':28} {statistics.median(emitted):8.1f}"
+        f"  (off the step's path; queueing the copy and waiting for it not counted)"
+    )
     ring.emit = real_emit
     can.flush()
 
@@ -334,8 +336,10 @@ def main() -> int:
     a = ap.parse_args()
     from forensics.probes.readback import external_events
 
-    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"ready recorded {'in the graph' if external_events() else 'by the host'}")
+    print(
+        f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+        f"ready recorded {'in the graph' if external_events() else 'by the host'}"
+    )
     gen = torch.Generator(device="cuda").manual_seed(0)
     exactness(gen)
     if a.sweep:
