@@ -1,6 +1,6 @@
-"""The digest's Triton kernels run by Triton's interpreter on the CPU, against the torch
-reference: the arithmetic checked before a lent GPU is at hand (no GPU, no CI: Triton is a
-gigabyte).
+"""The probes' Triton kernels run by Triton's interpreter on the CPU: the digest's against
+the torch reference, the canary's two passes against pages changed by hand. The arithmetic
+checked before a lent GPU is at hand (no GPU, no CI: Triton is a gigabyte).
 
     pip install triton && TRITON_INTERPRET=1 PYTHONPATH=. python3 bench/gpu/interpret.py
 """
@@ -14,6 +14,7 @@ import triton
 
 from forensics.probes import kernels
 from forensics.probes.digest import lane_sums_torch, page_sums_torch
+from forensics.probes.readback import CAP, EXPECTED_CAP, IN, decode
 
 
 def main() -> int:
@@ -37,7 +38,31 @@ def main() -> int:
             ok &= torch.equal(sig, page_sums_torch(pages))
         print(f"{n:>7} words: {'ok' if ok else 'FAIL'}")
         bad += not ok
-    return 1 if bad else 0
+    return 1 if bad or not watch() else 0
+
+
+def watch() -> bool:
+    """Three buffers of 40 pages, pages 3-5 expected (read where they lie); one byte
+    changed in page 3 of the first, 7 of the second, 4 of the third."""
+    bufs = [torch.randint(0, 256, (40, 64), dtype=torch.uint8) for _ in range(3)]
+    rows, at, origin = [], 0, bufs[0].data_ptr()
+    for b in bufs:
+        rows.append([(b.data_ptr() - origin) // 8, b.shape[0], 8, 8, at])
+        at += b.shape[0]
+    table = torch.tensor(rows)
+    sigs, mask = torch.zeros(at, dtype=torch.int64), torch.zeros(40, dtype=torch.int32)
+    out = torch.zeros(IN + 4 + EXPECTED_CAP, dtype=torch.int64)
+    exp = torch.tensor([3, 4, 5])
+    out[IN : IN + 4] = torch.tensor([3, 1, exp.data_ptr(), 8])
+    kernels.watch_pass(bufs[0], table, 40, True, sigs, mask, out, CAP, after=False)
+    bufs[0][3, 5] += 1
+    bufs[1][7, 0] += 1
+    bufs[2][4, 63] += 1
+    kernels.watch_pass(bufs[0], table, 40, True, sigs, mask, out, CAP, after=True)
+    got = sorted(decode(int(c)) for c in out[1 : 1 + int(out[0])])
+    ok = got == [(0, 3, False), (1, 7, True), (2, 4, False)]
+    print(f"canary passes: {got} {'ok' if ok else 'FAIL'}")
+    return ok
 
 
 if __name__ == "__main__":
