@@ -333,7 +333,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--host-ready", action="store_true", help="the host records `ready`")
     a = ap.parse_args()
+    if a.host_ready:
+        from forensics.probes import readback
+
+        readback.EXTERNAL = False
     from forensics.probes.readback import external_events
 
     print(
