@@ -124,7 +124,7 @@ VARIANTS = [
     "",
     "step=5 layer=30 unexpected=1,1,2",
 ]
-CHECKSUM = "side=src room=7301934425522180813 rid=9b1f buf=kv layer=all tp=3 dtype=fp8 nbytes=4096 head=aa tail=bb full=cc"
+CHECKSUM = "side=src room=7301934425522180813 rid=9b1f buf=kv layer=all tp=3 dtype=fp8 nbytes=4096 head=aa tail=bb full=cc alg=2"
 STEP = "step=3 bs=2 rids=[a,b] rooms=[1,2] t_us=1796575723572379"
 
 
@@ -148,6 +148,7 @@ def test_canary_variants_agree(body: str) -> None:
         "room=1 side=src head=a",
         "side=src room=1 head=a tp=x",
         "side=src room=1 head=a tail=b note=1",
+        "side=src room=1 head=a alg=x",  # a reject
     ],
 )
 def test_checksum_variants_agree(body: str) -> None:
