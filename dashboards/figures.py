@@ -32,6 +32,7 @@ LAYER_TRACES_MAX = 10  # more layers than this: one trace coloured by layer
 VERDICT_COLOURS = {
     "match": "#9bbf9b", "partial": "#f28e2b", "stale": "#b07aa1", "mismatch": "#e15759",
     "conflict": "#8c1c13", "missing_dst": "#59636e", "missing_src": "#bab0ac",
+    "incomparable": "#d4c79a",
 }  # fmt: skip
 CORRUPTED, OK, OUTLINE = "#d62728", "#b8b8b8", "#111111"
 LOAD_COLOURS = [
