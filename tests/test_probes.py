@@ -308,3 +308,31 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     assert passes == [(False, 3, 1, ptr, 8, None), (True, 3, 1, ptr, 8, None),
                       (False, 3, 2, 0, 8, [-1, 2, 3]), (True, 3, 2, 0, 8, [-1, 2, 3])]  # fmt: skip
     assert sent == [(3, 5), (3, 5)]
+
+
+def test_the_writer_threads_lines_from_the_codes() -> None:
+    """What the CUDA path's writer thread makes of a slot: the codes (buffer, page,
+    unexpected bit) in the order the kernel's atomics left them, grouped by buffer and
+    sorted; the expected ids deduplicated; more codes than the buffer holds said as lost."""
+    import numpy as np
+
+    from forensics.probes import canary as canary_mod
+    from forensics.probes.readback import CAP, CODE_BUF_SHIFT
+
+    can = PageCanary([torch.zeros(4, 2)], logger=False)
+    dev = canary_mod._Device.__new__(canary_mod._Device)
+    dev.canary, dev.names = (lambda: can), [10, 20, 30]
+
+    def code(buf: int, page: int, unexpected: bool) -> int:
+        return buf << CODE_BUF_SHIFT | page << 1 | int(unexpected)
+
+    codes = np.array([code(2, 9, True), code(0, 5, False), code(2, 1, False), code(0, 4, False),
+                      code(0, 700, True)], dtype=np.int64)  # fmt: skip
+    meta = {"step": 7, "bs": 2, "mode": "replay", "rids": ["a", "b"], "rooms": None, "t_us": 5}
+    dev._lines(meta, CAP + 3, codes, np.array([5, 4, 4, 1, 1], dtype=np.int64))
+    got = can.last
+    assert got is not None and got.expected == [1, 4, 5]
+    assert got.layers == {10: ([4, 5, 700], [700]), 20: ([], []), 30: ([1, 9], [9])}
+    assert got.lines[0] == ("forensics:canary step=7 layer=10 bs=2 mode=replay expected=[1,4-5] "
+                            "changed=[4-5,700] unexpected=[700] t_us=5 lost=3")  # fmt: skip
+    assert got.lines[-1] == "forensics:step step=7 bs=2 rids=a,b t_us=5"

@@ -34,14 +34,17 @@ def check(ok: bool, what: str) -> str:
     return "ok" if ok else "FAIL"
 
 
-def timed(fn, reps: int) -> float:
-    """Median ms of fn(), each call bracketed by a device synchronisation."""
+def timed(fn, reps: int, before=None) -> float:
+    """Median ms of fn(), each call bracketed by a device synchronisation (`before`, if
+    given, runs ahead of each, outside the bracket)."""
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
     out = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if before is not None:
+            before()
         torch.cuda.synchronize()
         a.record()
         fn()
@@ -51,10 +54,12 @@ def timed(fn, reps: int) -> float:
     return statistics.median(out)
 
 
-def host_held(fn, reps: int) -> float:
+def host_held(fn, reps: int, before=None) -> float:
     """Median ms the host spends in fn() with the device's work left queued."""
     out = []
     for _ in range(reps):
+        if before is not None:
+            before()
         torch.cuda.synchronize()
         t = time.perf_counter()
         fn()
@@ -157,8 +162,11 @@ def exactness(gen: torch.Generator) -> None:
 
 def costs(gen: torch.Generator, reps: int) -> None:
     print("2. a watch's cost (ms; the region alone subtracted) against two plain reads")
+    print("   new, host: the writer thread done with the last watch's lines (flush() ahead of")
+    print("   each call); new*, host*: as it comes, its lines written while the next watch runs")
     print(f"   {'size':>9} {'writes':>6} {'read':>7} {'floor':>7} {'today':>7} {'new':>7} "
-          f"{'new/floor':>9} {'host':>7} {'host/gpu':>8}")  # fmt: skip
+          f"{'new/floor':>9} {'host':>7} {'host/gpu':>8} {'new*':>7} {'new*/fl':>7} "
+          f"{'host*':>7}")  # fmt: skip
     for total in (50_000_000, 207_600_000, 1_000_000_000):
         bufs = buffers(total, gen)
         pages = bufs[0].shape[0]
@@ -184,17 +192,20 @@ def costs(gen: torch.Generator, reps: int) -> None:
 
             alone = timed(region, reps)
             skipped = new.not_read
-            t_new = timed(lambda new=new, w=with_watch: w(new), reps) - alone
+            watched = lambda new=new, w=with_watch: w(new)  # noqa: E731
+            t_new = timed(watched, reps, before=new.flush) - alone
+            held = host_held(watched, reps, before=new.flush)
+            t_busy = timed(watched, reps) - alone
+            busy = host_held(watched, reps)
             new.flush()
             t_old = timed(lambda old=old, w=with_watch: w(old), reps) - alone
-            held = host_held(lambda new=new, w=with_watch: w(new), reps)
-            new.flush()
             # a step not read costs nothing: every timed watch must have been one
             check(new.not_read == skipped, f"{total} {writes}: {new.not_read - skipped} not read")
             floor = 2 * t_read
             print(f"   {total / 1e6:>6.1f} MB {writes!s:>6} {t_read:>7.3f} {floor:>7.3f} "
                   f"{t_old:>7.3f} {t_new:>7.3f} {t_new / floor:>9.2f} {held:>7.3f} "
-                  f"{held / max(t_new, 1e-9):>8.2f}")  # fmt: skip
+                  f"{held / max(t_new, 1e-9):>8.2f} {t_busy:>7.3f} {t_busy / floor:>7.2f} "
+                  f"{busy:>7.3f}")  # fmt: skip
         del bufs
         torch.cuda.empty_cache()
 
@@ -228,11 +239,12 @@ def digests(reps: int) -> None:
 
 
 def sweep(gen: torch.Generator, reps: int) -> None:
-    print("4. the watch kernel's block and warps, and the digest's, at 207.6 MB")
+    print("4. the watch kernel's block and warps at 207.6 MB, the digest's at 1 GB (the best kept)")
     bufs = buffers(207_600_000, gen)
     t_read = timed(lambda: [b.view(torch.int64).sum() for b in bufs], reps)
     exp = torch.arange(0, 64, device="cuda")
     can = PageCanary(bufs, logger=False)
+    best = (float("inf"), kernels.WATCH_BLOCK, kernels.WATCH_WARPS)
     for block in (128, 256, 512):
         for warps in (1, 2, 4):
             kernels.WATCH_BLOCK, kernels.WATCH_WARPS = block, warps
@@ -244,20 +256,28 @@ def sweep(gen: torch.Generator, reps: int) -> None:
                 with can.watch(1, exp):
                     pass
 
-            t = timed(w, reps)
+            t = timed(w, reps, before=can.flush)
             can.flush()
+            best = min(best, (t, block, warps))
             rel = t / (2 * t_read)
             print(f"   watch block {block:>4} warps {warps}: {t:.3f} ms = {rel:.2f}× floor")
-    kernels.WATCH_BLOCK, kernels.WATCH_WARPS = 256, 2
+    _, kernels.WATCH_BLOCK, kernels.WATCH_WARPS = best
+    print(f"   kept: watch block {kernels.WATCH_BLOCK}, warps {kernels.WATCH_WARPS}")
     src = torch.randint(0, 256, (1 << 30,), dtype=torch.uint8, device="cuda")
-    t_r = timed(lambda: src.view(torch.int64).sum(), reps)
-    kept = kernels.BLOCK, kernels.PROGRAMS_PER_SM
-    for block in (128, 256, 512):
-        for per_sm in (8, 16, 32):
-            kernels.BLOCK, kernels.PROGRAMS_PER_SM = block, per_sm
-            t = timed(lambda: digest(src, head_bytes=0, tail_bytes=0), reps)
-            print(f"   digest block {block:>4} programs/SM {per_sm:>2}: {t_r / t:.2f} of a read")
-    kernels.BLOCK, kernels.PROGRAMS_PER_SM = kept
+    words = src.view(torch.int64)
+    t_r = timed(lambda: words.sum(), reps)
+    best = (float("inf"), kernels.BLOCK, kernels.DIGEST_WARPS, kernels.PROGRAMS_PER_SM)
+    for block in (512, 1024, 2048):
+        for warps in (4, 8):
+            for per_sm in (4, 8, 16):
+                kernels.BLOCK, kernels.DIGEST_WARPS, kernels.PROGRAMS_PER_SM = block, warps, per_sm
+                t = timed(lambda: kernels.region_sums_device(words, 0, words.numel()), reps)
+                best = min(best, (t, block, warps, per_sm))
+                print(f"   digest block {block:>4} warps {warps} programs/SM {per_sm:>2}: "
+                      f"{t_r / t:.2f} of a read")  # fmt: skip
+    _, kernels.BLOCK, kernels.DIGEST_WARPS, kernels.PROGRAMS_PER_SM = best
+    print(f"   kept: digest block {kernels.BLOCK}, warps {kernels.DIGEST_WARPS}, "
+          f"programs/SM {kernels.PROGRAMS_PER_SM}")  # fmt: skip
 
 
 def host_parts(gen: torch.Generator, reps: int) -> None:

@@ -36,6 +36,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from .digest import page_signatures
@@ -144,20 +145,22 @@ class PageCanary:
                 changed[layer].append(hits[k] - offset)
                 k += 1
             offset += size
+        changed = {layer: sorted(set(ps)) for layer, ps in changed.items()}
         self._said(meta | {"t_us": time.time_ns() // 1000}, expected, changed, 0)
 
     def _said(self, meta: dict, expected: list[int], changed: dict[int, list[int]],
               lost: int, counted: bool = False) -> None:  # fmt: skip
-        """The watch's lines written: a canary line per buffer, then the step line."""
-        exp = set(expected)
+        """The watch's lines written: a canary line per buffer, then the step line. The
+        lists come sorted and distinct; the expected pages are written out once."""
+        exp, exp_text = set(expected), pages(expected, ordered=True)
         layers, lines = {}, []
         for layer, pages_changed in changed.items():
             unexpected = [p for p in pages_changed if p not in exp]
             layers[layer] = (pages_changed, unexpected)
             lines.append(record("canary", {
                 "step": meta["step"], "layer": layer, "bs": meta["bs"], "mode": meta["mode"],
-                "expected": pages(expected), "changed": pages(pages_changed),
-                "unexpected": pages(unexpected), "t_us": meta["t_us"],
+                "expected": exp_text, "changed": pages(pages_changed, ordered=True),
+                "unexpected": pages(unexpected, ordered=True), "t_us": meta["t_us"],
                 "lost": lost or None,
             }))  # fmt: skip
         rids, rooms = meta["rids"], meta["rooms"]
@@ -313,17 +316,21 @@ class _Device:
         meta["t_us"] = time.time_ns() // 1000
         self.ring.send(slot, meta.pop("n"), meta)
 
-    def _lines(self, meta: dict, count: int, codes: list[int], expected: list[int]) -> None:
-        from .readback import CAP, decode
+    def _lines(self, meta: dict, count: int, codes: np.ndarray,
+               expected: list[int] | np.ndarray) -> None:  # fmt: skip
+        """On the writer thread: the codes grouped by buffer and sorted in numpy (a watch's
+        lines are Python time the step's thread waits for at the GIL)."""
+        from .readback import CAP, CODE_BUF_SHIFT
 
         canary = self.canary()
         if canary is None:
             return
-        changed: dict[int, list[int]] = {layer: [] for layer in self.names}
-        for code in codes:
-            buf, page, _ = decode(code)
-            changed[self.names[buf]].append(page)
-        for pages_changed in changed.values():
-            pages_changed.sort()
-        expected = sorted(set(expected))
+        bufs = codes >> CODE_BUF_SHIFT
+        at = (codes >> 1) & ((1 << (CODE_BUF_SHIFT - 1)) - 1)
+        order = np.lexsort((at, bufs))
+        bufs, at = bufs[order], at[order]
+        bounds = np.searchsorted(bufs, np.arange(len(self.names) + 1)).tolist()
+        changed = {name: at[bounds[i] : bounds[i + 1]].tolist()
+                   for i, name in enumerate(self.names)}  # fmt: skip
+        expected = np.unique(np.asarray(expected, dtype=np.int64)).tolist()
         canary._said(meta, expected, changed, max(count - CAP, 0), counted=True)

@@ -11,7 +11,8 @@ import triton.language as tl
 from .digest import F1, F2, POS
 from .readback import CODE_BUF_SHIFT
 
-BLOCK = 256  # words a program reads at a time (bench/gpu/canary.py --sweep)
+BLOCK = 1024  # words a program reads at a time (bench/gpu/canary.py --sweep)
+DIGEST_WARPS = 4
 PAGE_BLOCK = 1024
 PROGRAMS_PER_SM = 8
 _F1 = tl.constexpr(F1)
@@ -40,48 +41,65 @@ def _mixed(w, p_lo, p_hi):
 
 
 @triton.jit
-def _regions_kernel(words_ptr, n, iters, head_words, tail_first, out_ptr,
-                    BLOCK: tl.constexpr):  # fmt: skip
-    # A fixed grid of programs strides over the blocks; lane sums accumulate in registers
-    # and are added to `out` once at the end (mod 2^64: any order gives the same sums).
-    # Head and tail sums are added only in the blocks that reach into those regions (a
-    # branch uniform across the program). A block never straddles a multiple of 2^32
-    # words, so a word's position is the block's, a scalar, plus its lane's, once a run.
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
+def _sums(words_ptr, first, last, step, n, lanes, lane_lo, lane_hi, BLOCK: tl.constexpr):
+    # The two lane sums of the blocks first, first + step, … below last (block indexes);
+    # only a block that runs past n is masked. A block never straddles a multiple of 2^32
+    # words, so a word's position is its block's (a scalar) plus its lane's.
     f0 = tl.zeros([BLOCK], dtype=tl.uint64)
     f1 = tl.zeros([BLOCK], dtype=tl.uint64)
-    h0 = tl.zeros([BLOCK], dtype=tl.uint64)
-    h1 = tl.zeros([BLOCK], dtype=tl.uint64)
-    t0 = tl.zeros([BLOCK], dtype=tl.uint64)
-    t1 = tl.zeros([BLOCK], dtype=tl.uint64)
+    for b in range(first, last, step):
+        start = tl.cast(b, tl.int64) * BLOCK
+        offs = start + lanes
+        low = start.to(tl.uint32)
+        high = (start >> 32).to(tl.uint32)
+        p_lo = low * _K0 + high + lane_lo
+        p_hi = low * _K1 + high + lane_hi
+        if start + BLOCK <= n:
+            w = tl.load(words_ptr + offs).to(tl.uint64, bitcast=True)
+            v, ab = _mixed(w, p_lo, p_hi)
+        else:
+            mask = offs < n
+            w = tl.load(words_ptr + offs, mask=mask, other=0).to(tl.uint64, bitcast=True)
+            v, ab = _mixed(w, p_lo, p_hi)
+            v = tl.where(mask, v, 0)
+            ab = tl.where(mask, ab, 0)
+        f0 += v
+        f1 += ab
+    return tl.sum(f0, axis=0), tl.sum(f1, axis=0)
+
+
+@triton.jit
+def _regions_kernel(words_ptr, n, nprog, head_words, tail_first, out_ptr,
+                    BLOCK: tl.constexpr):  # fmt: skip
+    # Programs below nprog stride over every block (two accumulators: the registers go
+    # to loads in flight); program nprog sums the head, nprog + 1 the tail, each over its
+    # own words (a region's partial blocks bounded by n = its end, the tail's first block
+    # shifted by its start). The sums are added to `out` (mod 2^64: any order gives the
+    # same sums).
+    pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     lane_lo = lanes.to(tl.uint32) * _K0
     lane_hi = lanes.to(tl.uint32) * _K1
-    for it in range(0, iters):
-        start = (pid + it * nprog).to(tl.int64) * BLOCK
-        offs = start + lanes
-        mask = offs < n
-        w = tl.load(words_ptr + offs, mask=mask, other=0).to(tl.uint64, bitcast=True)
-        low = start.to(tl.uint32)
-        high = (start >> 32).to(tl.uint32)
-        v, ab = _mixed(w, low * _K0 + high + lane_lo, low * _K1 + high + lane_hi)
-        v = tl.where(mask, v, 0)
-        ab = tl.where(mask, ab, 0)
-        f0 += v
-        f1 += ab
-        if start < head_words:
-            h0 += tl.where(offs < head_words, v, 0)
-            h1 += tl.where(offs < head_words, ab, 0)
-        if start + BLOCK > tail_first:
-            t0 += tl.where(offs >= tail_first, v, 0)
-            t1 += tl.where(offs >= tail_first, ab, 0)
-    tl.atomic_add(out_ptr + 0, tl.sum(h0, axis=0).to(tl.int64, bitcast=True))
-    tl.atomic_add(out_ptr + 1, tl.sum(h1, axis=0).to(tl.int64, bitcast=True))
-    tl.atomic_add(out_ptr + 2, tl.sum(t0, axis=0).to(tl.int64, bitcast=True))
-    tl.atomic_add(out_ptr + 3, tl.sum(t1, axis=0).to(tl.int64, bitcast=True))
-    tl.atomic_add(out_ptr + 4, tl.sum(f0, axis=0).to(tl.int64, bitcast=True))
-    tl.atomic_add(out_ptr + 5, tl.sum(f1, axis=0).to(tl.int64, bitcast=True))
+    if pid < nprog:
+        s0, s1 = _sums(words_ptr, pid, tl.cdiv(n, BLOCK), nprog, n, lanes, lane_lo, lane_hi,
+                       BLOCK)  # fmt: skip
+        tl.atomic_add(out_ptr + 4, s0.to(tl.int64, bitcast=True))
+        tl.atomic_add(out_ptr + 5, s1.to(tl.int64, bitcast=True))
+    elif pid == nprog:
+        s0, s1 = _sums(words_ptr, 0, tl.cdiv(head_words, BLOCK), 1, head_words, lanes,
+                       lane_lo, lane_hi, BLOCK)  # fmt: skip
+        tl.atomic_add(out_ptr + 0, s0.to(tl.int64, bitcast=True))
+        tl.atomic_add(out_ptr + 1, s1.to(tl.int64, bitcast=True))
+    else:
+        # the tail's words from tail_first: whole blocks of the buffer, the words before
+        # tail_first in its first block masked out by a second pass over that block
+        first = tail_first // BLOCK
+        s0, s1 = _sums(words_ptr, first, tl.cdiv(n, BLOCK), 1, n, lanes, lane_lo, lane_hi,
+                       BLOCK)  # fmt: skip
+        c0, c1 = _sums(words_ptr, first, first + 1, 1, tail_first, lanes, lane_lo, lane_hi,
+                       BLOCK)  # fmt: skip
+        tl.atomic_add(out_ptr + 2, (s0 - c0).to(tl.int64, bitcast=True))
+        tl.atomic_add(out_ptr + 3, (s1 - c1).to(tl.int64, bitcast=True))
 
 
 @triton.jit
@@ -116,8 +134,8 @@ def region_sums_device(words: torch.Tensor, head_words: int, tail_first: int) ->
     sms = torch.cuda.get_device_properties(words.device).multi_processor_count
     nprog = min(blocks, sms * PROGRAMS_PER_SM)
     out = torch.zeros(6, dtype=torch.int64, device=words.device)
-    _regions_kernel[(nprog,)](words, n, triton.cdiv(blocks, nprog), head_words, tail_first,
-                              out, BLOCK=BLOCK)  # fmt: skip
+    _regions_kernel[(nprog + 2,)](words, n, nprog, head_words, tail_first, out, BLOCK=BLOCK,
+                                  num_warps=DIGEST_WARPS)  # fmt: skip
     return out
 
 

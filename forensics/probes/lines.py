@@ -23,19 +23,20 @@ def value(v: object) -> str:
     return s
 
 
-def pages(ids: Iterable[int]) -> str:
-    """A page list with ranges, always bracketed (a bare number would be a count)."""
+def pages(ids: Iterable[int], ordered: bool = False) -> str:
+    """A page list with ranges, always bracketed (a bare number would be a count).
+    `ordered`: the ids are already sorted and distinct (the canary's writer thread)."""
+    xs = ids if ordered and isinstance(ids, list) else sorted({int(x) for x in ids})
+    if not xs:
+        return "[]"
     out: list[str] = []
-    run: list[int] = []
-    for p in sorted(set(int(x) for x in ids)):
-        if run and p == run[-1] + 1:
-            run.append(p)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [p]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    start = prev = xs[0]
+    for p in xs[1:]:
+        if p != prev + 1:
+            out.append(f"{start}-{prev}" if prev > start else str(start))
+            start = p
+        prev = p
+    out.append(f"{start}-{prev}" if prev > start else str(start))
     return "[" + ",".join(out) + "]"
 
 

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 SLOTS = 4
@@ -65,7 +66,8 @@ def external_events() -> bool:
 
 class Ring:
     def __init__(self, device: torch.device, sig_words: int, max_pages: int,
-                 emit: Callable[[dict, int, list[int], list[int]], None]) -> None:  # fmt: skip
+                 emit: Callable[[dict, int, np.ndarray, list[int] | np.ndarray], None],
+                 ) -> None:  # fmt: skip
         self.device = device
         self.side = torch.cuda.Stream(device)
         self.emit = emit  # (meta, count, codes, expected ids) -> the lines said
@@ -153,10 +155,10 @@ class Ring:
         assert meta is not None
         host = slot.host.numpy()
         count = int(host[0])
-        codes = host[1 : 1 + min(count, CAP)].tolist()
+        codes = host[1 : 1 + min(count, CAP)].copy()
         n = meta["n_expected"]
         given = meta.get("expected")
-        expected = given if given is not None else host[IN + 4 : IN + 4 + n].tolist()
+        expected = given if given is not None else host[IN + 4 : IN + 4 + n].copy()
         self.emit(meta, count, codes, expected)
 
     def _run(self) -> None:
