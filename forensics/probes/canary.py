@@ -95,7 +95,7 @@ class PageCanary:
         """Write the lines of every watch whose ids are still on their way (at shutdown:
         the exit hook calls it too)."""
         if self._device is not None:
-            self._device.ring.drain(wait=True)
+            self._device.ring.drain()
 
     def watch(
         self,
@@ -216,7 +216,7 @@ class _Device:
         self.device = table.device
         self.sync = canary.sync
         self.ring = Ring(self.device, sig_words, max_pages, self._lines)
-        atexit.register(self.ring.drain, True)
+        atexit.register(self.ring.drain)
 
     @classmethod
     def of(cls, canary: PageCanary) -> _Device | None:

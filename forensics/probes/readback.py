@@ -119,10 +119,9 @@ class Ring:
             self.pending.append(slot)
             self.wake.notify()
 
-    def drain(self, wait: bool = True) -> None:
+    def drain(self) -> None:
         """Wait until every handed-over slot's lines are written (flush, at shutdown).
         Should the writer thread be gone, the rest is read here."""
-        del wait  # kept for the exit hook's call
         with self.lock:
             while self.pending and self.thread.is_alive():
                 self.idle.wait(FLUSH_S)
