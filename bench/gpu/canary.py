@@ -77,12 +77,29 @@ def buffers(total_bytes: int, gen: torch.Generator) -> list[torch.Tensor]:
 def exactness(gen: torch.Generator) -> None:
     print("1. the pages found, against clones of the buffers")
     bufs = buffers(207_600_000, gen)
-    pages = bufs[0].shape[0]
     expected = torch.arange(100, 164, device="cuda")
+    planted_cases(bufs, expected)
+    s = torch.cuda.Stream()
+    vals = torch.zeros(len(expected), PAGE_BYTES, dtype=torch.uint8, device="cuda")
+    with torch.cuda.stream(s):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            bufs[0].index_copy_(0, expected, vals)
+    torch.cuda.synchronize()
+    vals.random_(0, 256)
+    race(bufs[0], expected, graph)
+    can = PageCanary(bufs, logger=False)
+    no_sync_under_debug_mode(can, expected, graph)
+    capture_refused(can, expected, s)
+    torch.cuda.synchronize()
+
+
+def planted_cases(bufs: list[torch.Tensor], expected: torch.Tensor) -> None:
+    """Each case's pages, found by the new watch and by today's, against clones."""
+    pages = bufs[0].shape[0]
     fresh = PageCanary(bufs, logger=False)
     ref = PageCanary(bufs, logger=False)
     ref._device = None  # today's implementation: signatures compared on the host
-
     cases = {
         "writes expected + 2 unexpected a layer": lambda: [
             b.index_fill_(
@@ -108,30 +125,27 @@ def exactness(gen: torch.Generator) -> None:
             n = sum(map(len, want))
             print(f"   {name:42} {which:5} {n:>5} pages {check(got == want, f'{name} {which}')}")
             del before
-    # a second stream racing a replayed graph: the side writes are the unexpected pages
-    side_pages = torch.tensor([77, 2048, 2049, pages - 1], device="cuda")
-    vals = torch.zeros(len(expected), PAGE_BYTES, dtype=torch.uint8, device="cuda")
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            bufs[0].index_copy_(0, expected, vals)
-    torch.cuda.synchronize()
+
+
+def race(buf: torch.Tensor, expected: torch.Tensor, graph: torch.cuda.CUDAGraph) -> None:
+    """A second stream racing a replayed graph: its writes are the unexpected pages."""
+    side_pages = torch.tensor([77, 2048, 2049, buf.shape[0] - 1], device="cuda")
     side = torch.cuda.Stream()
-    for sync in ("device",):
-        can = PageCanary([bufs[0]], logger=False, sync=sync)
-        vals.random_(0, 256)
-        with can.watch(2, expected):
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                bufs[0].index_fill_(0, side_pages, 171)
-            graph.replay()
-        can.flush()
-        got = can.last.layers[0][1] if can.last else None
-        want = sorted(side_pages.tolist())
-        print(f"   race (sync={sync}): unexpected {got}: {check(got == want, 'race')}")
-    # under torch's sync debug mode, a watched replay raises nothing
-    can = PageCanary(bufs, logger=False)
+    can = PageCanary([buf], logger=False, sync="device")
+    with can.watch(2, expected):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            buf.index_fill_(0, side_pages, 171)
+        graph.replay()
+    can.flush()
+    got = can.last.layers[0][1] if can.last else None
+    want = sorted(side_pages.tolist())
+    print(f"   race (sync=device): unexpected {got}: {check(got == want, 'race')}")
+
+
+def no_sync_under_debug_mode(can: PageCanary, expected: torch.Tensor,
+                             graph: torch.cuda.CUDAGraph) -> None:  # fmt: skip
+    """Under torch's sync debug mode "error", three watched replays raise nothing."""
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -145,6 +159,9 @@ def exactness(gen: torch.Generator) -> None:
         torch.cuda.set_sync_debug_mode(0)
     can.flush()
     print(f"   sync debug mode 'error', 3 watched replays: {check(ok, 'sync debug ' + why)} {why}")
+
+
+def capture_refused(can: PageCanary, expected: torch.Tensor, s: torch.cuda.Stream) -> None:
     refused = False
     with torch.cuda.stream(s):
         try:
@@ -157,7 +174,6 @@ def exactness(gen: torch.Generator) -> None:
         except Exception:  # an empty capture may complain on its way out
             pass
     print(f"   a watch inside a capture refused: {check(refused, 'capture refusal')}")
-    torch.cuda.synchronize()
 
 
 def costs(gen: torch.Generator, reps: int) -> None:

@@ -59,7 +59,8 @@ def watch() -> bool:
     bufs[1][7, 0] += 1
     bufs[2][4, 63] += 1
     kernels.watch_pass(bufs[0], table, 40, True, sigs, mask, out, CAP, after=True)
-    got = sorted(decode(int(c)) for c in out[1 : 1 + int(out[0])])
+    bufs, at, odd = decode(out[1 : 1 + int(out[0])].numpy())
+    got = sorted(zip(bufs.tolist(), at.tolist(), odd.tolist(), strict=True))
     ok = got == [(0, 3, False), (1, 7, True), (2, 4, False)]
     print(f"canary passes: {got} {'ok' if ok else 'FAIL'}")
     return ok

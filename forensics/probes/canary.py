@@ -320,13 +320,12 @@ class _Device:
                expected: list[int] | np.ndarray) -> None:  # fmt: skip
         """On the writer thread: the codes grouped by buffer and sorted in numpy (a watch's
         lines are Python time the step's thread waits for at the GIL)."""
-        from .readback import CAP, CODE_BUF_SHIFT
+        from .readback import CAP, decode
 
         canary = self.canary()
         if canary is None:
             return
-        bufs = codes >> CODE_BUF_SHIFT
-        at = (codes >> 1) & ((1 << (CODE_BUF_SHIFT - 1)) - 1)
+        bufs, at, _ = decode(codes)
         order = np.lexsort((at, bufs))
         bufs, at = bufs[order], at[order]
         bounds = np.searchsorted(bufs, np.arange(len(self.names) + 1)).tolist()

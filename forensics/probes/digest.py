@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import torch
 
-MASK64 = (1 << 64) - 1
 M32 = (1 << 32) - 1
 ALG = 2  # the records' `alg`: which arithmetic made the digest (both sides must agree)
 # murmur3's fmix32 constants; the two halves' position constants (odd).
@@ -133,7 +132,7 @@ def digest(
     h, t = min(head_bytes, n), min(tail_bytes, n)
     words = _words(data)
     sums = region_sums(words, -(-h // 8), (n - t) // 8).tolist()
-    return Digest(_finish(sums[0], h), _finish(sums[1], t), _finish(sums[2], n), n, ALG)
+    return Digest(_finish(sums[0], h), _finish(sums[1], t), _finish(sums[2], n), n)
 
 
 def page_signatures(buffer: torch.Tensor, page_dim: int = 0) -> torch.Tensor:

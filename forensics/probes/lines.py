@@ -26,7 +26,7 @@ def value(v: object) -> str:
 def pages(ids: Iterable[int], ordered: bool = False) -> str:
     """A page list with ranges, always bracketed (a bare number would be a count).
     `ordered`: the ids are already sorted and distinct (the canary's writer thread)."""
-    xs = ids if ordered and isinstance(ids, list) else sorted({int(x) for x in ids})
+    xs = list(ids) if ordered else sorted({int(x) for x in ids})
     if not xs:
         return "[]"
     out: list[str] = []

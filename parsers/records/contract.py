@@ -536,38 +536,13 @@ def _canary(wide: pl.DataFrame):
     cl, cn, _ = parsed["changed"]
     ul, un = _unexpected(ok["unexpected"], el, cl, parsed["unexpected"], same_text)
     out = ok.select(
-        "row",
-        step=_int("step"),
-        layer=_int("layer"),
-        bs=_int("bs"),
+        "row", t_us=_int("t_us"), step=_int("step"), layer=_int("layer"), bs=_int("bs"),
         mode="mode",
-        t_us=_int("t_us"),
     ).with_columns(
-        expected=el,
-        changed=cl,
-        n_expected=en,
-        n_changed=cn,
+        expected=el, changed=cl, unexpected=ul, n_expected=en, n_changed=cn, n_unexpected=un,
         extra=ok["extra"],
-        unexpected=ul,
-        n_unexpected=un,
-    )
-    out = out.filter(~err)
-    cols = [
-        "row",
-        "t_us",
-        "step",
-        "layer",
-        "bs",
-        "mode",
-        "expected",
-        "changed",
-        "unexpected",
-        "n_expected",
-        "n_changed",
-        "n_unexpected",
-        "extra",
-    ]
-    return out.select(cols), bad
+    )  # fmt: skip
+    return out.filter(~err), bad
 
 
 def _unexpected(
