@@ -310,6 +310,55 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
     assert sent == [(3, 5), (3, 5)]
 
 
+def test_the_writer_thread_holds_off_while_a_watch_is_open(monkeypatch) -> None:
+    """A copy landed while the next watch sits between its two passes: the writer thread
+    writes that copy's lines only once the watch is closed (its Python would hold the GIL
+    the watch's second replay waits for); a region that raised closes it too."""
+    import threading
+    from collections import deque
+
+    from forensics.probes import readback
+    from forensics.probes.readback import IN, Ring, Slot
+
+    class Stub:
+        def __getattr__(self, _name):
+            return lambda *a, **k: None
+
+    ring = Ring.__new__(Ring)
+    ring.lock = threading.Lock()
+    reached = threading.Event()
+
+    class Watched(threading.Condition):
+        def wait_for(self, predicate, timeout=None):
+            reached.set()  # the writer thread has the lines and the lock's condition
+            return super().wait_for(predicate, timeout)
+
+    ring.wake = Watched(ring.lock)
+    ring.idle = threading.Condition(ring.lock)
+    ring.side, ring.pending, ring.open = Stub(), deque(), False
+    said: list[int] = []
+    ring.emit = lambda meta, count, codes, expected: said.append(meta["step"])
+    monkeypatch.setattr(readback, "_wait", lambda event: None)
+    monkeypatch.setattr(readback, "FLUSH_S", 60.0)
+    size = IN + 4
+    slot = Slot(*(torch.zeros(size, dtype=torch.int64) for _ in range(5)),
+                ready=Stub(), done=Stub(), graphs=(None, None, Stub()))  # fmt: skip
+    slot.meta, slot.host = (
+        {"step": 7, "n_expected": 0, "expected": []},
+        torch.zeros(size, dtype=torch.int64),
+    )
+    ring.pending.append(slot)
+    ring.slots = [slot, Slot(*(torch.zeros(1) for _ in range(5)))]
+    assert ring.take() is ring.slots[1] and ring.open  # the next watch entered
+    writer = threading.Thread(target=ring._read, args=(slot,))
+    writer.start()
+    assert reached.wait(60)
+    assert said == []  # the copy is in, the lines wait for the watch
+    ring.abandon()  # the watch's region raised
+    writer.join(60)
+    assert said == [7] and slot.meta is None and not ring.pending and not ring.open
+
+
 def test_the_writer_threads_lines_from_the_codes() -> None:
     """What the CUDA path's writer thread makes of a slot: the codes (buffer, page,
     unexpected bit) in the order the kernel's atomics left them, grouped by buffer and

@@ -14,6 +14,7 @@ work left queued. Prints a table; exits non-zero when a check fails.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -91,6 +92,7 @@ def exactness(gen: torch.Generator) -> None:
     can = PageCanary(bufs, logger=False)
     no_sync_under_debug_mode(can, expected, graph)
     capture_refused(can, expected, s)
+    capture_beside_the_writer(bufs, expected)
     torch.cuda.synchronize()
 
 
@@ -174,6 +176,36 @@ def capture_refused(can: PageCanary, expected: torch.Tensor, s: torch.cuda.Strea
         except Exception:  # an empty capture may complain on its way out
             pass
     print(f"   a watch inside a capture refused: {check(refused, 'capture refusal')}")
+
+
+def capture_beside_the_writer(bufs: list[torch.Tensor], expected: torch.Tensor) -> None:
+    """A server's own graph captured (torch's default, global mode) on the step's thread
+    while the writer thread waits on watches' copies, and a fresh canary's first watches
+    queued behind a busy GPU (its slots captured while the writer thread waits): neither
+    capture is invalidated, every watch is read."""
+    from forensics.probes.readback import capture_mode_exchange
+
+    can = PageCanary(bufs, logger=False)
+    spin = 100_000_000  # cycles: about 50 ms
+    ok, why = True, ""
+    try:
+        for step in range(3):
+            with can.watch(30 + step, expected):
+                torch.cuda._sleep(spin)
+        g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        with torch.cuda.stream(s), torch.cuda.graph(g):
+            bufs[1].index_fill_(0, expected, 3)
+            time.sleep(0.2)  # the writer thread reads the queued watches meanwhile
+        g.replay()
+        can.flush()
+    except RuntimeError as exc:
+        ok, why = False, str(exc).splitlines()[0]
+    torch.cuda.synchronize()
+    ok = ok and can.not_read == 0 and can.last is not None and can.last.step == 32
+    print(
+        f"   captures beside the writer thread (relaxed: {capture_mode_exchange() is not None}): "
+        f"{check(ok, 'capture beside the writer ' + why)} {why}"
+    )
 
 
 def costs(gen: torch.Generator, reps: int) -> None:
@@ -282,18 +314,22 @@ def sweep(gen: torch.Generator, reps: int) -> None:
     src = torch.randint(0, 256, (1 << 30,), dtype=torch.uint8, device="cuda")
     words = src.view(torch.int64)
     t_r = timed(lambda: words.sum(), reps)
-    best = (float("inf"), kernels.BLOCK, kernels.DIGEST_WARPS, kernels.PROGRAMS_PER_SM)
-    for block in (512, 1024, 2048):
-        for warps in (4, 8):
-            for per_sm in (4, 8, 16):
-                kernels.BLOCK, kernels.DIGEST_WARPS, kernels.PROGRAMS_PER_SM = block, warps, per_sm
-                t = timed(lambda: kernels.region_sums_device(words, 0, words.numel()), reps)
-                best = min(best, (t, block, warps, per_sm))
-                print(f"   digest block {block:>4} warps {warps} programs/SM {per_sm:>2}: "
-                      f"{t_r / t:.2f} of a read")  # fmt: skip
-    _, kernels.BLOCK, kernels.DIGEST_WARPS, kernels.PROGRAMS_PER_SM = best
-    print(f"   kept: digest block {kernels.BLOCK}, warps {kernels.DIGEST_WARPS}, "
-          f"programs/SM {kernels.PROGRAMS_PER_SM}")  # fmt: skip
+    names = ("BLOCK", "DIGEST_WARPS", "PROGRAMS_PER_SM", "STAGES")
+    best = (float("inf"), *(getattr(kernels, k) for k in names))
+    for config in itertools.product((512, 1024, 2048), (4, 8), (4, 8, 16), (1, 2, 3)):
+        for k, v in zip(names, config, strict=True):
+            setattr(kernels, k, v)
+        try:
+            t = timed(lambda: kernels.region_sums_device(words, 0, words.numel()), reps)
+        except Exception as exc:  # a config past the SM's shared memory or registers
+            print(f"   digest {config}: {str(exc).splitlines()[0][:60]}")
+            continue
+        best = min(best, (t, *config))
+        print(f"   digest block {config[0]:>4} warps {config[1]} programs/SM {config[2]:>2} "
+              f"stages {config[3]}: {t_r / t:.2f} of a read")  # fmt: skip
+    for k, v in zip(names, best[1:], strict=True):
+        setattr(kernels, k, v)
+    print("   kept: digest " + ", ".join(f"{k} {v}" for k, v in zip(names, best[1:], strict=True)))
 
 
 def host_parts(gen: torch.Generator, reps: int) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 
 import torch
-import triton
 
 from forensics.probes import kernels
 from forensics.probes.digest import lane_sums_torch, page_sums_torch
@@ -20,14 +19,13 @@ from forensics.probes.readback import CAP, EXPECTED_CAP, IN, decode
 def main() -> int:
     g = torch.Generator().manual_seed(0)
     bad = 0
-    for n in (1, 5, 257, 1024, 3000, 70_000):
+    for n in (1, 5, 257, 1024, 3000, 9 * 1024, 70_000):
         w = torch.randint(-(2**62), 2**62, (n,), generator=g, dtype=torch.int64)
         out = torch.zeros(6, dtype=torch.int64)
-        blocks = triton.cdiv(n, kernels.BLOCK)
-        nprog = min(blocks, 4)
+        nprog = max(1, min(n // kernels.BLOCK, 4))  # as region_sums_device, 4 "SMs"
         head, tail = min(n, 100), max(0, n - 300)
-        kernels._regions_kernel[(nprog + 2,)](w, n, nprog, head, tail, out,
-                                              BLOCK=kernels.BLOCK)  # fmt: skip
+        kernels._regions_kernel[(nprog + 2,)](w, n, nprog, head, tail, out, BLOCK=kernels.BLOCK,
+                                              STAGES=kernels.STAGES)  # fmt: skip
         want = torch.stack([lane_sums_torch(w[:head]), lane_sums_torch(w[tail:], tail),
                             lane_sums_torch(w)]).reshape(-1)  # fmt: skip
         ok = torch.equal(out, want)

@@ -196,8 +196,12 @@ class _DeviceWatch:
         self.slot = self.device.begin(self.expected, self.meta)
 
     def __exit__(self, kind: object, *_: object) -> None:
-        if self.slot is not None and kind is None:  # a region that raised: nothing to read
+        if self.slot is None:
+            return
+        if kind is None:
             self.device.end(self.slot, self.meta)
+        else:  # a region that raised: nothing to read
+            self.device.ring.abandon()
 
 
 class _Device:
@@ -245,34 +249,48 @@ class _Device:
         return cls(canary, table, max(r[1] for r in rows), at, aligned)
 
     def _captured(self, slot: Slot) -> tuple:
-        """The slot's graphs, captured once (a replay costs the host a few µs where a
-        Triton launch and a copy cost tens): the four numbers in and the first pass; the
-        second pass; the readback to pinned memory (replayed on the side stream). The
-        kernels are compiled outside the capture first."""
+        """Every slot's graphs, captured at the first watch (a replay costs the host a few
+        µs where a Triton launch and a copy cost tens), all at once so that no capture
+        runs while the writer thread waits on a copy; in thread-local mode, so that the
+        writer thread's calls never invalidate it. The kernels are compiled outside the
+        capture first."""
+        from .kernels import watch_pass
+        from .readback import CAP
+
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
+                   slot.out, CAP)  # fmt: skip
+            watch_pass(*run, after=False)
+            watch_pass(*run, after=True)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        for s in self.ring.slots:
+            s.graphs = s.graphs or self._capture(s, side)
+        assert slot.graphs is not None
+        return slot.graphs
+
+    def _capture(self, slot: Slot, side: torch.cuda.Stream) -> tuple:
+        """One slot's graphs: the four numbers in and the first pass; the second pass
+        (recording `ready` where torch can); the readback to pinned memory (replayed on
+        the side stream)."""
         from .kernels import watch_pass
         from .readback import CAP, IN
 
         run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
                slot.out, CAP)  # fmt: skip
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            watch_pass(*run, after=False)
-            watch_pass(*run, after=True)
-        torch.cuda.current_stream(self.device).wait_stream(side)
         graphs = [torch.cuda.CUDAGraph() for _ in range(3)]
-        with torch.cuda.graph(graphs[0], stream=side):
+        with torch.cuda.graph(graphs[0], stream=side, capture_error_mode="thread_local"):
             slot.out[IN : IN + 4].copy_(slot.staged[:4], non_blocking=True)
             watch_pass(*run, after=False)
-        with torch.cuda.graph(graphs[1], stream=side):
+        with torch.cuda.graph(graphs[1], stream=side, capture_error_mode="thread_local"):
             watch_pass(*run, after=True)
             if self.ring.external:  # a node of the graph: the step's thread records nothing
                 assert slot.ready is not None
                 slot.ready.record()
-        with torch.cuda.graph(graphs[2], stream=side):
+        with torch.cuda.graph(graphs[2], stream=side, capture_error_mode="thread_local"):
             slot.host.copy_(slot.out, non_blocking=True)
-        slot.graphs = (graphs[0], graphs[1], graphs[2])
-        return slot.graphs
+        return graphs[0], graphs[1], graphs[2]
 
     def begin(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Slot | None:
         """Before the region: a slot taken, what the first pass reads staged, the first

@@ -15,6 +15,7 @@ BLOCK = 1024  # words a program reads at a time (bench/gpu/canary.py --sweep)
 DIGEST_WARPS = 4
 PAGE_BLOCK = 1024
 PROGRAMS_PER_SM = 8
+STAGES = 3  # blocks a program has in flight (Triton's pipelining of the loads)
 _F1 = tl.constexpr(F1)
 _F2 = tl.constexpr(F2)
 _K0 = tl.constexpr(POS[0])
@@ -69,20 +70,36 @@ def _sums(words_ptr, first, last, step, n, lanes, lane_lo, lane_hi, BLOCK: tl.co
 
 
 @triton.jit
+def _full_sums(words_ptr, first, last, step, lanes, lane_lo, lane_hi, BLOCK: tl.constexpr,
+               STAGES: tl.constexpr):  # fmt: skip
+    f0 = tl.zeros([BLOCK], dtype=tl.uint64)
+    f1 = tl.zeros([BLOCK], dtype=tl.uint64)
+    for b in tl.range(first, last, step, num_stages=STAGES):
+        start = tl.cast(b, tl.int64) * BLOCK
+        low = start.to(tl.uint32)
+        high = (start >> 32).to(tl.uint32)
+        w = tl.load(words_ptr + start + lanes).to(tl.uint64, bitcast=True)
+        v, ab = _mixed(w, low * _K0 + high + lane_lo, low * _K1 + high + lane_hi)
+        f0 += v
+        f1 += ab
+    return tl.sum(f0, axis=0), tl.sum(f1, axis=0)
+
+
+@triton.jit
 def _regions_kernel(words_ptr, n, nprog, head_words, tail_first, out_ptr,
-                    BLOCK: tl.constexpr):  # fmt: skip
-    # Programs below nprog stride over every block (two accumulators: the registers go
-    # to loads in flight); program nprog sums the head, nprog + 1 the tail, each over its
-    # own words (a region's partial blocks bounded by n = its end, the tail's first block
-    # shifted by its start). The sums are added to `out` (mod 2^64: any order gives the
-    # same sums).
+                    BLOCK: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
+    # Programs below nprog stride over the whole blocks, unmasked and without a branch
+    # (so that Triton pipelines the loads, STAGES blocks in flight); program nprog sums
+    # the head and the last, partial block; nprog + 1 the tail, each over its own words
+    # (a region's partial blocks bounded by n = its end, the tail's first block shifted
+    # by its start). The sums are added to `out` (mod 2^64: any order gives the same).
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     lane_lo = lanes.to(tl.uint32) * _K0
     lane_hi = lanes.to(tl.uint32) * _K1
     if pid < nprog:
-        s0, s1 = _sums(words_ptr, pid, tl.cdiv(n, BLOCK), nprog, n, lanes, lane_lo, lane_hi,
-                       BLOCK)  # fmt: skip
+        s0, s1 = _full_sums(words_ptr, pid, n // BLOCK, nprog, lanes, lane_lo, lane_hi, BLOCK,
+                            STAGES)  # fmt: skip
         tl.atomic_add(out_ptr + 4, s0.to(tl.int64, bitcast=True))
         tl.atomic_add(out_ptr + 5, s1.to(tl.int64, bitcast=True))
     elif pid == nprog:
@@ -90,6 +107,10 @@ def _regions_kernel(words_ptr, n, nprog, head_words, tail_first, out_ptr,
                        lane_lo, lane_hi, BLOCK)  # fmt: skip
         tl.atomic_add(out_ptr + 0, s0.to(tl.int64, bitcast=True))
         tl.atomic_add(out_ptr + 1, s1.to(tl.int64, bitcast=True))
+        s0, s1 = _sums(words_ptr, n // BLOCK, tl.cdiv(n, BLOCK), 1, n, lanes, lane_lo, lane_hi,
+                       BLOCK)  # fmt: skip
+        tl.atomic_add(out_ptr + 4, s0.to(tl.int64, bitcast=True))
+        tl.atomic_add(out_ptr + 5, s1.to(tl.int64, bitcast=True))
     else:
         # the tail's words from tail_first: whole blocks of the buffer, the words before
         # tail_first in its first block masked out by a second pass over that block
@@ -130,12 +151,11 @@ def _u64(x: int) -> int:
 def region_sums_device(words: torch.Tensor, head_words: int, tail_first: int) -> torch.Tensor:
     """(6,) int64 on the words' device: head, tail and full lane sums, nothing waited for."""
     n = words.numel()
-    blocks = max(1, triton.cdiv(n, BLOCK))
     sms = torch.cuda.get_device_properties(words.device).multi_processor_count
-    nprog = min(blocks, sms * PROGRAMS_PER_SM)
+    nprog = max(1, min(n // BLOCK, sms * PROGRAMS_PER_SM))
     out = torch.zeros(6, dtype=torch.int64, device=words.device)
     _regions_kernel[(nprog + 2,)](words, n, nprog, head_words, tail_first, out, BLOCK=BLOCK,
-                                  num_warps=DIGEST_WARPS)  # fmt: skip
+                                  STAGES=STAGES, num_warps=DIGEST_WARPS)  # fmt: skip
     return out
 
 

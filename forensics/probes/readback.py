@@ -10,6 +10,7 @@ hook calls it)."""
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import logging
 import threading
@@ -73,6 +74,7 @@ class Ring:
         self.wake = threading.Condition(self.lock)  # the writer thread: a slot handed over
         self.idle = threading.Condition(self.lock)  # flush: a slot's lines written
         self.not_read = 0
+        self.open = False  # a watch between its two passes: the writer thread holds off
         self.slots = [self._slot(sig_words, max_pages) for _ in range(SLOTS)]
         self.thread = threading.Thread(target=self._run, name="forensics-canary", daemon=True)
         self.thread.start()
@@ -100,9 +102,16 @@ class Ring:
         with self.lock:
             for s in self.slots:
                 if s.meta is None:
+                    self.open = True
                     return s
             self.not_read += 1
             return None
+
+    def abandon(self) -> None:
+        """A watch whose region raised: its slot stays free, the writer thread goes on."""
+        with self.lock:
+            self.open = False
+            self.wake.notify()
 
     def send(self, slot: Slot, n_expected: int, meta: dict) -> None:
         """After the second pass: the slot to the writer thread (where torch cannot
@@ -113,6 +122,7 @@ class Ring:
         with self.lock:
             slot.meta = meta | {"n_expected": min(n_expected, EXPECTED_CAP)}
             self.pending.append(slot)
+            self.open = False
             self.wake.notify()
 
     def drain(self) -> None:
@@ -135,6 +145,8 @@ class Ring:
                 slot.graphs[2].replay()
                 slot.done.record(self.side)
             _wait(slot.done)
+            with self.lock:  # a watch's replays wait for the GIL the lines would hold
+                self.wake.wait_for(lambda: not self.open, FLUSH_S)
             self._emit(slot)
         except Exception:  # a bad logger must not stop the readback of later watches
             logging.getLogger(__name__).exception("forensics canary: a watch's lines")
@@ -158,12 +170,39 @@ class Ring:
 
     def _run(self) -> None:
         torch.cuda.set_device(self.device)
+        relax_capture_mode()
         while True:
             with self.lock:
                 while not self.pending:
                     self.wake.wait()
                 slot = self.pending[0]
             self._read(slot)
+
+
+def relax_capture_mode() -> bool:
+    """This thread's CUDA calls allowed while another thread captures a graph in global
+    mode (torch's default, SGLang's startup capture): a wait for a copy must not
+    invalidate the server's capture. cudaThreadExchangeStreamCaptureMode(relaxed), from
+    the CUDA runtime torch loaded (False: none found, the thread keeps the default)."""
+    exchange = capture_mode_exchange()
+    if exchange is None:
+        return False
+    mode = ctypes.c_int(2)  # cudaStreamCaptureModeRelaxed
+    return exchange(ctypes.byref(mode)) == 0
+
+
+def capture_mode_exchange() -> Callable | None:
+    """cudaThreadExchangeStreamCaptureMode of the CUDA runtime this process has loaded."""
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read().splitlines()
+    except OSError:
+        return None
+    path = next((line.split()[-1] for line in maps if "libcudart.so" in line), None)
+    try:
+        return ctypes.CDLL(path).cudaThreadExchangeStreamCaptureMode if path else None
+    except (OSError, AttributeError):
+        return None
 
 
 def _wait(event: torch.cuda.Event) -> None:
