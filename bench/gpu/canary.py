@@ -316,7 +316,7 @@ def sweep(gen: torch.Generator, reps: int) -> None:
     t_r = timed(lambda: words.sum(), reps)
     names = ("BLOCK", "DIGEST_WARPS", "PROGRAMS_PER_SM", "STAGES")
     best = (float("inf"), *(getattr(kernels, k) for k in names))
-    for config in itertools.product((512, 1024, 2048), (4, 8), (4, 8, 16), (1, 2, 3)):
+    for config in itertools.product((512, 1024, 2048), (4, 8), (4, 8, 16), (0, 1, 3)):
         for k, v in zip(names, config, strict=True):
             setattr(kernels, k, v)
         try:
