@@ -252,7 +252,7 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
         def replay(self) -> None:  # what the pass will read (looked at here, not there)
             was, inside[0] = inside[0], False
             four = [int(x) for x in slot.staged_np[:4]]
-            listed = slot.out[IN + 4 : IN + 4 + four[0]].tolist() if four[2] == 0 else None
+            listed = slot.staged[4 : 4 + four[0]].tolist() if four[2] == 0 else None
             passes.append((self.after, *four, listed))
             inside[0] = was
 
@@ -303,7 +303,7 @@ def test_the_cuda_watch_path_never_synchronises(monkeypatch) -> None:
         assert passes[-1][0] is True
     monkeypatch.undo()
     # each watch marks its pages with a number of its own (the mask is never cleared); a
-    # tensor's ids are read where they lie, a list's are copied in
+    # tensor's ids are read where they lie, a list's where the host staged them
     ptr = on_device.data_ptr()
     assert passes == [(False, 3, 1, ptr, 8, None), (True, 3, 1, ptr, 8, None),
                       (False, 3, 2, 0, 8, [-1, 2, 3]), (True, 3, 2, 0, 8, [-1, 2, 3])]  # fmt: skip

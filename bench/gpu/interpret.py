@@ -54,7 +54,8 @@ def watch() -> bool:
     sigs, mask = torch.zeros(at, dtype=torch.int64), torch.zeros(40, dtype=torch.int32)
     out = torch.zeros(IN + 4 + EXPECTED_CAP, dtype=torch.int64)
     exp = torch.tensor([3, 4, 5])
-    out[IN : IN + 4] = torch.tensor([3, 1, exp.data_ptr(), 8])
+    staged = torch.tensor([3, 1, exp.data_ptr(), 8] + [0] * EXPECTED_CAP)
+    kernels.stage_pass(staged, out, IN)  # the numbers, read where the host left them
     kernels.watch_pass(bufs[0], table, 40, True, sigs, mask, out, CAP, after=False)
     bufs[0][3, 5] += 1
     bufs[1][7, 0] += 1
@@ -63,6 +64,9 @@ def watch() -> bool:
     bufs, at, odd = decode(out[1 : 1 + int(out[0])].numpy())
     got = sorted(zip(bufs.tolist(), at.tolist(), odd.tolist(), strict=True))
     ok = got == [(0, 3, False), (1, 7, True), (2, 4, False)]
+    listed = torch.tensor([2, 5, 0, 8, 9, 4] + [0] * EXPECTED_CAP)  # ids given on the host
+    kernels.stage_pass(listed, out, IN)
+    ok &= out[IN : IN + 6].tolist() == [2, 5, 0, 8, 9, 4]
     print(f"canary passes: {got} {'ok' if ok else 'FAIL'}")
     return ok
 

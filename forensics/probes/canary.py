@@ -254,14 +254,15 @@ class _Device:
         runs while the writer thread waits on a copy; in thread-local mode, so that the
         writer thread's calls never invalidate it. The kernels are compiled outside the
         capture first."""
-        from .kernels import watch_pass
-        from .readback import CAP
+        from .kernels import stage_pass, watch_pass
+        from .readback import CAP, IN
 
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
                    slot.out, CAP)  # fmt: skip
+            stage_pass(slot.staged, slot.out, IN)
             watch_pass(*run, after=False)
             watch_pass(*run, after=True)
         torch.cuda.current_stream(self.device).wait_stream(side)
@@ -274,14 +275,14 @@ class _Device:
         """One slot's graphs: the four numbers in and the first pass; the second pass
         (recording `ready` where torch can); the readback to pinned memory (replayed on
         the side stream)."""
-        from .kernels import watch_pass
+        from .kernels import stage_pass, watch_pass
         from .readback import CAP, IN
 
         run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
                slot.out, CAP)  # fmt: skip
         graphs = [torch.cuda.CUDAGraph() for _ in range(3)]
         with torch.cuda.graph(graphs[0], stream=side, capture_error_mode="thread_local"):
-            slot.out[IN : IN + 4].copy_(slot.staged[:4], non_blocking=True)
+            stage_pass(slot.staged, slot.out, IN)
             watch_pass(*run, after=False)
         with torch.cuda.graph(graphs[1], stream=side, capture_error_mode="thread_local"):
             watch_pass(*run, after=True)
@@ -295,7 +296,7 @@ class _Device:
     def begin(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Slot | None:
         """Before the region: a slot taken, what the first pass reads staged, the first
         pass queued (None: every slot busy, the step is not read)."""
-        from .readback import EXPECTED_CAP, IN
+        from .readback import EXPECTED_CAP
 
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("PageCanary.watch while its stream captures a CUDA graph: "
@@ -318,8 +319,7 @@ class _Device:
             given = sorted({int(p) for p in expected_pages})
             n = min(len(given), EXPECTED_CAP)
             staged[:4] = (n, slot.gen, 0, 8)
-            staged[4 : 4 + n] = given[:n]
-            slot.out[IN + 4 : IN + 4 + n].copy_(slot.staged[4 : 4 + n], non_blocking=True)
+            staged[4 : 4 + n] = given[:n]  # the first pass's graph reads them here
             meta["expected"] = given
         meta["n"] = n
         (slot.graphs or self._captured(slot))[0].replay()

@@ -198,6 +198,28 @@ WATCH_C, WATCH_K = 0xD6E8FEB86659FD93, 0x8CB92BA72F3D8DD7
 
 
 @triton.jit
+def _stage_kernel(src_addr, out_ptr, at, BLOCK: tl.constexpr):
+    # What a watch hands the passes, read where the host left it: pinned memory, which
+    # the device reads directly (no copy node in the first pass's graph: it cost the host
+    # as much as the pass). The four numbers, then the ids given as a list (address 0).
+    src = src_addr.to(tl.pointer_type(tl.int64))
+    lanes = tl.arange(0, BLOCK)
+    four = lanes < 4
+    tl.store(out_ptr + at + lanes, tl.load(src + lanes, mask=four), mask=four)
+    n = tl.load(src)
+    if tl.load(src + 2) == 0:
+        for j in range(0, n, BLOCK):
+            m = j + lanes < n
+            tl.store(out_ptr + at + 4 + j + lanes, tl.load(src + 4 + j + lanes, mask=m), mask=m)
+
+
+def stage_pass(staged: torch.Tensor, out: torch.Tensor, at: int) -> None:
+    """The watch's numbers (and ids given on the host) from pinned `staged` into `out`
+    from `at`, read by the device where they lie."""
+    _stage_kernel[(1,)](staged.data_ptr(), out, at, BLOCK=256, num_warps=4)
+
+
+@triton.jit
 def _mark_expected(out_ptr, mask_ptr, cap, max_pages, n_exp, gen, page):
     # The expected pages marked with the watch's number (no clearing between watches),
     # the ids read where they lie and kept in `out` for the record; the count zeroed.
