@@ -359,6 +359,37 @@ def test_the_writer_thread_holds_off_while_a_watch_is_open(monkeypatch) -> None:
     assert said == [7] and slot.meta is None and not ring.pending and not ring.open
 
 
+def test_a_watch_that_fails_to_start_frees_its_slot(monkeypatch) -> None:
+    """Entering a watch that raises once its slot is taken (its graphs failed to capture)
+    gives the slot back: the writer thread is not held off by a watch that never ran."""
+    from forensics.probes import canary as canary_mod
+    from forensics.probes.readback import EXPECTED_CAP, IN, Slot
+
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    size = IN + 4 + EXPECTED_CAP
+    slot = Slot(*(torch.zeros(size, dtype=torch.int64) for _ in range(5)))
+    slot.staged_np = slot.staged.numpy()
+    calls: list[str] = []
+
+    class Ring:
+        def take(self) -> Slot:
+            calls.append("take")
+            return slot
+
+        def abandon(self) -> None:
+            calls.append("abandon")
+
+    def broken(_slot):
+        raise RuntimeError("capture failed")
+
+    dev = canary_mod._Device.__new__(canary_mod._Device)
+    dev.device, dev.ring, dev._captured = torch.device("cpu"), Ring(), broken
+    with pytest.raises(RuntimeError, match="capture failed"):
+        with canary_mod._DeviceWatch(dev, [1, 2], {"step": 1}):
+            calls.append("region")
+    assert calls == ["take", "abandon"]
+
+
 def test_the_writer_threads_lines_from_the_codes() -> None:
     """What the CUDA path's writer thread makes of a slot: the codes (buffer, page,
     unexpected bit) in the order the kernel's atomics left them, grouped by buffer and

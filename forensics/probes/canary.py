@@ -296,14 +296,26 @@ class _Device:
     def begin(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Slot | None:
         """Before the region: a slot taken, what the first pass reads staged, the first
         pass queued (None: every slot busy, the step is not read)."""
-        from .readback import EXPECTED_CAP
-
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("PageCanary.watch while its stream captures a CUDA graph: "
                                "watch the graph's replay, not its capture")  # fmt: skip
         slot = self.ring.take()
         if slot is None:
             return None
+        try:
+            self._stage(slot, expected_pages, meta)
+            (slot.graphs or self._captured(slot))[0].replay()
+        except BaseException:  # the slot stays free, the writer thread is not held off
+            self.ring.abandon()
+            raise
+        return slot
+
+    def _stage(self, slot: Slot, expected_pages: Iterable[int] | torch.Tensor,
+               meta: dict) -> None:  # fmt: skip
+        """The four numbers the first pass reads, in the slot's pinned buffer: the expected
+        ids' count, the watch's number, where the ids are, their width."""
+        from .readback import EXPECTED_CAP
+
         slot.gen = slot.gen % (1 << 30) + 1  # the mask's mark for this watch
         staged = slot.staged_np
         if isinstance(expected_pages, torch.Tensor):
@@ -322,8 +334,6 @@ class _Device:
             staged[4 : 4 + n] = given[:n]  # the first pass's graph reads them here
             meta["expected"] = given
         meta["n"] = n
-        (slot.graphs or self._captured(slot))[0].replay()
-        return slot
 
     def end(self, slot: Slot, meta: dict) -> None:
         """Right after the region: the second pass queued, the slot to the writer thread."""
