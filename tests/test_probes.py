@@ -384,9 +384,9 @@ def test_a_watch_that_fails_to_start_frees_its_slot(monkeypatch) -> None:
 
     dev = canary_mod._Device.__new__(canary_mod._Device)
     dev.device, dev.ring, dev._captured = torch.device("cpu"), Ring(), broken
-    with pytest.raises(RuntimeError, match="capture failed"):
-        with canary_mod._DeviceWatch(dev, [1, 2], {"step": 1}):
-            calls.append("region")
+    with (pytest.raises(RuntimeError, match="capture failed"),
+          canary_mod._DeviceWatch(dev, [1, 2], {"step": 1})):  # fmt: skip
+        calls.append("region")
     assert calls == ["take", "abandon"]
 
 
