@@ -7,8 +7,8 @@ and what a watch costs against a plain read of the watched bytes.
 Timing: every number is the median of `reps` calls, each bracketed by a device
 synchronisation (events around the call). A watch's cost is the region with the watch
 minus the region alone; the floor is two plain reads (`view(int64).sum()`) of the watched
-bytes. Host-held time: the host's clock from entering the watch to leaving it, the GPU
-work left queued. Prints a table; exits non-zero when a check fails.
+bytes. Host time: the host's clock in making, entering and leaving the watch, the GPU
+work left queued (and, apart, the whole block less the region's own host time). Prints a table; exits non-zero when a check fails.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def timed(fn, reps: int, before=None) -> float:
     """Median ms of fn(), each call bracketed by a device synchronisation (`before`, if
     given, runs ahead of each, outside the bracket)."""
     for _ in range(5):
+        if before is not None:
+            before()
         fn()
     torch.cuda.synchronize()
     out = []
@@ -65,6 +67,25 @@ def host_held(fn, reps: int, before=None) -> float:
         t = time.perf_counter()
         fn()
         out.append((time.perf_counter() - t) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def host_in_watch(can: PageCanary, exp: torch.Tensor, region, reps: int) -> float:
+    """Median ms the host spends making, entering and leaving a watch (the region's own
+    launches between not counted), the writer thread done with the last watch's lines."""
+    out = []
+    for _ in range(reps):
+        can.flush()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        w = can.watch(1, exp)
+        w.__enter__()
+        t1 = time.perf_counter()
+        region()
+        t2 = time.perf_counter()
+        w.__exit__(None, None, None)
+        out.append((time.perf_counter() - t2 + t1 - t0) * 1e3)
     torch.cuda.synchronize()
     return statistics.median(out)
 
@@ -211,10 +232,13 @@ def capture_beside_the_writer(bufs: list[torch.Tensor], expected: torch.Tensor) 
 def costs(gen: torch.Generator, reps: int) -> None:
     print("2. a watch's cost (ms; the region alone subtracted) against two plain reads")
     print("   new, host: the writer thread done with the last watch's lines (flush() ahead of")
-    print("   each call); new*, host*: as it comes, its lines written while the next watch runs")
+    print("   each call); host: making, entering and leaving the watch; host+: the whole block")
+    print("   less the region alone's host time (the region's launches beside a watch's);")
+    print("   new*, host*: as it comes, its lines written while the next watch runs (unread:")
+    print("   of those, the watches that found every slot taken)")
     print(f"   {'size':>9} {'writes':>6} {'read':>7} {'floor':>7} {'today':>7} {'new':>7} "
-          f"{'new/floor':>9} {'host':>7} {'host/gpu':>8} {'new*':>7} {'new*/fl':>7} "
-          f"{'host*':>7}")  # fmt: skip
+          f"{'new/floor':>9} {'host':>7} {'host/gpu':>8} {'host+':>7} {'new*':>7} "
+          f"{'new*/fl':>7} {'host*':>7} {'unread':>6}")  # fmt: skip
     for total in (50_000_000, 207_600_000, 1_000_000_000):
         bufs = buffers(total, gen)
         pages = bufs[0].shape[0]
@@ -238,22 +262,25 @@ def costs(gen: torch.Generator, reps: int) -> None:
                 with can.watch(1, exp):
                     region()
 
-            alone = timed(region, reps)
+            alone, alone_host = timed(region, reps), host_held(region, reps)
             skipped = new.not_read
             watched = lambda new=new, w=with_watch: w(new)  # noqa: E731
             t_new = timed(watched, reps, before=new.flush) - alone
-            held = host_held(watched, reps, before=new.flush)
-            t_busy = timed(watched, reps) - alone
-            busy = host_held(watched, reps)
-            new.flush()
-            t_old = timed(lambda old=old, w=with_watch: w(old), reps) - alone
+            held = host_in_watch(new, exp, region, reps)
+            held_all = host_held(watched, reps, before=new.flush) - alone_host
             # a step not read costs nothing: every timed watch must have been one
             check(new.not_read == skipped, f"{total} {writes}: {new.not_read - skipped} not read")
+            skipped = new.not_read
+            t_busy = timed(watched, reps) - alone
+            busy = host_held(watched, reps) - alone_host
+            new.flush()
+            unread = new.not_read - skipped  # as it comes: the slots may all be taken
+            t_old = timed(lambda old=old, w=with_watch: w(old), reps) - alone
             floor = 2 * t_read
             print(f"   {total / 1e6:>6.1f} MB {writes!s:>6} {t_read:>7.3f} {floor:>7.3f} "
                   f"{t_old:>7.3f} {t_new:>7.3f} {t_new / floor:>9.2f} {held:>7.3f} "
-                  f"{held / max(t_new, 1e-9):>8.2f} {t_busy:>7.3f} {t_busy / floor:>7.2f} "
-                  f"{busy:>7.3f}")  # fmt: skip
+                  f"{held / max(t_new, 1e-9):>8.2f} {held_all:>7.3f} {t_busy:>7.3f} "
+                  f"{t_busy / floor:>7.2f} {busy:>7.3f} {unread:>6}")  # fmt: skip
         del bufs
         torch.cuda.empty_cache()
 

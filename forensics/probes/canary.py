@@ -76,6 +76,7 @@ class PageCanary:
         self.sync = sync
         self.recorded = 0
         self.last: Watched | None = None
+        self.enabled = enabled()  # FORENSICS_PROBES, read once: a watch is on the step's path
         self._device = _Device.of(self)  # None: the reference path
 
     @property
@@ -84,7 +85,7 @@ class PageCanary:
         return self._device.ring.not_read if self._device else 0
 
     def due(self, step: int) -> bool:
-        if not enabled() or step % self.every:
+        if not self.enabled or step % self.every:
             return False
         return self.limit is None or self.recorded < self.limit
 
@@ -109,7 +110,8 @@ class PageCanary:
     ) -> AbstractContextManager[None]:
         """Signatures before and after the block; one canary line per buffer and one
         step line (on CUDA written once the ids are back, see the module's doc). A step
-        that is not due (every, limit, FORENSICS_PROBES=0) costs nothing."""
+        that is not due (every, limit, FORENSICS_PROBES=0 when the canary was made) costs
+        nothing."""
         if not self.due(step):
             return _NOTHING
         bs = bs if bs is not None else (len(rids) if rids is not None else None)

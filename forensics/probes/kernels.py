@@ -11,10 +11,10 @@ import triton.language as tl
 from .digest import F1, F2, POS
 from .readback import CODE_BUF_SHIFT
 
-BLOCK = 1024  # words a program reads at a time (bench/gpu/canary.py --sweep)
-DIGEST_WARPS = 4
+BLOCK = 2048  # words a program reads at a time (bench/gpu/canary.py --sweep)
+DIGEST_WARPS = 8
 PAGE_BLOCK = 1024
-PROGRAMS_PER_SM = 8
+PROGRAMS_PER_SM = 4
 STAGES = 3  # blocks a program has in flight (Triton's pipelining of the loads)
 _F1 = tl.constexpr(F1)
 _F2 = tl.constexpr(F2)
