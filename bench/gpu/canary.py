@@ -8,7 +8,8 @@ Timing: every number is the median of `reps` calls, each bracketed by a device
 synchronisation (events around the call). A watch's cost is the region with the watch
 minus the region alone; the floor is two plain reads (`view(int64).sum()`) of the watched
 bytes. Host time: the host's clock in making, entering and leaving the watch, the GPU
-work left queued (and, apart, the whole block less the region's own host time). Prints a table; exits non-zero when a check fails.
+work left queued (and, apart, the whole block less the region's own host time). Prints a
+table; exits non-zero when a check fails.
 """
 
 from __future__ import annotations
