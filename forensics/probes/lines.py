@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable
 
 LOGGER = "forensics.probes"
@@ -15,10 +16,15 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
+_QUOTED = re.compile(r'[\s"]')  # \s: str.isspace's characters (both use Py_UNICODE_ISSPACE)
+
+
 def value(v: object) -> str:
     """A value as the contract writes it: a bare token, or a quoted string."""
+    if type(v) is int:  # most of a canary's values; the writer thread's time
+        return str(v)
     s = str(v).lower() if isinstance(v, bool) else str(v)
-    if s == "" or any(c.isspace() or c == '"' for c in s):
+    if s == "" or _QUOTED.search(s):
         return json.dumps(s)
     return s
 
