@@ -259,31 +259,43 @@ def costs(gen: torch.Generator, reps: int) -> None:
                         b.index_fill_(0, exp, tick[0] % 250)
                         b.index_fill_(0, bad, tick[0] % 250 + 1)
 
-            def with_watch(can, exp=exp, region=region) -> None:
-                with can.watch(1, exp):
-                    region()
-
-            alone, alone_host = timed(region, reps), host_held(region, reps)
-            skipped = new.not_read
-            watched = lambda new=new, w=with_watch: w(new)  # noqa: E731
-            t_new = timed(watched, reps, before=new.flush) - alone
-            held = host_in_watch(new, exp, region, reps)
-            held_all = host_held(watched, reps, before=new.flush) - alone_host
-            # a step not read costs nothing: every timed watch must have been one
-            check(new.not_read == skipped, f"{total} {writes}: {new.not_read - skipped} not read")
-            skipped = new.not_read
-            t_busy = timed(watched, reps) - alone
-            busy = host_held(watched, reps) - alone_host
-            new.flush()
-            unread = new.not_read - skipped  # as it comes: the slots may all be taken
-            t_old = timed(lambda old=old, w=with_watch: w(old), reps) - alone
+            row = cost_row(new, old, exp, region, reps, f"{total} {writes}")
             floor = 2 * t_read
+            t_new, held, held_all, t_busy, busy, unread, t_old = row
             print(f"   {total / 1e6:>6.1f} MB {writes!s:>6} {t_read:>7.3f} {floor:>7.3f} "
                   f"{t_old:>7.3f} {t_new:>7.3f} {t_new / floor:>9.2f} {held:>7.3f} "
                   f"{held / max(t_new, 1e-9):>8.2f} {held_all:>7.3f} {t_busy:>7.3f} "
                   f"{t_busy / floor:>7.2f} {busy:>7.3f} {unread:>6}")  # fmt: skip
         del bufs
         torch.cuda.empty_cache()
+
+
+def cost_row(new: PageCanary, old: PageCanary, exp: torch.Tensor, region, reps: int,
+             what: str) -> tuple:  # fmt: skip
+    """One row's times (ms), the region alone subtracted: the new watch with the writer
+    thread done, its host time (making, entering, leaving) and the whole block's less the
+    region's, the new watch as it comes and its host time, the watches of those that
+    found every slot taken, today's watch."""
+
+    def with_watch(can) -> None:
+        with can.watch(1, exp):
+            region()
+
+    alone, alone_host = timed(region, reps), host_held(region, reps)
+    skipped = new.not_read
+    watched = lambda: with_watch(new)  # noqa: E731
+    t_new = timed(watched, reps, before=new.flush) - alone
+    held = host_in_watch(new, exp, region, reps)
+    held_all = host_held(watched, reps, before=new.flush) - alone_host
+    # a step not read costs nothing: every timed watch must have been one
+    check(new.not_read == skipped, f"{what}: {new.not_read - skipped} not read")
+    skipped = new.not_read
+    t_busy = timed(watched, reps) - alone
+    busy = host_held(watched, reps) - alone_host
+    new.flush()
+    unread = new.not_read - skipped  # as it comes: the slots may all be taken
+    t_old = timed(lambda: with_watch(old), reps) - alone
+    return t_new, held, held_all, t_busy, busy, unread, t_old
 
 
 def digests(reps: int) -> None:
@@ -344,7 +356,7 @@ def sweep(gen: torch.Generator, reps: int) -> None:
     t_r = timed(lambda: words.sum(), reps)
     names = ("BLOCK", "DIGEST_WARPS", "PROGRAMS_PER_SM", "STAGES")
     best = (float("inf"), *(getattr(kernels, k) for k in names))
-    for config in itertools.product((512, 1024, 2048), (4, 8), (4, 8, 16), (0, 1, 3)):
+    for config in itertools.product((512, 1024, 2048), (4, 8), (4, 8, 16), (1, 3)):
         for k, v in zip(names, config, strict=True):
             setattr(kernels, k, v)
         try:

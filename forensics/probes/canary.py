@@ -257,16 +257,14 @@ class _Device:
         writer thread's calls never invalidate it. The kernels are compiled outside the
         capture first."""
         from .kernels import stage_pass, watch_pass
-        from .readback import CAP, IN
+        from .readback import IN
 
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
-            run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
-                   slot.out, CAP)  # fmt: skip
             stage_pass(slot.staged, slot.out, IN)
-            watch_pass(*run, after=False)
-            watch_pass(*run, after=True)
+            watch_pass(*self._pass_args(slot), after=False)
+            watch_pass(*self._pass_args(slot), after=True)
         torch.cuda.current_stream(self.device).wait_stream(side)
         for s in self.ring.slots:
             s.graphs = s.graphs or self._capture(s, side)
@@ -278,10 +276,9 @@ class _Device:
         (recording `ready` where torch can); the readback to pinned memory (replayed on
         the side stream)."""
         from .kernels import stage_pass, watch_pass
-        from .readback import CAP, IN
+        from .readback import IN
 
-        run = (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
-               slot.out, CAP)  # fmt: skip
+        run = self._pass_args(slot)
         graphs = [torch.cuda.CUDAGraph() for _ in range(3)]
         with torch.cuda.graph(graphs[0], stream=side, capture_error_mode="thread_local"):
             stage_pass(slot.staged, slot.out, IN)
@@ -294,6 +291,13 @@ class _Device:
         with torch.cuda.graph(graphs[2], stream=side, capture_error_mode="thread_local"):
             slot.host.copy_(slot.out, non_blocking=True)
         return graphs[0], graphs[1], graphs[2]
+
+    def _pass_args(self, slot: Slot) -> tuple:
+        """What both passes of a slot are launched with (kernels.watch_pass)."""
+        from .readback import CAP
+
+        return (self.base, self.table, self.max_pages, self.aligned, slot.sigs, slot.mask,
+                slot.out, CAP)  # fmt: skip
 
     def begin(self, expected_pages: Iterable[int] | torch.Tensor, meta: dict) -> Slot | None:
         """Before the region: a slot taken, what the first pass reads staged, the first

@@ -38,7 +38,8 @@ class Slot:
     out: torch.Tensor  # device: the count, CAP codes, then (from IN) what a watch hands the
     # kernels: its expected ids' count, its number, their address (0: in `out`), their
     # width, then the ids
-    staged: torch.Tensor  # pinned: those four and ids given on the host, on their way in
+    staged: torch.Tensor  # pinned: those four and ids given on the host, where the first
+    # pass's graph reads them (a slot is written again only once its lines are)
     host: torch.Tensor  # pinned: what `out` held after the watch
     ready: torch.cuda.Event | None = None  # the second pass done (the copy waits on it);
     # recorded by the second pass's graph where torch captures external events
