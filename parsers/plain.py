@@ -225,9 +225,7 @@ class PlainReader:
         self.past_exception = False  # the traceback's exception line has been read
         self.day: dt.date | None = None  # date of the last dated line
         self.last_secs: int | None = None  # time of day of the last line, for rollover
-        self.last_ts: int | None = None
         self.held: list[_Entry] = []  # entries from the first time-only one to the first date
-        self.untimed = 0
         self.stamp_year: int | None = None  # for stamps without a year, before any date
         self.launcher_offsets: list[int] = []  # launcher's stamp − the service's, µs
         self.launched = 0  # lines whose launcher's stamp was set aside
@@ -476,10 +474,6 @@ class PlainReader:
         self._flush()
         self._date_held(None, _DAY_S)  # no dated line at all: the file's day
         self._note_launcher()
-        if self.untimed:
-            self.ctx.note(
-                f"{self.untimed:,} entries without a time of their own took the time before"
-            )
         if self.builder.n:
             yield self.builder.table()
 
@@ -653,11 +647,6 @@ class PlainReader:
             self._emit(e)
 
     def _emit(self, e: _Entry) -> None:
-        if e.ts_us is None:
-            if self.last_ts is not None:
-                self.untimed += 1
-            e.ts_us = self.last_ts
-        self.last_ts = e.ts_us
         msg = b"\n".join(e.parts)
         self.batch_bytes += len(msg)
         values: dict[str, object] = {"message": msg, "ts_us": e.ts_us}

@@ -519,7 +519,10 @@ Messages are most of the bytes: zstd stores them 2.5x smaller and twice as fast 
 default string compression (measured on the benchmark journal).""", (
     C("source_id", "INTEGER", "the source", not_null=True),
     C("entry_no", "BIGINT", "its order in the source, from 0", not_null=True),
-    C("ts_us", "BIGINT", "realtime, µs since the epoch, UTC"),
+    C("ts_us", "BIGINT", "realtime, µs since the epoch, UTC (NULL: no time, neither its own "
+      "nor one before it in the source)"),
+    C("ts_inherited", "BOOLEAN", "true: the entry stated no time and took the time of the "
+      "entry before it in the same source (a traceback's lines in `-o cat`)"),
     C("mono_us", "BIGINT", "monotonic µs (meaningful with boot_id)"),
     C("boot_id", "VARCHAR", "journald's _BOOT_ID"),
     C("host", "VARCHAR", "the host"),

@@ -4,7 +4,8 @@
 -- pattern reads whose level is error or critical or that is an exception's last line
 -- (`nixlNotFoundError: NIXL_ERR_NOT_FOUND`). What `report`'s cascades are built
 -- from (forensics/analyses/cascades.py: which failure is the first, which are echoes).
--- Rows are not sorted.
+-- A line with no time (none of its own and none before it in its source) is left out:
+-- `report` counts those entries. Rows are not sorted.
 --
 -- @virtual
 -- @column run          VARCHAR  the run the line was ingested under
@@ -72,3 +73,4 @@ SELECT f.* EXCLUDE (waited_us, unstated),
             WHEN f.unstated THEN fs.first_us END AS began_us
 FROM timeouts f
 LEFT JOIN first_seen fs ON fs.run = f.run AND fs.room = f.room
+WHERE f.ts_us IS NOT NULL  -- a line with no time cannot be placed in a cascade

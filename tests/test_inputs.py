@@ -85,12 +85,18 @@ def test_archive_cut_short_keeps_its_whole_lines(
     (line, reason, raw), *_ = con.execute(
         "SELECT line, reason, raw FROM quarantine ORDER BY line DESC"
     ).fetchall()
+    # the line it ends inside is counted: stored + quarantined + markers = lines
+    ((stored, quarantined, markers, lines),) = con.execute(
+        """SELECT (SELECT sum(line_last - line_first + 1) FROM entries), quarantined, markers,
+                  lines FROM sources"""
+    ).fetchall()
     con.close()
-    kept = b"".join(text.splitlines(keepends=True)[: src["lines"]])
+    assert stored + quarantined + markers == lines == src["lines"]
+    kept = b"".join(text.splitlines(keepends=True)[: src["lines"] - 1])
     # nothing lost before it (the cut may split a character: it reads as U+FFFD)
     after = text[len(kept) :].decode("utf-8", "replace")
     assert src["lines"] > 0 and text.startswith(kept) and after.startswith(raw.rstrip("\ufffd"))
-    assert "the line it ends inside" in reason and line == src["lines"] + 1
+    assert "the line it ends inside" in reason and line == src["lines"]
 
 
 @pytest.mark.parametrize("suffix,compress", [("gz", gzip.compress), ("xz", lzma.compress)])

@@ -106,7 +106,8 @@ def test_what_readers_fill_is_declared() -> None:
     from forensics.store.records import TABLES as RECORD_TABLES
 
     entries = tables.ENTRIES.names
-    assert set(entries) - set(ENTRY_SCHEMA.names) == {"source_id", "parts", "key"}
+    # ingest fills these: the shard folder, the rejoined pieces, the key, inherited times
+    assert set(entries) - set(ENTRY_SCHEMA.names) == {"source_id", "parts", "key", "ts_inherited"}
     assert set(ENTRY_SCHEMA.names) <= set(entries)
     assert RESULT_SCHEMA.names == [n for n in tables.RESULTS.names if n != "source_id"]
     assert set(RECORD_TABLES.values()) <= set(tables.TABLES)

@@ -37,6 +37,7 @@ class HostCoverage:
     entries: int
     first_ts_us: int | None
     last_ts_us: int | None
+    timed: int = 0  # of its entries, those with a time
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Coverage:
     gaps: list[Gap]
     window: dict[str, str | None] | None = None  # --since/--until (None: everything)
     span: tuple[int | None, int | None] | None = None  # the whole incident's, when windowed
+    untimed: int = 0  # entries with no time: the time-based analyses leave them out
 
     def sentences(self) -> list[str]:
         hosts = ", ".join(h.host or "?" for h in self.hosts)
@@ -88,6 +90,10 @@ class Coverage:
                     for h in self.hosts
                 )
             )
+        if self.untimed:
+            out.append(f"{counted(self.untimed, 'entry', 'entries')} with no time (none of "
+                       "their own, none before them in their source) are left out of the "
+                       "failures, cascades, onset, timeline, trace and dashboard")  # fmt: skip
         if self.quarantined:
             top = self.quarantine_reasons[0]
             out.append(f"{counted(self.quarantined, 'line')} quarantined "
@@ -232,7 +238,7 @@ def coverage(s: Scope) -> Coverage:
     hosts = [
         HostCoverage(*r)
         for r in con.execute(
-            f"""SELECT e.host, count(*), min(e.ts_us), max(e.ts_us)
+            f"""SELECT e.host, count(*), min(e.ts_us), max(e.ts_us), count(e.ts_us)
                 FROM entries e JOIN sources s USING (source_id) WHERE {where}
                 GROUP BY ALL ORDER BY e.host NULLS LAST""",
             params,
@@ -263,5 +269,6 @@ def coverage(s: Scope) -> Coverage:
     ]
     rwhere, rparams = s.where()
     results = con.execute(f"SELECT count(*) FROM results WHERE {rwhere}", rparams).fetchall()
+    untimed = sum(h.entries - h.timed for h in hosts)
     return Coverage({r: tags[r] for r in chosen}, nsrc, results[0][0], hosts, nq, reasons, gaps,
-                    s.window, s.span_us)  # fmt: skip
+                    s.window, s.span_us, untimed)  # fmt: skip

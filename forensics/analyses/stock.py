@@ -96,9 +96,10 @@ class StockEvidence:
             out.append(f"{layer:,} transfer-layer errors (sessions, AUX_DATA, KV indices, slices)")
         if self.error_count:
             ts, host, kind, detail = self.errors[0]
+            when = f"at {iso_us(ts)}" if ts is not None else "(no time)"
             out.append(
                 f"{self.error_count:,} tracebacks and CUDA/NCCL errors; the first: {kind} on "
-                f"{host or '?'} at {iso_us(ts)}: {detail}"
+                f"{host or '?'} {when}: {detail}"
             )
         if self.peak_running:
             peak = ", ".join(f"{h} {n}" for h, n in sorted(self.peak_running.items()))

@@ -43,6 +43,7 @@ from .inputs import Input, Opened, not_a_log, open_input
 from .records import COUNTED, MAX_TEXTS, RecordSink
 from .records import TABLES as RECORD_TABLES
 from .shards import ROW_GROUP_ROWS, ShardWriter, rows_in
+from .times import InheritedTimes
 
 LINE_MAX = 48 * 1024  # journald's default LineMax: a longer stdout line is split there
 # An entry's dedupe key hashes what every rendering of it shows alike (its second, host
@@ -226,9 +227,11 @@ def _entries(
     )
     text = fmt in TEXT_FORMATS
     breaks = 0
+    times = InheritedTimes()
     try:
         try:
-            for batch in _prefetch(_batches(opened, inp, fmt, ctx)):
+            for read in _prefetch(_batches(opened, inp, fmt, ctx)):
+                batch = times.apply(read)
                 writer.write("entries", keyed(con, batch))  # straight to Parquet
                 breaks += _breaks(batch, text)
                 records.submit(batch)
@@ -238,6 +241,7 @@ def _entries(
         finally:
             records.close()
         sha = digest(opened)
+        _said_cut(opened, ctx)
         res = SourceResult(inp.name, fmt, "ingested", opened.compression,
                            bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
         writer.close()
@@ -252,7 +256,7 @@ def _entries(
     finally:
         con.close()
     res.records = {k: records.counts[k] for k in COUNTED}
-    _said_cut(opened, ctx)
+    ctx.notes.extend(times.notes())
     # A record that breaks the contract is quarantined with its reason; its entry stays.
     quarantine = [(x.line, x.reason, x.raw, None) for x in ctx.quarantine]
     quarantine += [(line, reason, raw, no) for no, line, reason, raw in records.rejects]
@@ -296,7 +300,8 @@ def _said_cut(opened: Opened, ctx: ReadContext) -> None:
     why, tail = cut
     ctx.note(f"{why}: the whole lines before the cut are kept")
     if tail.strip():
-        ctx.reject(ctx.lines + 1, f"{why}: the line it ends inside", tail)
+        ctx.lines += 1  # counted among the source's lines: stored + quarantined = lines
+        ctx.reject(ctx.lines, f"{why}: the line it ends inside", tail)
 
 
 def write_quarantine(writer: ShardWriter, rows: list[tuple]) -> None:
