@@ -77,6 +77,10 @@ class C:
     # the closed set of values the column's text may name (SGLang's KVPoll states)
     user_text: bool = False
     vocabulary: tuple[str, ...] = ()
+    # A masked template (or a value it names): evidence, kept readable under
+    # --redact-prompts unless it holds a piece of a known prompt or reply
+    # (forensics/artifacts/user_text.py), which the masker can leave in free text
+    masked: bool = False
 
     def ddl(self) -> str:
         out = f'"{self.name}" {self.type}'  # quoted: `full` is a keyword
@@ -594,7 +598,7 @@ from and the values it names. The `templates` view sums them up.""", (
       "masker change moves only the ids of the texts it changes)"),
     C("text", "VARCHAR", "the template: the message masked (<n>, <hex>, <ip>, <path>, …), or "
       "the name of the pattern that reads the line; NULL past a source's cap on texts",
-      user_text=True),
+      user_text=True, masked=True),
     C("pattern", "VARCHAR", "the pattern (or forensics: record kind) that reads the line"),
     C("level", "VARCHAR", "debug, info, warning, error or critical, as the line (or journald's "
       "PRIORITY, other than 6) states it; NULL: it states none (SGLang's default prefix)"),
@@ -604,7 +608,7 @@ from and the values it names. The `templates` view sums them up.""", (
     C("named", MAP, "the values a line no pattern reads names, under the names it states "
       "(parsers/namer.py; values as text, `line_values` has them long with numbers): at most "
       "16, a value at most 200 characters (a longer one ends in …); `(left out)`: how many "
-      "past 16", user_text=True),
+      "past 16", user_text=True, masked=True),
 ), provenance=RECORD)  # fmt: skip
 RESULTS = Table("results", "result", """The reproducer harness: one row per request it sent,
 marked ok or corrupted.""", (
@@ -668,7 +672,7 @@ scope; any other scope computes them as it reads).""", (
     C("window_s", "DOUBLE", "Δ, seconds"),
     C("template", "UBIGINT", "the template's id"),
     C("text", "VARCHAR", "the predicate in words, quoting the template (skipped: why)",
-      user_text=True),
+      user_text=True, masked=True),
     C("occurrences", "BIGINT", "the distinct lines behind the exposure"),
     C("bits", "BLOB", "one bit per judged request, in the order of (run, source_id, line), "
       "big-endian within a byte (numpy's packbits)"),
@@ -752,6 +756,10 @@ SHARDED: dict[str, Table] = {
 # Every stored table, catalog first.
 TABLES: dict[str, Table] = {**CATALOG, **SHARDED}
 # table -> its user-text columns (C.user_text)
+# the user-text columns that hold masked templates: kept readable unless they quote a prompt
+MASKED: set[tuple[str, str]] = {
+    (t.name, c.name) for t in SHARDED.values() for c in t.all_columns if c.masked
+}
 USER_TEXT: dict[str, list[str]] = {
     t.name: [c.name for c in t.all_columns if c.user_text]
     for t in SHARDED.values()

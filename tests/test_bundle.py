@@ -61,6 +61,10 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "[2026-11-29 07:00:09 TP0] key -----BEGIN RSA PRIVATE KEY----- MIIEowIBAAKCAQEA2a2rwplBQLzHPZe5 "
         "-----END RSA PRIVATE KEY----- loaded",
         "[2026-11-29 07:00:09 TP0] session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+        # a prompt inside an unquoted error line: the masker leaves it in the template
+        f"[2026-11-29 07:00:09 TP0] ERROR: could not parse the tool call in: {PROMPTS[1]}",
+        # a template and a named value that are evidence, not user text
+        "[2026-11-29 07:00:09 TP0] createXferReq: metadata for remote agent 'decode-7' not found",
     ]  # fmt: skip
     log.write_text("\n".join(lines) + "\n")
     results = d / "extra-results.jsonl"
@@ -223,6 +227,36 @@ def test_redacted_bundle_holds_no_piece_of_any_prompt(incident: Path, tmp_path: 
     reasons = {r["rid"]: r["reason"] for r in requests if r["rid"] in ("x0", "x1")}
     assert all(v.startswith("hmac:") for v in reasons.values()) and len(set(reasons.values())) == 2
     assert "HMAC-SHA256" in m["README.txt"].decode()
+    # the templates stay: they are the evidence (the one quoting a prompt goes)
+    texts = {
+        r["text"] for r in pq.read_table(io.BytesIO(m["tables/templates.parquet"])).to_pylist()
+    }
+    assert "createXferReq: metadata for remote agent '<str>' not found" in texts
+    assert "context_corruption" in texts
+    quoting = [t for t in texts if t and "could not parse the tool call" in t]
+    assert quoting == []
+    values = pq.read_table(io.BytesIO(m["tables/line_values.parquet"])).to_pylist()
+    assert {"name": "agent", "value": "decode-7"} in [
+        {k: v[k] for k in ("name", "value")} for v in values
+    ]
+    # every template the report and the suspects quote is readable, but the prompt's
+    for name in ("report.txt", "suspects.txt"):
+        quoted = re.findall(r"“([^”]*)”", m[name].decode())
+        assert quoted and not [q for q in quoted if q.startswith("hmac:")], (name, quoted)
+
+
+def test_the_bundle_packs_every_named_view(incident: Path, tmp_path: Path) -> None:
+    from forensics.queries import names
+
+    res = bundle(incident / "forensics.duckdb", tmp_path / "v.tar.zst")
+    m = _members(tmp_path / "v.tar.zst")
+    assert {f"tables/{n}.parquet" for n in names()} <= set(m) == set(res.members)
+    assert {"failures", "fail_open", "integrity", "line_values", "templates"} <= set(names())
+    failures = pq.read_table(io.BytesIO(m["tables/failures.parquet"]))
+    ((n,),) = forensics.query_rows("SELECT count(*) FROM failures", incident / "forensics.duckdb")[
+        1
+    ]
+    assert failures.num_rows == n > 0
 
 
 def test_with_inputs_adds_the_raw_files_and_refuses_redaction(

@@ -34,10 +34,11 @@ from .. import __version__
 from ..analyses.runs import Runs, run_filter
 from ..errors import ForensicsError
 from ..outputs import json_safe, replacing
-from ..parsers.tables import SHARDED, USER_TEXT
+from ..parsers.tables import MASKED, SHARDED, USER_TEXT
 from ..scope import Db, Scope, scoped
-from ..scrubbing import scrub, scrub_input
+from ..scrubbing import scrub, scrub_input, scrubbed
 from ..scrubbing import shadow as scrub_tables
+from .user_text import UserText
 
 # The columns that can hold what a user wrote (parsers/tables.py declares them, and the
 # closed vocabularies kept inside them): replaced by their HMAC under --redact-prompts.
@@ -48,10 +49,15 @@ JSON_COLUMNS = {"extra", "fields"}
 BLOBS = {"entries": ["message_raw"], "dropped_entries": ["message_raw"]}
 # DuckDB's share while a bundle is made (FORENSICS_MEMORY_LIMIT overrides)
 KEEP_MEMORY = os.environ.get("FORENSICS_MEMORY_LIMIT", "512MB")
-# the named views, then the records the stacks write beside the journal
-VIEWS_AS_PARQUET = ("rooms", "requests", "skew", "canary_writes", "result_links",
-                    "request_evidence", "request_features",
-                    "spans", "request_traces", "collectives", "stacks")  # fmt: skip
+# beside every named view of queries/: the records the stacks write beside the journal
+STACK_RECORDS = ("spans", "request_traces", "collectives")
+
+
+def views_as_parquet() -> list[str]:
+    """What tables/ holds: every named view (queries/*.sql), then the stacks' records."""
+    from ..queries import names
+
+    return [*names(), *(t for t in STACK_RECORDS if t not in names())]
 
 
 def _map_strings(doc, fn):
@@ -94,7 +100,14 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
         kept = [w for w in words.split() if w in said]
         return " ".join([mac(s), *kept])
 
+    user = UserText.of(con)  # before the shadows: the prompts and replies as stored
+
+    def keep_template(s: str | None) -> str | None:
+        return None if s is None else mac(s) if user.holds(s) else s
+
     con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
+    con.create_function("fx_keep_template", keep_template, ["VARCHAR"], "VARCHAR",
+                        null_handling="special")  # fmt: skip
     con.create_function("fx_hmac_keeping", mac_keeping, ["VARCHAR", "VARCHAR"], "VARCHAR",
                         null_handling="special")  # fmt: skip
     con.create_function("fx_hmac_json", mac_json, ["VARCHAR"], "VARCHAR",
@@ -106,11 +119,16 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
 def _redacted(table: str, col: str, typ: str) -> str | None:
     """A user-text column's HMAC (the fx_hmac functions `shadow` installs), blobs gone."""
     q = f'"{col}"'
+    if (table, col) in MASKED and (clean := scrubbed(q, typ)) is not None:
+        # a template is scrubbed like every text first (a value it names may be a secret)
+        if typ.startswith("MAP("):
+            return _mapped_values(clean, "fx_keep_template")
+        return f"fx_keep_template({clean}::VARCHAR)::{typ}"
     if col in USER_TEXT.get(table, []):
         if words := VOCABULARY.get((table, col)):
             return f"fx_hmac_keeping({q}::VARCHAR, '{' '.join(words)}')::{typ}"
         if typ.startswith("MAP("):
-            return _hmac_values(q)
+            return _mapped_values(q, "fx_hmac")
         fn = "fx_hmac_json" if col in JSON_COLUMNS else "fx_hmac"
         return f"{fn}({q}::VARCHAR)::{typ}"
     if col in BLOBS.get(table, []):
@@ -118,10 +136,10 @@ def _redacted(table: str, col: str, typ: str) -> str | None:
     return None
 
 
-def _hmac_values(col: str) -> str:
-    """A MAP column's values as their HMACs, each under its key (named values)."""
+def _mapped_values(col: str, fn: str) -> str:
+    """A MAP column's values through `fn`, each under its key (named values)."""
     return (f"map_from_entries(list_transform(map_entries({col}), lambda e: "
-            "{'key': e.key, 'value': fx_hmac(e.value)}))")  # fmt: skip
+            f"{{'key': e.key, 'value': {fn}(e.value)}}))")  # fmt: skip
 
 
 @dataclass
@@ -165,9 +183,9 @@ runs.json                    the runs and their tags (the reproducer's run heade
                              with the server info it recorded)
 versions.json                pd-forensics, Python, each dependency; SGLang's version
                              and server arguments where the logs or runs hold them
-tables/*.parquet             the named views' rows (rooms, requests, skew, ...) and the
-                             stacks' own records (spans, request_traces, collectives,
-                             stacks)
+tables/*.parquet             every named view's rows (rooms, requests, failures,
+                             templates, ...) and the stacks' own records (spans,
+                             request_traces, collectives)
 {inputs}"""
 
 
@@ -175,7 +193,8 @@ INPUTS = """inputs/                      the raw inputs, decompressed, secrets s
                              sha256 in sources.json is the original's)
 """
 REDACTED = """User text (messages, harness details, reasons, request objects) is replaced by
-HMAC-SHA256 under a key printed once when the bundle was made.
+HMAC-SHA256 under a key printed once when the bundle was made. Log templates and the
+values they name are kept: they are the evidence (one quoting a known prompt is not).
 """
 
 
@@ -343,7 +362,7 @@ def _records(s: Scope, tmp: Path, with_inputs: bool, notes: list[str]) -> dict[s
         "runs.json": _json([{"run": r, "tags": dict(t or {}), "created": c} for r, t, c in rows]),
         "versions.json": _json(_versions(con, runs)),
     }
-    for view in VIEWS_AS_PARQUET:
+    for view in views_as_parquet():
         path = tmp / f"{view}.parquet"
         # uncompressed: the archive compresses it, and its text stays searchable
         con.execute(f"COPY (SELECT * FROM {view} WHERE {where}) TO '{path}' "
