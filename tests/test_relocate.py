@@ -1,6 +1,7 @@
-"""copy and mv recoverable: each writes its intent beside the source and the destination
-first; a kill -9 midway leaves a pair any command names with the way to finish, and a
-rerun finishes it; a failed move is undone; `copy DST/` is a folder; a copy into its own
+"""copy and mv recoverable: a move writes its intent beside the source and the destination
+first, a copy beside the destination alone (a copy never changes its source); a kill -9
+midway leaves what any command names with the way to finish, and a rerun finishes it; a
+failed move is undone and leaves nothing at the destination; `copy DST/` is a folder; a copy into its own
 shard folder is refused; a relative link to the shard folder is rewritten for its new
 place."""
 
@@ -67,6 +68,10 @@ def test_a_copy_killed_midway_is_never_opened_and_is_made_anew(
     _killed_at("copy-catalog-copied", "copy", str(dst), "--db", str(src))
     r = cli("report", "--db", str(dst))
     assert r.returncode == 2 and b"a copy of" in r.stderr and b"was interrupted" in r.stderr
+    # a copy never changes its source: every command there works as before
+    for args in (("verify",), ("report",), ("ingest", str(renderings["json"]))):
+        there = cli(*args, "--db", str(src))
+        assert there.returncode == 0 and b"interrupted" not in there.stderr, (args, there.stderr)
     again = cli("copy", str(dst), "--db", str(src))
     assert again.returncode == 0, again.stderr
     assert _entries(dst) == _entries(src)
@@ -87,10 +92,46 @@ def test_a_failed_move_is_undone(
         raise OSError(errno.ENOSPC, "No space left on device", str(to))
 
     monkeypatch.setattr(relocate, "_move_folder", full)
-    with pytest.raises(OSError):
+    with pytest.raises(forensics.ForensicsError, match="No space left on device"):
         relocate.move_incident(src, dst)
     assert src.exists() and not dst.exists() and not (tmp_path / "b" / "moved.shards").exists()
     assert _entries(src) > 0
+
+
+def test_a_move_whose_catalog_does_not_fit_leaves_nothing_at_the_destination(
+    renderings: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog's own copy across file systems breaks off on a full disk: the part
+    written goes, and so do the folders the move made."""
+    src = _incident(renderings, tmp_path / "a")
+    dst = tmp_path / "small" / "disk" / "inc.duckdb"
+    real = shutil.move
+
+    def full(a, b):
+        if Path(b) == dst:
+            Path(b).write_bytes(Path(a).read_bytes()[:4096])  # part of it, then no space
+            raise OSError(errno.ENOSPC, "No space left on device", str(b))
+        return real(a, b)
+
+    monkeypatch.setattr(shutil, "move", full)
+    with pytest.raises(forensics.ForensicsError, match="nothing is left at"):
+        relocate.move_incident(src, dst)
+    assert not (tmp_path / "small").exists()
+    assert src.exists() and _entries(src) > 0 and forensics.verify(src).damage.files == []
+
+
+def test_a_move_the_destination_refuses_leaves_the_source_as_it_was(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    src = _incident(renderings, tmp_path / "a")
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    (closed / "inc.duckdb.relocating").mkdir()  # the intent cannot be written there
+    m = cli("mv", str(closed / "inc.duckdb"), "--db", str(src))
+    assert m.returncode == 2 and m.stderr.count(b"\n") == 1 and b"unexpected" not in m.stderr
+    assert b"nothing is left at" in m.stderr
+    assert sorted(p.name for p in closed.iterdir()) == ["inc.duckdb.relocating"]
+    assert cli("report", "--db", str(src)).returncode == 0
 
 
 def test_copy_into_a_folder_named_with_a_slash_and_never_into_its_own_shards(

@@ -1,7 +1,9 @@
-"""A copy or move of an incident writes its intent beside the source and the destination
-before anything moves, and removes it when done: a command that finds one (at either
-place) says how to finish, and a rerun of the same copy or move finishes it. A
-destination holding a partial copy is never opened as an incident."""
+"""A copy or move of an incident writes its intent before anything moves, and removes it
+when done: a command that finds one says how to finish, and a rerun of the same copy or
+move finishes it. A move's intent lies beside the source and the destination (either
+may hold the catalog when it stops); a copy's beside the destination alone, since a copy
+never changes its source. A destination holding a partial copy is never opened as an
+incident."""
 
 from __future__ import annotations
 
@@ -35,14 +37,20 @@ def interrupted(catalog: Path) -> str | None:
 
 
 def _write_intent(op: str, s: Path, d: Path) -> None:
-    """The intent, beside the source and the destination, before anything moves."""
+    """The intent, before anything moves: beside the destination, then (a move's) beside
+    the source — so that one the destination refuses leaves the source as it was."""
     doc = orjson.dumps({"op": op, "src": str(s), "dst": str(d)})
-    for where in (s, d):
+    for where in (d, s) if op == "mv" else (d,):
         tmp = _intent_file(where).with_suffix(".tmp")
-        tmp.write_bytes(doc)
-        os.replace(tmp, _intent_file(where))
+        try:
+            tmp.write_bytes(doc)
+            os.replace(tmp, _intent_file(where))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def _clear_intent(s: Path, d: Path) -> None:
     for where in (d, s):
-        _intent_file(where).unlink(missing_ok=True)
+        if not _intent_file(where).is_dir():  # a folder of that name is not an intent
+            _intent_file(where).unlink(missing_ok=True)

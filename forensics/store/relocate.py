@@ -78,7 +78,7 @@ def copy_incident(
     of its own: both read and write independently. A copy that was interrupted is made
     anew (its partial files first removed)."""
     s, d, resume = _targets(src, dst, "copy")
-    d.parent.mkdir(parents=True, exist_ok=True)
+    made = _made_parents(d)
     root = folder(s.resolve())
     # the writer lock and the file's own held: nothing writes while the bytes are copied
     with relocating(s, root, wait, waiting):
@@ -94,13 +94,25 @@ def copy_incident(
             if root.is_dir():
                 # a link inside is copied as a link and never read: no shard is one
                 shutil.copytree(root, folder(d), symlinks=True, ignore=_skip)
-        except BaseException:
+        except BaseException as exc:
             _remove_copy(d)
             _clear_intent(s, d)
+            for p in made:
+                with contextlib.suppress(OSError):
+                    p.rmdir()  # only while empty
+            _refused(exc, "copy", s, d)
             raise
         _own_identity(d)
         _clear_intent(s, d)
     return d
+
+
+def _refused(exc: BaseException, what: str, s: Path, d: Path) -> None:
+    """A copy or move the file system refused, taken back: one line saying so."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ForensicsError(f"cannot {what} {s} to {d}: {exc.strerror}{where}; the incident "
+                             f"stays at {s}, nothing is left at {d}") from None  # fmt: skip
 
 
 def _remove_copy(d: Path) -> None:
@@ -131,31 +143,62 @@ def move_incident(
     keep reading the files they opened. Its intent is written first: a move killed midway
     is finished by running it again; one that fails (a full disk) is undone."""
     s, d, _ = _targets(src, dst, "mv")
-    d.parent.mkdir(parents=True, exist_ok=True)
+    made = _made_parents(d)
     root = folder(s)
     held = folder(s.resolve()) if s.exists() or not folder(d).exists() else folder(d)
     with relocating(s, held, wait, waiting) as cat:
         cat.release_file()  # held until now: no writer meanwhile; the file moves next
-        _write_intent("mv", s, d)
+        pairs = ((s, d), (s.with_name(s.name + ".wal"), d.with_name(d.name + ".wal")))
         moved: list[tuple[Path, Path]] = []
         try:
-            for a, b in ((s, d), (s.with_name(s.name + ".wal"), d.with_name(d.name + ".wal"))):
+            _write_intent("mv", s, d)
+            for a, b in pairs:
                 if a.exists():
                     shutil.move(a, b)
                     moved.append((a, b))
             reached("mv-catalog-moved")
             if root.exists() or root.is_symlink():
                 _move_folder(root, folder(d))
-        except BaseException:
-            for a, b in reversed(moved):
-                with contextlib.suppress(OSError):
-                    shutil.move(b, a)
-            if root.exists():  # a partial copy across file systems
-                shutil.rmtree(folder(d), ignore_errors=True)
+        except BaseException as exc:
+            _undo_move(pairs, moved, root, d, made)
             _clear_intent(s, d)
+            _refused(exc, "move", s, d)
             raise
         _clear_intent(s, d)
     return d
+
+
+def _made_parents(d: Path) -> list[Path]:
+    """The destination's folders, made: those that were not there, deepest first."""
+    missing = [p for p in (d.parent, *d.parent.parents) if not p.exists()]
+    d.parent.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _undo_move(
+    pairs: tuple[tuple[Path, Path], ...],
+    moved: list[tuple[Path, Path]],
+    root: Path,
+    d: Path,
+    made: list[Path],
+) -> None:
+    """A move that failed (a full disk, no permission) taken back: what moved goes back,
+    and nothing it wrote stays at the destination — a file copied in part across file
+    systems, the shard folder's partial copy, the folders it made."""
+    for a, b in reversed(moved):
+        with contextlib.suppress(OSError):
+            shutil.move(b, a)
+    for a, b in pairs:
+        if a.exists() and (b.exists() or b.is_symlink()):  # its copy broke off midway
+            with contextlib.suppress(OSError):
+                b.unlink()
+    if root.exists():  # a partial copy across file systems
+        shutil.rmtree(folder(d), ignore_errors=True)
+    with contextlib.suppress(OSError):  # a folder of that name is not ours
+        _intent_file(d).unlink(missing_ok=True)
+    for p in made:
+        with contextlib.suppress(OSError):
+            p.rmdir()  # only while empty
 
 
 def _move_folder(root: Path, to: Path) -> None:
