@@ -396,6 +396,8 @@ def experiment(con: Console, r: ExperimentResult) -> None:
         hi = "∞" if r.ci[1] is None else fmt_num(r.ci[1])
         ci = f"; RR {fmt_num(r.rr)}, always-valid {fmt_num(r.ci[0])}–{hi}, p {fmt_num(r.p)}"
     say(f"experiment {r.verb}: {r.decision}{ci} ({r.why or r.error or ''})")
+    for note in r.notes:
+        say(f"note: {note}")
     if r.arms:
         t = Table(title=f"{r.name}: {len(r.blocks)} blocks in {r.out}", title_justify="left")
         # ab decides on sessions (a session is corrupted when any reply is): its rates

@@ -154,6 +154,33 @@ def test_killing_the_experiment_stops_the_server(tmp_path: Path, sig: int) -> No
     assert again.decision in ("good", "undecided"), again.as_dict()
 
 
+def test_resume_reads_a_results_file_cut_mid_line(tmp_path: Path) -> None:
+    """A block's results cut mid-line: --resume reads them up to the last whole line and
+    says so — an ingested block counts as it was, one not ingested runs again — and no
+    decoder error reaches the user."""
+    rates = "good_rate = 0.04\nbad_rate = 0.06\nmax_requests = 96\n"
+    plan = _plan(tmp_path, rates, extra="--base-rate 0.05")
+    out, db = tmp_path / "o", tmp_path / "db.duckdb"
+    first = ex.check(plan, db, out)
+    assert len(first.blocks) >= 2
+    held = out / "check" / "b0.jsonl"  # ingested: its run is in the incident
+    data = held.read_bytes()
+    held.write_bytes(data[: len(data) // 2])
+    again = ex.check(plan, db, out, resume=True)
+    assert again.blocks[0].requests < first.blocks[0].requests
+    assert any(n.startswith("block 0 (check): 1 line of b0.jsonl not read") for n in again.notes)
+    assert again.as_dict()["notes"] == again.notes
+    loose = tmp_path / "o2"  # no incident: the cut block runs again
+    ex.check(plan, None, loose)
+    cut = loose / "check" / "b1.jsonl"
+    data = cut.read_bytes()
+    cut.write_bytes(data[: len(data) - 40])
+    rerun = ex.check(plan, None, loose, resume=True)
+    assert any(n.startswith("block 1 (check) did not finish (1 line of it not read")
+               for n in rerun.notes), rerun.notes  # fmt: skip
+    assert finished(cut) and len(rerun.blocks) >= 2
+
+
 def test_ctrl_c_mid_block_leaves_it_unfinished_and_resume_ingests_it(tmp_path: Path) -> None:
     """A cut block ends with an interrupted end line: not finished, so --resume runs it
     again and ingests it; a cut block whose run is already ingested counts as done."""

@@ -30,7 +30,16 @@ import orjson
 
 from ..analyses.stats import fmt_num
 from ..errors import ForensicsError
-from .blocks import Block, counts, experiment_name, finished, ingest_block, run_block
+from ..plural import counted
+from .blocks import (
+    Block,
+    counts,
+    experiment_name,
+    finished,
+    ingest_block,
+    run_block,
+    whole_lines,
+)
 from .ddmin import BAD, GOOD, UNDECIDED, ddmin
 from .plan import DIRECTIONS, Arm, Plan, load_plan
 from .sequential import BAD as BAD_CODE
@@ -64,6 +73,7 @@ class ExperimentResult:
     interrupted: bool = False
     no_reply_p: float | None = None  # ab: Fisher's p of the arms' no-reply shares
     summary: dict | None = None  # --dry-run: the blocks the budget allows, in all
+    notes: list[str] = field(default_factory=list)  # --resume: what was read back, and how
 
     @property
     def runs(self) -> list[str]:
@@ -90,7 +100,8 @@ class ExperimentResult:
                 "one_minimal": self.one_minimal, "error": self.error,
                 "requests_needed": self.needed, "why": self.why,
                 "no_reply_p": _num(self.no_reply_p),
-                "schedule": self.schedule, "schedule_summary": self.summary}  # fmt: skip
+                "schedule": self.schedule, "schedule_summary": self.summary,
+                "notes": self.notes}  # fmt: skip
 
 
 def _num(x: float | None) -> float | None:
@@ -180,11 +191,15 @@ def _begin(folder: Path, plan: Plan, res: ExperimentResult, resume: bool) -> Non
     res.out = str(folder)
 
 
-def previous_blocks(folder: Path, name: str, db: Path | None = None) -> list[Block]:
+def previous_blocks(
+    folder: Path, name: str, db: Path | None = None, notes: list[str] | None = None
+) -> list[Block]:
     """The blocks an interrupted experiment finished, in order: a block is finished when
     its run is in the incident, or when every request was judged (its results end with
     an end line not interrupted) — then it is ingested now, if it was not. The first
-    other block was cut short: it runs again, and the rest after it."""
+    other block was cut short: it runs again, and the rest after it. A results file
+    that ends mid-line (or holds a line that does not read) is read up to its last whole
+    line, and `notes` says so."""
     held = _runs_in(db)
     out = []
     for k in range(10**6):
@@ -193,13 +208,26 @@ def previous_blocks(folder: Path, name: str, db: Path | None = None) -> list[Blo
             break
         path, arm = found[0], found[0].parent.name
         run = f"{name}/{arm}/b{k}"
+        bad = whole_lines(path)[1]
         if run not in held:
             if not finished(path):
+                cut = f" ({counted(bad, 'line')} of it not read: a file cut mid-line)"
+                _said(notes, f"block {k} ({arm}) did not finish{cut if bad else ''}: it "
+                      "runs again, and the blocks after it")  # fmt: skip
                 break
             if db is not None:
                 ingest_block(path, run, db)
+        elif bad:
+            _said(notes, f"block {k} ({arm}): {counted(bad, 'line')} of {path.name} not read (a "
+                  "file cut mid-line?): counted up to its last whole line; the incident holds the "
+                  "block as it was ingested")  # fmt: skip
         out.append(counts(path, arm, run))
     return out
+
+
+def _said(notes: list[str] | None, note: str) -> None:
+    if notes is not None:
+        notes.append(note)
 
 
 def _runs_in(db: Path | None) -> set[str]:
@@ -214,11 +242,12 @@ class _Runner:
     """Blocks against their servers: a server is (re)started when the configuration
     changes, and a server that died during a block is an error."""
 
-    def __init__(self, plan: Plan, folder: Path, db: Path | None, resume: str = "") -> None:
+    def __init__(self, plan: Plan, folder: Path, db: Path | None, resume: str = "",
+                 notes: list[str] | None = None) -> None:  # fmt: skip
         self.plan, self.folder, self.db = plan, folder, db
         if resume:  # a server a killed run left holds the port: stopped first
             stop_left(folder)
-        self.previous = previous_blocks(folder, resume, db) if resume else []
+        self.previous = previous_blocks(folder, resume, db, notes) if resume else []
         if plan.build is not None:  # once an invocation, before the first block
             run_build(str(plan.build["command"]), folder / "build.log")
         self.server = (Server(plan.start, str(plan.url), folder) if plan.start is not None
@@ -270,7 +299,7 @@ def ab(plan_path: str | Path, db: str | Path | None = None, out: str | Path | No
         return res
     with _session(plan, res, out, db, resume) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None,
-                         res.name if resume else "")  # fmt: skip
+                         res.name if resume else "", res.notes)  # fmt: skip
         try:
             _ab_loop(plan, res, runner)
         finally:
@@ -342,7 +371,7 @@ def check(plan_path: str | Path, db: str | Path | None = None, out: str | Path |
         return res
     with _session(plan, res, out, db, resume) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None,
-                         res.name if resume else "")  # fmt: skip
+                         res.name if resume else "", res.notes)  # fmt: skip
         try:
             res.decision = _check_loop(plan, arm, res, runner, float(plan.alpha),
                                        int(plan.max_requests))  # fmt: skip
@@ -382,7 +411,7 @@ def minimize(plan_path: str | Path, db: str | Path | None = None,
     # finished blocks (each test's arm its own, t<i>) are read back as they come
     with _session(plan, res, out, db, resume) as folder:
         runner = _Runner(plan, folder, Path(db) if db is not None else None,
-                         res.name if resume else "")  # fmt: skip
+                         res.name if resume else "", res.notes)  # fmt: skip
         try:
             _minimize(plan, flags, res, runner)
         finally:

@@ -44,21 +44,19 @@ def counts(path: Path, arm: str, run: str) -> Block:
     session is corrupted when any of its replies is)."""
     b = Block(arm, run, 0, 0, 0, 0, 0, 0)
     sessions: dict[str, bool] = {}
-    with path.open("rb") as fh:
-        for raw in fh:
-            row = orjson.loads(raw)
-            status = row.get("status")
-            if status is None:
-                continue
-            b.sent += 1
-            if status in NO_REPLY:
-                b.no_reply += 1
-            elif status in ("ok", "corrupted"):
-                b.requests += 1
-                bad = status == "corrupted"
-                b.corrupted += bad
-                s = str(row.get("session"))
-                sessions[s] = sessions.get(s, False) or bad
+    for row in whole_lines(path)[0]:
+        status = row.get("status")
+        if status is None:
+            continue
+        b.sent += 1
+        if status in NO_REPLY:
+            b.no_reply += 1
+        elif status in ("ok", "corrupted"):
+            b.requests += 1
+            bad = status == "corrupted"
+            b.corrupted += bad
+            s = str(row.get("session"))
+            sessions[s] = sessions.get(s, False) or bad
     b.sessions, b.sessions_corrupted = len(sessions), sum(sessions.values())
     return b
 
@@ -99,6 +97,22 @@ def ingest_block(path: Path, run: str, db: Path, waiting: Callable[[], None] | N
     got = ingest([str(path)], db, run=run, wait=wait, waiting=waiting)
     if any(s.status == "failed" for s in got.sources):
         raise ForensicsError(f"block {run}: its results were not ingested")
+
+
+def whole_lines(path: Path) -> tuple[list[dict], int]:
+    """A results file's records up to its last whole line, and how many lines did not
+    read (a line cut where the file was cut, or damaged): they are left out."""
+    rows, bad = [], 0
+    with path.open("rb") as fh:
+        for raw in fh:
+            try:
+                row = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows, bad
 
 
 def finished(path: Path) -> bool:
