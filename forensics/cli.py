@@ -255,6 +255,8 @@ def _print_ingest(res: IngestResult, as_json: bool, more: dict | None = None) ->
         out.print(f"{s.name}: {s.format}, {what}{tail}")
         for note in s.notes:
             out.print(f"  note: {note}")
+    if not any(s.status == "ingested" for s in res.sources):
+        return  # nothing new: no table of what is already there
     t = Table(title=f"run {res.run!r} → {res.db}", title_justify="left")
     for c in ("host", "unit", "entries", "first", "last"):
         t.add_column(c, justify="right" if c == "entries" else "left")

@@ -41,6 +41,7 @@ def rooms(con: Console, r: RoomsReport) -> None:
     for run, c in r.counts.items():
         t.add_row(run, *(str(c.get(v, 0)) for v in verdicts))
     con.print(t)
+    _sentences(con, r.received_sentences())
     if not r.worst:
         con.print("no rooms to list")
         return

@@ -41,6 +41,9 @@ class Format:
     # what record parsing holds a byte of it at, against a log line's: a structured
     # record a line is decoded whole into the struct its JSON paths name
     weight: int = 1
+    # whether the file's name is its host's, where --host is not given (a program's log
+    # named decode-0.log); a dump's or a trace's names a rank, a segment, a process
+    host_in_name: bool = True
 
 
 def _journal(head: bytes) -> str | None:
@@ -84,17 +87,19 @@ def _formats() -> tuple[Format, ...]:
             "flight-recorder",
             "flight-recorder",
             "a PyTorch Flight Recorder dump (nccl_trace_rank_N): each rank's last collectives",
+            host_in_name=False,
         )
     ]
     rows += [
         Format("otlp-json", "otlp", "OTLP JSON: an ExportTraceServiceRequest a line (the "
-               "collector's file exporter), or one document", RECORD_WEIGHT),
+               "collector's file exporter), or one document", RECORD_WEIGHT, False),
         Format("otlp-proto", "otlp", "OTLP protobuf: length-prefixed requests (the file "
                "exporter's proto format), or one request; needs the otel extra",
-               RECORD_WEIGHT),
+               RECORD_WEIGHT, False),
     ]  # fmt: skip
-    rows += [Format(d.name, "json-lines", d.doc, RECORD_WEIGHT if d.record else 1)
-             for d in DECLARED]  # fmt: skip
+    # a record file (Dynamo's request trace) is named after its segment, not a host
+    rows += [Format(d.name, "json-lines", d.doc, RECORD_WEIGHT if d.record else 1,
+                    not d.record) for d in DECLARED]  # fmt: skip
     rows += [
         Format("timestamped", "collector", "docker logs / kubectl logs --timestamps"),
         Format("journal", "journal", "a binary .journal file (read through journalctl --file)"),
@@ -125,6 +130,11 @@ FAMILY = {f.name: f for f in FAMILIES}
 FORMATS = [f.name for f in FORMATS_TABLE]  # what --format takes (results are sniffed)
 
 
+def host_in_name(fmt: str) -> bool:
+    """Whether a file of this format takes its host from its name (without --host)."""
+    return BY_NAME[fmt].host_in_name if fmt in BY_NAME else True
+
+
 def weight(fmt: str) -> int:
     """What record parsing holds a byte of this format at (a log line's: 1)."""
     return BY_NAME[fmt].weight if fmt in BY_NAME else 1
@@ -143,6 +153,7 @@ def read_stream(stream: BinaryIO, fmt: str, ctx: ReadContext) -> Iterator[pa.Tab
     """Entries of a log stream in a known form (not "journal", not results)."""
     family = FAMILY[BY_NAME[fmt].family] if fmt in BY_NAME else FAMILY["journal"]
     assert family.read is not None, fmt
+    ctx.host_in_name = host_in_name(fmt)
     return family.read(stream, fmt, ctx)
 
 

@@ -213,8 +213,8 @@ class PlainReader:
     def __init__(self, fmt: str, ctx: ReadContext) -> None:
         self.fmt = fmt
         self.ctx = ctx
-        # a span's host is its resource's; a trace file's name names no host
-        self.host = ctx.host or (None if fmt in _OTLP else host_from_name(ctx.name))
+        # a span's host is its resource's; a dump's or a trace's file names no host
+        self.host = ctx.host or (host_from_name(ctx.name) if ctx.host_in_name else None)
         if ctx.host is None and self.host is not None:
             ctx.note(f"host {self.host!r} from the file name (--host sets it)")
         self.builder = RowBuilder()

@@ -147,7 +147,7 @@ def test_a_folder_keeps_its_logs_and_skips_what_is_no_log(tmp_path: Path) -> Non
     doc = orjson.loads(proc.stdout)
     reasons = {Path(s["name"]).name: s["reason"] for s in doc["sources"]}
     assert reasons == {
-        "decode-0.log": "same content (sha256) as source 1 in run 'default'",
+        "decode-0.log": "already ingested as source 1 in run default (same sha256)",
         "empty.log": "an empty file, not a log",
         "forensics.html": "an HTML page, not a log",
         "shot.png": "unknown format: binary data that is neither a .journal file nor an "

@@ -144,7 +144,7 @@ def _one(
     dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
     if dup is not None:
         res.status = "skipped"
-        res.reason = f"same content (sha256) as source {dup[0]} in run {dup[1]!r}"
+        res.reason = f"already ingested as source {dup[0]} in run {dup[1]} (same sha256)"
         if dup[0] in damaged:
             res.reason += f" (damaged: `forensics sources remove {dup[0]}` first)"
         shutil.rmtree(st.folder or "", ignore_errors=True)

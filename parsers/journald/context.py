@@ -24,6 +24,8 @@ class ReadContext:
     # --host-alias: a trace's host → the journal's name for it
     aliases: dict[str, str] = field(default_factory=dict)
     mtime: float | None = None  # file time, a fallback for the year
+    # whether the file's name may name its host without --host (formats.py's rows say)
+    host_in_name: bool = True
     notes: list[str] = field(default_factory=list)
     quarantine: list[Quarantined] = field(default_factory=list)
     markers: int = 0  # journalctl's own "-- Boot … --" style lines, consumed
