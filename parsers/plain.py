@@ -216,6 +216,7 @@ class PlainReader:
         # a span's host is its resource's; a dump's or a trace's file names no host
         self.host = ctx.host or (host_from_name(ctx.name) if ctx.host_in_name else None)
         if ctx.host is None and self.host is not None:
+            ctx.host_guessed = True
             ctx.note(f"host {self.host!r} from the file name (--host sets it)")
         self.builder = RowBuilder()
         self.entry_no = 0

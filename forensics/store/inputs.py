@@ -28,6 +28,7 @@ class Input:
     name: str  # as shown to the user; "-" is stdin
     path: Path | None  # None for stdin
     found: bool = False  # found in a directory or by a glob, not named: skipped if no log
+    skip: str = ""  # found in a folder walk and never read: why (a hidden file, a README)
 
     @property
     def is_stdin(self) -> bool:
@@ -47,8 +48,7 @@ def expand(
             continue
         path = Path(p)
         if path.is_dir():
-            files = sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith("."))
-            out.extend(Input(str(f), f, found=True) for f in files)
+            out.extend(_walk(path))
         elif path.is_file():
             out.append(Input(p, path))
         elif _GLOB_CHARS & set(p):
@@ -264,6 +264,37 @@ class Opened:
 
 SNIFF_BYTES = 256 << 10
 _DUCKDB_MAGIC = b"DUCK"  # at byte 8 of a DuckDB file
+
+
+# Files a folder walk finds that are surely no log, by their names' ends: said and skipped
+# (`ingest --format cat FILE` reads one anyway). A .txt or .out may be a log: not here.
+NOT_LOGS = (
+    ("a Markdown file", (".md", ".markdown", ".rst")),
+    ("Python source", (".py", ".pyc", ".ipynb")),
+    ("an image", (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".bmp", ".ico")),
+    ("a PDF document", (".pdf",)),
+    ("a configuration file", (".toml", ".yaml", ".yml", ".ini", ".cfg")),
+    ("a shell script", (".sh",)),
+)
+
+
+def _walk(root: Path) -> list[Input]:
+    """A folder's files in name order; a hidden file or folder (`.git/`) and a file that
+    is surely no log by its name are listed as skipped, never read."""
+    out = []
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root).parts
+        hidden = next((i for i, part in enumerate(rel) if part.startswith(".")), None)
+        if hidden is not None:
+            if hidden == len(rel) - 1:  # the hidden file or folder itself: said once
+                what = "a hidden folder" if f.is_dir() else "a hidden file"
+                out.append(Input(str(f), f, found=True, skip=what))
+            continue
+        if not f.is_file():
+            continue
+        kind = next((k for k, ends in NOT_LOGS if f.name.lower().endswith(ends)), None)
+        out.append(Input(str(f), f, found=True, skip=kind or ""))
+    return out
 
 
 def not_a_log(head: bytes) -> str | None:

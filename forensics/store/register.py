@@ -17,6 +17,7 @@ import duckdb
 
 from ..errors import ForensicsError
 from ..parsers.tables import read_parquet
+from .across import across_hosts, across_note
 from .catalog import Catalog
 from .database import SCHEMA_VERSION, first_row, scalar
 from .points import reached
@@ -57,11 +58,13 @@ def register(
     )
     todo = [st for st in staged if st.result.status == "ingested" and st.folder is not None]
     _shared_keys(con, todo, held)
+    out = [st.result for st in staged]
+    # a source whose host is a guess goes after those that know theirs: it is aligned
+    # against all of them at once (across.py)
+    order = [st for st in todo if not st.guessed] + [st for st in todo if st.guessed]
     try:
-        for st in staged:
-            out.append(st.result)
-            if st in todo:
-                _one(con, st, run, tags, root, moved, (held, taken, damaged))
+        for st in order:
+            _one(con, st, run, tags, root, moved, (held, taken, damaged))
         cat.recheck()
         cat.install(named=False)  # the caller's refresh_derived installs those
     except BaseException:
@@ -157,14 +160,14 @@ def _one(
     staged = Path(st.folder or "")
     writer = ShardWriter(staged, SCHEMA_VERSION)
     writer.files = {t: list(f) for t, f in st.files.items()}
-    _dedupe(con, writer, res, root, sid, held)
+    _dedupe(con, writer, res, root, (sid, st.guessed), held)
     target = _move_in(root, sid, staged)
     moved.append(target)
     reached("source-moved-in")
     for table, names in writer.files.items():
         list_files(con, root, sid, table, [target / name for name in names])
     if names := writer.files.get("entries"):
-        held[sid] = Side(sid, res.format, [target / n for n in names])
+        held[sid] = Side(sid, res.format, [target / n for n in names], st.guessed)
         con.execute(f"""INSERT INTO _holders SELECT DISTINCT key, {sid}
                         FROM {read_parquet(held[sid].files)} SEMI JOIN _shared USING (key)""")
     con.execute(
@@ -179,26 +182,40 @@ def _one(
 
 
 def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,
-            root: Path, sid: int, held: dict[int, Side]) -> None:  # fmt: skip
+            root: Path, me: tuple[int, bool], held: dict[int, Side]) -> None:  # fmt: skip
     """The staged source against every registered source it shares a key with, by the
     rule of the pair (renderings.py): its copies dropped, or the registered source's where
-    this one is the richer; the pairs no rule merges, said."""
+    this one is the richer; a source whose host is a guess against every host of one
+    that knows its hosts (across.py); the pairs no rule merges, said."""
     if not writer.files.get("entries"):
+        return
+    sid, guessed = me
+    notes: list[str] = []
+    if guessed:
+        notes += _across(con, writer, res, Side(sid, res.format, writer.paths("entries"), True),
+                         held)  # fmt: skip
+    if not writer.paths("entries"):  # every entry went
+        res.notes = [*res.notes, *notes]
         return
     sharing = {r for (r,) in con.execute(
         f"""SELECT DISTINCT h.source_id FROM _holders h
             SEMI JOIN (SELECT key FROM {read_parquet(writer.paths("entries"))}) k
               ON h.key = k.key""").fetchall()}  # fmt: skip
-    notes: list[str] = []
     for other in list(held.values()):
         if not writer.paths("entries"):
             break  # every entry went: nothing left to compare
         if not other.files:
             continue  # a source whose entries a richer one took, every one
-        mine = Side(sid, res.format, writer.paths("entries"))
+        mine = Side(sid, res.format, writer.paths("entries"), guessed)
+        if mine.guessed != other.guessed:  # a guess is aligned across hosts above; a
+            continue  # guess registers after the sources that know their hosts
         if other.sid not in sharing:
-            if mine.fmt in NEVER or other.fmt in NEVER:
-                notes += repeats(con, mine, other)
+            if (
+                mine.fmt in NEVER
+                or other.fmt in NEVER
+                or not (mine.fmt in LEVELS and other.fmt in LEVELS)
+            ):
+                notes += repeats(con, mine, other)  # a plain log's host may differ too
             elif mine.fmt != other.fmt and mine.fmt in LEVELS and other.fmt in LEVELS:
                 notes += offset(con, mine, other)
             continue
@@ -215,6 +232,20 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
         else:
             notes += notes_for(p, mine, other, sid) or repeats(con, mine, other)
     res.notes = [*res.notes, *notes]
+
+
+def _across(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,
+            mine: Side, held: dict[int, Side]) -> list[str]:  # fmt: skip
+    """A staged source whose host is a guess against every source that knows its hosts,
+    at once: the entries they hold go from it."""
+    known = [s for s in held.values() if not s.guessed and s.files]
+    p = across_hosts(con, mine, known)
+    if not p.merged:
+        return [n for k in known for n in repeats(con, mine, k)]
+    dups(con, p.mine)
+    _split(con, writer)
+    _recount(writer, res, p.merged)
+    return [across_note(p, mine.sid)]
 
 
 def _move_in(root: Path, sid: int, staged: Path) -> Path:

@@ -66,6 +66,7 @@ class Side:
     sid: int
     fmt: str
     files: list[Path]
+    guessed: bool = False  # its host a guess: aligned across hosts (across.py)
 
     @property
     def richness(self) -> int:
@@ -82,6 +83,7 @@ class Pairing:
     theirs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     hosts: dict[str | None, tuple[int, int, int, bool]] = field(default_factory=dict)
     blobs: int = 0
+    kept: dict[int, int] = field(default_factory=dict)  # across hosts: source -> entries
 
     @property
     def merged(self) -> int:
@@ -223,7 +225,7 @@ def _aligned(
             if host in blobs:
                 new, old, filled = _fill_blobs(con, host, new, old)
                 out.blobs += filled
-            ok = forced or _one_journal(len(new), n_mine, n_theirs)
+            ok = forced or one_journal(len(new), n_mine, n_theirs)
             out.hosts[host] = (len(new), n_mine, n_theirs, ok and len(new) > 0)
             if ok:
                 mine_no.append(new)
@@ -236,7 +238,7 @@ def _aligned(
                     "DROP TABLE IF EXISTS _al_span")  # fmt: skip
 
 
-def _one_journal(aligned: int, mine: int, theirs: int) -> bool:
+def one_journal(aligned: int, mine: int, theirs: int) -> bool:
     """The share test: SHARE of the smaller side and MIN_ENTRIES aligned, or the two
     identical line for line over the span (no content tells them apart)."""
     if aligned and aligned == mine == theirs:
@@ -305,14 +307,21 @@ def _dedupe_cmd(mine: Side, theirs: Side) -> str:
     return f"`forensics sources dedupe {poor.sid} --against {rich.sid}`"
 
 
+# what a merge note says of each rule
+HOW = {
+    "identity": "the same boot, monotonic and wall time, host and message",
+    "alignment": "aligned in order, line for line",
+    "across": "its lines aligned in order with each host's entries; its host was a guess",
+}
+
+
 def notes_for(p: Pairing, mine: Side, theirs: Side, dropped_from: int) -> list[str]:
     """What ingest says of one comparison: a merge and how to undo it, or a pair that
     repeats much of the other and how to merge it."""
     me, other = mine.sid, theirs.sid
     out = []
     if p.merged:
-        how = ("the same boot, monotonic and wall time, host and message" if p.rule ==
-               "identity" else "aligned in order, line for line")  # fmt: skip
+        how = HOW[p.rule]
         kept = other if dropped_from == me else me
         out.append(f"{counted(p.merged, 'entry', 'entries')} of source {dropped_from} "
                    f"{'is' if p.merged == 1 else 'are'} source {kept}'s "

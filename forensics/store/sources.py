@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..errors import ForensicsError
 from ..parsers.tables import SHARDED, read_parquet
+from .across import across_hosts
 from .catalog import Catalog, open_catalog
 from .database import (
     SCHEMA_VERSION,
@@ -36,7 +37,7 @@ from .records import TABLES as RECORD_TABLES
 from .records import _records_of
 from .register import _held as held_sides
 from .register import _split
-from .renderings import Side, compare, dups, take_from
+from .renderings import LEVELS, Pairing, Side, compare, dups, take_from
 from .shards import ShardWriter, list_files, rows_in
 from .stage import arrow_batches, write_quarantine, write_query
 
@@ -299,7 +300,7 @@ def dedupe_source(
         sides = held_sides(con, root, set())
         if source_id not in sides or against not in sides:
             return {"source_id": source_id, "against": against, "path": path, "dropped": 0}
-        p = compare(con, sides[source_id], sides[against], forced=True)
+        p = _forced(con, sides[source_id], sides[against])
         with committing(con):
             if p.merged:  # its old files go at the next writer's sweep
                 take_from(con, root, source_id, p.mine, _split)
@@ -308,6 +309,16 @@ def dedupe_source(
                 "dropped": p.merged}  # fmt: skip
     finally:
         cat.close()
+
+
+def _forced(con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side) -> Pairing:
+    """`dedupe`'s comparison: two journal renderings by their own rule; where either is a
+    plain log or `cat` (a host that may differ, a multi-line entry where the other has
+    one a line) by their lines in order, whatever their hosts (across.py)."""
+    journals = set(LEVELS)
+    if mine.fmt in journals and theirs.fmt in journals:
+        return compare(con, mine, theirs, forced=True)
+    return across_hosts(con, mine, [theirs], forced=True)
 
 
 def _restore(

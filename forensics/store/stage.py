@@ -81,6 +81,9 @@ class Staged:
     folder: str | None = None  # the staged files' folder (None: nothing to register)
     files: dict[str, list[str]] = field(default_factory=dict)  # table -> names in folder
     headers: dict[str, dict[str, str]] = field(default_factory=dict)  # results' run headers
+    # found in a folder walk, its host a guess (its file's name, or none: `-o cat`): it is
+    # aligned against every host of the sources that know theirs (store/across.py)
+    guessed: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,9 @@ def stage(
 def _stage(
     inp: Input, folder: Path, opts: Options, progress: Callable[[int], None] | None
 ) -> Staged:
+    if inp.skip:
+        return Staged(SourceResult(inp.name, "-", "skipped", reason=_read_anyway(inp, inp.skip)),
+                      display_path(inp))  # fmt: skip
     opened = open_input(inp, progress)
     what = not_a_log(opened.head) if not opened.nul_head else None
     if opened.nul_head and not opened.head:
@@ -166,6 +172,9 @@ def _stage(
     except BaseException:
         writer.abort()
         raise
+    if staged.result.status == "skipped":  # read, and found to be no log
+        writer.abort()
+        return staged
     staged.files = writer.close()
     staged.folder = str(folder)
     return staged
@@ -197,6 +206,19 @@ def no_journal_json(head: bytes) -> str | None:
         return None
     return ("JSON that is no journal, results, metrics file or JSON log (no journal field, "
             "time or message in its first line)")  # fmt: skip
+
+
+def _no_log_line(inp: Input, opts: Options, fmt: str, times: InheritedTimes) -> bool:
+    """A file found in a folder that no reader recognised (sniffed as `cat`) and with no
+    time in any line: a note, a script, a listing — not a log."""
+    return inp.found and opts.fmt is None and fmt == "cat" and times.last is None
+
+
+def _read_anyway(inp: Input, what: str) -> str:
+    """Why a file found in a folder was skipped, and the command that reads it anyway."""
+    if inp.path is not None and inp.path.is_dir():
+        return f"{what}, not read"
+    return f"{what}, not a log (`forensics ingest --format cat {inp.name}` reads it anyway)"
 
 
 def _skipped(inp: Input, opened: Opened, reason: str) -> Staged:
@@ -241,6 +263,10 @@ def _entries(
         finally:
             records.close()
         sha = digest(opened)
+        if _no_log_line(inp, opts, fmt, times):
+            res = SourceResult(inp.name, "-", "skipped", opened.compression,
+                               reason=_read_anyway(inp, "no line in a known log form"))  # fmt: skip
+            return Staged(res, display_path(inp))
         _said_cut(opened, ctx)
         res = SourceResult(inp.name, fmt, "ingested", opened.compression,
                            bytes=opened.hasher.nbytes, lines=ctx.lines)  # fmt: skip
@@ -266,7 +292,9 @@ def _entries(
     if records.texts_dropped:
         res.notes.append(f"{records.texts_dropped} templates past the first {MAX_TEXTS} stored "
                          "without their text (their ids are kept)")  # fmt: skip
-    return Staged(res, display_path(inp), sha, ctx.markers)
+    guessed = inp.found and opts.host is None and opts.fmt is None and (
+        ctx.host_guessed or fmt == "cat")  # fmt: skip
+    return Staged(res, display_path(inp), sha, ctx.markers, guessed=guessed)
 
 
 def arrow_table(rel: duckdb.DuckDBPyRelation) -> pa.Table:

@@ -26,6 +26,7 @@ class ReadContext:
     mtime: float | None = None  # file time, a fallback for the year
     # whether the file's name may name its host without --host (formats.py's rows say)
     host_in_name: bool = True
+    host_guessed: bool = False  # the reader took the host from the file's name
     notes: list[str] = field(default_factory=list)
     quarantine: list[Quarantined] = field(default_factory=list)
     markers: int = 0  # journalctl's own "-- Boot … --" style lines, consumed
