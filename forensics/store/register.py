@@ -194,13 +194,7 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
     if guessed:
         notes += _across(con, writer, res, Side(sid, res.format, writer.paths("entries"), True),
                          held)  # fmt: skip
-    if not writer.paths("entries"):  # every entry went
-        res.notes = [*res.notes, *notes]
-        return
-    sharing = {r for (r,) in con.execute(
-        f"""SELECT DISTINCT h.source_id FROM _holders h
-            SEMI JOIN (SELECT key FROM {read_parquet(writer.paths("entries"))}) k
-              ON h.key = k.key""").fetchall()}  # fmt: skip
+    sharing = _sharing(con, writer)
     for other in list(held.values()):
         if not writer.paths("entries"):
             break  # every entry went: nothing left to compare
@@ -232,6 +226,16 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
         else:
             notes += notes_for(p, mine, other, sid) or repeats(con, mine, other)
     res.notes = [*res.notes, *notes]
+
+
+def _sharing(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> set[int]:
+    """The registered sources that hold a key of the staged source's entries."""
+    if not writer.paths("entries"):  # every entry went
+        return set()
+    return {r for (r,) in con.execute(
+        f"""SELECT DISTINCT h.source_id FROM _holders h
+            SEMI JOIN (SELECT key FROM {read_parquet(writer.paths("entries"))}) k
+              ON h.key = k.key""").fetchall()}  # fmt: skip
 
 
 def _across(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,

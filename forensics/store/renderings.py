@@ -23,7 +23,10 @@ alike stay two.
     `short-monotonic` (no wall clock) are never merged automatically.
 (e) A pair not merged that repeats at least REPEATS_NOTED of the other's entries is said,
     with the command that merges it by the same alignment without the share test
-    (`forensics sources dedupe N --against K`; for `cat`, by message alone). Every merge
+    (`forensics sources dedupe N --against K`; where either side is `cat` or a plain log,
+    by its lines whatever their hosts: across.py).
+(f) A text log found in a folder whose host is a guess is aligned against every known
+    host at once (across.py), after the sources that know their hosts. Every merge
     keeps what it dropped in `dropped_entries` and names the command that puts it back.
 """
 

@@ -248,20 +248,9 @@ def _entries(
         weight(fmt),
     )
     text = fmt in TEXT_FORMATS
-    breaks = 0
     times = InheritedTimes()
     try:
-        try:
-            for read in _prefetch(_batches(opened, inp, fmt, ctx)):
-                batch = times.apply(read)
-                writer.write("entries", keyed(con, batch))  # straight to Parquet
-                breaks += _breaks(batch, text)
-                records.submit(batch)
-                report_batch(batch.num_rows)
-        except (JournalctlMissing, JournalctlFailed) as exc:
-            raise ForensicsError(str(exc)) from None
-        finally:
-            records.close()
+        breaks = _read_entries(con, (opened, inp, fmt, ctx), writer, records, times)
         sha = digest(opened)
         if _no_log_line(inp, opts, fmt, times):
             res = SourceResult(inp.name, "-", "skipped", opened.compression,
@@ -295,6 +284,31 @@ def _entries(
     guessed = inp.found and opts.host is None and opts.fmt is None and (
         ctx.host_guessed or fmt == "cat")  # fmt: skip
     return Staged(res, display_path(inp), sha, ctx.markers, guessed=guessed)
+
+
+def _read_entries(
+    con: duckdb.DuckDBPyConnection,
+    source: tuple[Opened, Input, str, ReadContext],
+    writer: ShardWriter,
+    records: RecordSink,
+    times: InheritedTimes,
+) -> int:
+    """The reader's batches, their untimed entries given the time before them, into the
+    entries' files and the record parsers: how many LineMax pieces they hold."""
+    opened, inp, fmt, ctx = source
+    breaks = 0
+    try:
+        for read in _prefetch(_batches(opened, inp, fmt, ctx)):
+            batch = times.apply(read)
+            writer.write("entries", keyed(con, batch))  # straight to Parquet
+            breaks += _breaks(batch, fmt in TEXT_FORMATS)
+            records.submit(batch)
+            report_batch(batch.num_rows)
+    except (JournalctlMissing, JournalctlFailed) as exc:
+        raise ForensicsError(str(exc)) from None
+    finally:
+        records.close()
+    return breaks
 
 
 def arrow_table(rel: duckdb.DuckDBPyRelation) -> pa.Table:
