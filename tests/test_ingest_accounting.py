@@ -67,3 +67,27 @@ def test_rooms_received_more_than_once_are_said(tmp_path: Path) -> None:
     assert line in forensics.report(db).sentences()
     assert forensics.rooms(db).as_dict()["received_more_than_once"] == {
         "demo": {"rooms": n, "conflicting": bad}}  # fmt: skip
+
+
+def test_a_damaged_archive_in_a_folder_is_skipped_and_the_rest_stored(tmp_path: Path) -> None:
+    import gzip
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    data = bytearray(gzip.compress(b"2026-11-29T07:00:01.000001+0000 decode-0 python3[1]: x\n"
+                                   * 5000))  # fmt: skip
+    data[len(data) // 2 : len(data) // 2 + 32] = bytes(32)  # its middle zeroed
+    (folder / "cut.log.gz").write_bytes(bytes(data))
+    (folder / "decode-0.log").write_text("[2026-09-20 14:03:14] Decode batch, #running-req: 3, "
+                                         "#token: 90, token usage: 0.01, #queue-req: 0\n")  # fmt: skip
+    db = tmp_path / "t.duckdb"
+    got = cli("ingest", str(folder), "--db", str(db))
+    assert got.returncode == 0, got.stderr
+    said = got.stdout.decode()
+    assert f"skipped {folder / 'cut.log.gz'}: corrupt .gz archive" in said
+    _, rows = forensics.query_rows("SELECT count(*) FROM entries", db)
+    assert rows == [(1,)]
+    named = cli("ingest", str(folder / "cut.log.gz"), "--db", str(tmp_path / "n.duckdb"))
+    err = named.stderr.decode()
+    assert named.returncode == 2 and err.count("\n") == 1 and "cut.log.gz: corrupt" in err
+    assert not (tmp_path / "n.duckdb").exists()

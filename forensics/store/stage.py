@@ -113,6 +113,13 @@ def stage(
     gc.disable()
     try:
         return _stage(inp, folder, opts, progress)
+    except ForensicsError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        if not inp.found:  # named: the ingest fails, the catalog unchanged
+            raise
+        # found in a folder: one unreadable file never costs the others
+        why = str(exc).removeprefix(f"{inp.name}: ")
+        return Staged(SourceResult(inp.name, "-", "skipped", reason=why), display_path(inp))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
