@@ -121,6 +121,14 @@ class Scope:
             self._memo[key] = make()
         return self._memo[key]
 
+    def untimed(self) -> int:
+        """Entries of the scope's runs with no time (none of their own, none before them
+        in their source): every time-based answer leaves them out, and says how many."""
+        where, params = self.where("s.run")
+        return self.memo(("untimed", tuple(self.runs)), lambda: self.con.execute(
+            f"""SELECT count(*) FROM entries e JOIN sources s USING (source_id)
+                WHERE {where} AND e.ts_us IS NULL""", params).fetchall()[0][0])  # fmt: skip
+
     def changed(self) -> None:
         """The connection's rows were shadowed (scrubbed, redacted): answers kept from
         before must not be reused."""

@@ -150,8 +150,8 @@ def test_a_folder_keeps_its_logs_and_skips_what_is_no_log(tmp_path: Path) -> Non
         "decode-0.log": "already ingested as source 1 in run default (same sha256)",
         "empty.log": "an empty file, not a log",
         "forensics.html": "an HTML page, not a log",
-        "shot.png": "unknown format: binary data that is neither a .journal file nor an "
-        "export stream",
+        "shot.png": "an image, not a log (`forensics ingest --format cat "
+        f"{folder / 'shot.png'}` reads it anyway)",
     }  # the database itself is never read: not even listed
     assert counts(db) == (1, 1, 0)
     # named on the command line, a page is an error; an empty file only says so

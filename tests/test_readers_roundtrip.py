@@ -86,7 +86,12 @@ def test_cat_keeps_every_line_and_takes_sglang_times(renderings: dict[str, Path]
     text = b"\n".join(_bytes(r) for r in rows)
     assert text == b"\n".join(e.message for e in corpus.expected())
     assert rows[0]["ts_us"] == corpus.T0  # from the "[2026-11-29 07:00:00 TP0]" prefix
-    assert all(r["ts_us"] is None for r in rows[1:])
+    # the lines after it state no time: each takes the one before it, and says so
+    _, inherited = forensics.query_rows(
+        "SELECT ts_us, ts_inherited FROM entries ORDER BY entry_no", db
+    )
+    assert inherited[0] == (corpus.T0, False)
+    assert all(r == (corpus.T0, True) for r in inherited[1:])
     assert {r["host"] for r in rows} == {"decode-0"}
     assert any("SGLang" in n for n in res.sources[0].notes)
 

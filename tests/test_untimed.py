@@ -68,6 +68,9 @@ def test_an_untimed_entry_takes_the_time_before_it(tmp_path: Path) -> None:
     assert rows == [(0,)]
     said = forensics.report(db).coverage.sentences()
     assert any(s.startswith("3 entries with no time") for s in said), said
+    trace = forensics.trace(db, tmp_path / "t.pftrace")
+    assert "3 entries with no time left out (none of their own, none before them in their " \
+           "source)" in trace.notes  # fmt: skip
 
 
 @pytest.mark.parametrize("text", [FIVE, UNTIMED_FIRST_MIDDLE_LAST, "RuntimeError: never timed\n"],

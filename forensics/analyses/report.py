@@ -37,7 +37,6 @@ class HostCoverage:
     entries: int
     first_ts_us: int | None
     last_ts_us: int | None
-    timed: int = 0  # of its entries, those with a time
 
 
 @dataclass
@@ -238,7 +237,7 @@ def coverage(s: Scope) -> Coverage:
     hosts = [
         HostCoverage(*r)
         for r in con.execute(
-            f"""SELECT e.host, count(*), min(e.ts_us), max(e.ts_us), count(e.ts_us)
+            f"""SELECT e.host, count(*), min(e.ts_us), max(e.ts_us)
                 FROM entries e JOIN sources s USING (source_id) WHERE {where}
                 GROUP BY ALL ORDER BY e.host NULLS LAST""",
             params,
@@ -269,6 +268,5 @@ def coverage(s: Scope) -> Coverage:
     ]
     rwhere, rparams = s.where()
     results = con.execute(f"SELECT count(*) FROM results WHERE {rwhere}", rparams).fetchall()
-    untimed = sum(h.entries - h.timed for h in hosts)
     return Coverage({r: tags[r] for r in chosen}, nsrc, results[0][0], hosts, nq, reasons, gaps,
-                    s.window, s.span_us, untimed)  # fmt: skip
+                    s.window, s.span_us, s.untimed())  # fmt: skip

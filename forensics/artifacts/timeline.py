@@ -18,6 +18,7 @@ import duckdb
 
 from ..analyses.runs import Runs, run_filter
 from ..errors import ForensicsError
+from ..plural import counted
 from ..scope import Scope
 
 CLIENT = "client (reproducer)"  # the harness's clock, not a server's
@@ -193,6 +194,9 @@ def build(s: Scope, reference: str | None = None, max_events: int = MAX_EVENTS) 
     slices += budget.took("page writes", writes, n)
     for kind, n in budget.dropped.items():
         notes.append(f"{n:,} {kind} left out: over the budget of {max_events:,} events")
+    if untimed := s.untimed():
+        notes.append(f"{counted(untimed, 'entry', 'entries')} with no time left out (none of "
+                     "their own, none before them in their source)")  # fmt: skip
     if clk.unshifted:
         notes.append(
             "left on their own clocks (no two-sided skew bound to the reference): "

@@ -30,7 +30,7 @@ SLACK_S = 1  # a line's own time and the journal's may differ by this many secon
 _LINES = """SELECT {src} AS src, entry_no, host, ts_us, ts_us // 1000000 AS t,
                    unnest(string_split(message, chr(10))) AS line,
                    generate_subscripts(string_split(message, chr(10)), 1) AS part
-            FROM {files} WHERE message IS NOT NULL{timed}"""
+            FROM {files} WHERE message IS NOT NULL"""
 
 
 def _load(con: duckdb.DuckDBPyConnection, guessed: Side, known: list[Side]) -> bool:
@@ -39,12 +39,13 @@ def _load(con: duckdb.DuckDBPyConnection, guessed: Side, known: list[Side]) -> b
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ax_g AS
         SELECT row_number() OVER (ORDER BY entry_no, part) AS seq, entry_no, part, t,
                hash(line) AS h
-        FROM ({_LINES.format(src=guessed.sid, files=read_parquet(guessed.files), timed="")})""")
-    every = " UNION ALL ".join(
-        _LINES.format(src=k.sid, files=read_parquet(k.files), timed=" AND ts_us IS NOT NULL")
-        for k in known)  # fmt: skip
+        FROM ({_LINES.format(src=guessed.sid, files=read_parquet(guessed.files))})""")
+    # known lines without a time stay out of the span (a timed comparison); by the lines
+    # alone they keep their source's order
+    every = " UNION ALL ".join(_LINES.format(src=k.sid, files=read_parquet(k.files)) for k in known)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ax_k AS
-        SELECT row_number() OVER (ORDER BY ts_us, src, entry_no, part) AS seq, src, entry_no,
+        SELECT row_number() OVER (ORDER BY ts_us NULLS FIRST, src, entry_no, part) AS seq,
+               src, entry_no,
                host, t, hash(line) AS h
         FROM ({every})""")
     return bool(con.execute("SELECT count(t) FROM _ax_g").fetchall()[0][0])

@@ -315,7 +315,7 @@ def _forced(con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side) -> Pairing
     """`dedupe`'s comparison: two journal renderings by their own rule; where either is a
     plain log or `cat` (a host that may differ, a multi-line entry where the other has
     one a line) by their lines in order, whatever their hosts (across.py)."""
-    journals = set(LEVELS)
+    journals = {*LEVELS, "short-monotonic"}  # a journal's lines one an entry, as stored
     if mine.fmt in journals and theirs.fmt in journals:
         return compare(con, mine, theirs, forced=True)
     return across_hosts(con, mine, [theirs], forced=True)

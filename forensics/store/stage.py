@@ -42,6 +42,7 @@ from .database import INGEST_MEMORY_LIMIT, SCHEMA_VERSION, WHOLE_SOURCE_MEMORY_L
 from .inputs import Input, Opened, not_a_log, open_input
 from .records import COUNTED, MAX_TEXTS, RecordSink
 from .records import TABLES as RECORD_TABLES
+from .renderings import RICH
 from .shards import ROW_GROUP_ROWS, ShardWriter, rows_in
 from .times import InheritedTimes
 
@@ -217,8 +218,10 @@ def no_journal_json(head: bytes) -> str | None:
 
 def _no_log_line(inp: Input, opts: Options, fmt: str, times: InheritedTimes) -> bool:
     """A file found in a folder that no reader recognised (sniffed as `cat`) and with no
-    time in any line: a note, a script, a listing — not a log."""
-    return inp.found and opts.fmt is None and fmt == "cat" and times.last is None
+    time in any line: a note, a script, a listing — not a log (unless --host names the
+    host of what the folder holds: then it is read as a log of that host)."""
+    return (inp.found and opts.fmt is None and opts.host is None and fmt == "cat"
+            and times.last is None)  # fmt: skip
 
 
 def _read_anyway(inp: Input, what: str) -> str:
@@ -255,7 +258,7 @@ def _entries(
         weight(fmt),
     )
     text = fmt in TEXT_FORMATS
-    times = InheritedTimes()
+    times = InheritedTimes(own=fmt in RICH)
     try:
         breaks = _read_entries(con, (opened, inp, fmt, ctx), writer, records, times)
         sha = digest(opened)

@@ -10,9 +10,12 @@ import pyarrow.compute as pc
 
 
 class InheritedTimes:
-    """Carries the last time across one source's batches, in entry order."""
+    """Carries the last time across one source's batches, in entry order. `own`: the
+    format gives every entry journald's own time, so one missing is damage (an invalid
+    `__REALTIME_TIMESTAMP`): it stays missing, never filled."""
 
-    def __init__(self) -> None:
+    def __init__(self, own: bool = False) -> None:
+        self.own = own
         self.last: int | None = None
         self.inherited = 0  # entries that took the time before them
         self.untimed = 0  # entries before the source's first time: no time at all
@@ -23,7 +26,7 @@ class InheritedTimes:
         # Arrow's kernels alone: an array made from numpy imports pandas where installed
         ts = batch["ts_us"]
         missing = pc.is_null(ts)
-        if ts.null_count == 0:
+        if ts.null_count == 0 or self.own:
             if len(ts):
                 self.last = ts[-1].as_py()
             return batch.append_column("ts_inherited", missing)
