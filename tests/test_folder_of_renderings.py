@@ -17,7 +17,7 @@ from forensics.synthetic import incident as gen
 from forensics.synthetic.journal_writer import render, write_journal
 from forensics.writing import dedupe_source
 
-RENDERINGS = ("export", "json", "short-iso-precise", "short-iso", "short", "cat")
+RENDERINGS = ("export", "json", "short-iso-precise", "short", "cat")
 
 
 @pytest.fixture(scope="module")

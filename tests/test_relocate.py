@@ -131,7 +131,7 @@ def test_a_move_the_destination_refuses_leaves_the_source_as_it_was(
     assert m.returncode == 2 and m.stderr.count(b"\n") == 1 and b"unexpected" not in m.stderr
     assert b"nothing is left at" in m.stderr
     assert sorted(p.name for p in closed.iterdir()) == ["inc.duckdb.relocating"]
-    assert cli("report", "--db", str(src)).returncode == 0
+    assert forensics.verify(src).damage.files == [] and _entries(src) > 0
 
 
 def test_copy_into_a_folder_named_with_a_slash_and_never_into_its_own_shards(

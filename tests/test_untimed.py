@@ -29,13 +29,14 @@ FIVE = f"{BATCH.format(s=0)}\n{TRACEBACK}RuntimeError: boom\n{BATCH.format(s=1)}
 COMMANDS = (
     ("report",),
     ("report", "--json"),
-    ("dashboard", "--out", "{dir}/d.html"),
-    ("bundle", "--out", "{dir}/b.tar.zst"),
     ("trace", "--out", "{dir}/t.pftrace"),
     ("follow", "--cascade"),
     ("suspects",),
+    ("suspects", "--plan", "{dir}/plan.toml"),
     ("rooms",),
 )
+# the page and the bundle read what report reads: once, on the issue's own file
+WHOLE = (("dashboard", "--out", "{dir}/d.html"), ("bundle", "--out", "{dir}/b.tar.zst"))
 
 
 def _ingest(tmp_path: Path, text: str) -> Path:
@@ -73,14 +74,24 @@ def test_an_untimed_entry_takes_the_time_before_it(tmp_path: Path) -> None:
            "source)" in trace.notes  # fmt: skip
 
 
-@pytest.mark.parametrize("text", [FIVE, UNTIMED_FIRST_MIDDLE_LAST, "RuntimeError: never timed\n"],
-                         ids=["five-lines", "first-middle-last", "no-time-at-all"])  # fmt: skip
+def test_a_source_with_no_time_at_all_is_left_out_of_the_failures(tmp_path: Path) -> None:
+    db = _ingest(tmp_path, f"{TRACEBACK}RuntimeError: never timed\nERROR: and no time\n")
+    assert forensics.query_rows("SELECT count(*) FROM failures", db)[1] == [(0,)]
+    rep = forensics.report(db)
+    assert rep.first_failure is None and rep.coverage.untimed == 4
+
+
+@pytest.mark.parametrize("text", [FIVE, UNTIMED_FIRST_MIDDLE_LAST],
+                         ids=["five-lines", "first-middle-last"])  # fmt: skip
 def test_every_command_runs_over_untimed_entries(
     tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = _ingest(tmp_path, text)
     capsys.readouterr()
-    for args in COMMANDS:  # in this process: the CLI's own main, its exits and stderr
+    for args in (
+        *COMMANDS,
+        *(WHOLE if text == FIVE else ()),
+    ):  # in this process: the CLI's own main, its exits and stderr
         try:
             main(["--db", str(db), *(a.format(dir=tmp_path) for a in args)])
             code = 0
