@@ -35,20 +35,26 @@ _LINES = """SELECT {src} AS src, entry_no, host, ts_us, ts_us // 1000000 AS t,
 
 def _load(con: duckdb.DuckDBPyConnection, guessed: Side, known: list[Side]) -> bool:
     """`_ax_g` and `_ax_k`: each side's lines in order (`seq`), with their entry, second
-    and hash; whether the guessed side has a time."""
+    and hash; whether the guessed side has a time. Of the known sides, only the lines
+    near the guessed side's span are read (the row groups' time statistics skip the rest)."""
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ax_g AS
         SELECT row_number() OVER (ORDER BY entry_no, part) AS seq, entry_no, part, t,
                hash(line) AS h
         FROM ({_LINES.format(src=guessed.sid, files=read_parquet(guessed.files))})""")
-    # known lines without a time stay out of the span (a timed comparison); by the lines
-    # alone they keep their source's order
-    every = " UNION ALL ".join(_LINES.format(src=k.sid, files=read_parquet(k.files)) for k in known)
+    lo, hi = con.execute("SELECT min(t), max(t) FROM _ax_g").fetchall()[0]
+    # by the lines alone (no time here) every known line counts, in its source's order
+    near = (
+        ""
+        if lo is None
+        else f" AND ts_us BETWEEN {(lo - SLACK_S) * 10**6} AND {(hi + SLACK_S + 1) * 10**6}"
+    )
+    every = " UNION ALL ".join(_LINES.format(src=k.sid, files=read_parquet(k.files)) + near
+                               for k in known)  # fmt: skip
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ax_k AS
         SELECT row_number() OVER (ORDER BY ts_us NULLS FIRST, src, entry_no, part) AS seq,
-               src, entry_no,
-               host, t, hash(line) AS h
+               src, entry_no, host, t, hash(line) AS h
         FROM ({every})""")
-    return bool(con.execute("SELECT count(t) FROM _ax_g").fetchall()[0][0])
+    return lo is not None
 
 
 def _candidates(con: duckdb.DuckDBPyConnection, timed: bool) -> tuple:
