@@ -101,9 +101,17 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
         return " ".join([mac(s), *kept])
 
     user = UserText.of(con)  # before the shadows: the prompts and replies as stored
+    kept: dict[str, str] = {}  # a template repeats on every line it reads: judged once
 
     def keep_template(s: str | None) -> str | None:
-        return None if s is None else mac(s) if user.holds(s) else s
+        if s is None:
+            return None
+        if (got := kept.get(s)) is not None:
+            return got
+        got = mac(s) if user.holds(s) else s
+        if len(kept) < 100_000:  # unique values (ids) would only fill it
+            kept[s] = got
+        return got
 
     con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
     con.create_function("fx_keep_template", keep_template, ["VARCHAR"], "VARCHAR",
