@@ -100,19 +100,8 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
         kept = [w for w in words.split() if w in said]
         return " ".join([mac(s), *kept])
 
-    user = UserText.of(con)  # before the shadows: the prompts and replies as stored
-    kept: dict[str, str] = {}  # a template repeats on every line it reads: judged once
-
-    def keep_template(s: str | None) -> str | None:
-        if s is None:
-            return None
-        if (got := kept.get(s)) is not None:
-            return got
-        got = mac(s) if user.holds(s) else s
-        if len(kept) < 100_000:  # unique values (ids) would only fill it
-            kept[s] = got
-        return got
-
+    # before the shadows: the prompts and replies as stored
+    keep_template = _template_keeper(UserText.of(con), mac)
     con.create_function("fx_hmac", mac, ["VARCHAR"], "VARCHAR", null_handling="special")
     con.create_function("fx_keep_template", keep_template, ["VARCHAR"], "VARCHAR",
                         null_handling="special")  # fmt: skip
@@ -122,6 +111,24 @@ def shadow(con: duckdb.DuckDBPyConnection, key: bytes | None) -> None:
                         null_handling="special")  # fmt: skip
 
     scrub_tables(con, _redacted, keep=True)
+
+
+def _template_keeper(user: UserText, mac):
+    """A masked text as it is, or its HMAC where it holds a piece of a user text; a
+    template repeats on every line it reads, so each is judged once."""
+    kept: dict[str, str] = {}
+
+    def keep(s: str | None) -> str | None:
+        if s is None:
+            return None
+        if (got := kept.get(s)) is not None:
+            return got
+        got = mac(s) if user.holds(s) else s
+        if len(kept) < 100_000:  # unique values (ids) would only fill it
+            kept[s] = got
+        return got
+
+    return keep
 
 
 def _redacted(table: str, col: str, typ: str) -> str | None:

@@ -132,9 +132,8 @@ def stage(
 def _stage(
     inp: Input, folder: Path, opts: Options, progress: Callable[[int], None] | None
 ) -> Staged:
-    if inp.skip:
-        return Staged(SourceResult(inp.name, "-", "skipped", reason=_read_anyway(inp, inp.skip)),
-                      display_path(inp))  # fmt: skip
+    if inp.skip:  # found in a folder walk, and surely no log
+        return _not_read(inp, inp.skip)
     opened = open_input(inp, progress)
     what = not_a_log(opened.head) if not opened.nul_head else None
     if opened.nul_head and not opened.head:
@@ -222,6 +221,12 @@ def _no_log_line(inp: Input, opts: Options, fmt: str, times: InheritedTimes) -> 
     host of what the folder holds: then it is read as a log of that host)."""
     return (inp.found and opts.fmt is None and opts.host is None and fmt == "cat"
             and times.last is None)  # fmt: skip
+
+
+def _not_read(inp: Input, what: str) -> Staged:
+    return Staged(
+        SourceResult(inp.name, "-", "skipped", reason=_read_anyway(inp, what)), display_path(inp)
+    )
 
 
 def _read_anyway(inp: Input, what: str) -> str:
