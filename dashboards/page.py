@@ -31,6 +31,8 @@ h1 { font-size: 20px; margin: 0 0 6px; } h2 { font-size: 16px; margin: 22px 0 6p
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; }
 .facts dt { color: #666; } .facts dd { margin: 0; }
 .conclusion { background: #fff6d5; padding: 6px 10px; border-left: 4px solid #e0b000; }
+.verdict { background: #ffe9c2; padding: 8px 10px; border-left: 6px solid #d07000;
+           font-size: 1.1em; font-weight: 600; }
 .note { color: #555; font-size: 13px; } .empty { color: #777; font-style: italic; }
 .controls button { font: inherit; padding: 3px 10px; border: 1px solid #999;
   background: #f4f4f4; cursor: pointer; } .controls button.on { background: #2d6cdf;
@@ -164,11 +166,18 @@ def header(rep: Report, notes: list[str]) -> str:
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     out = [
         "<h1>pd-forensics — incident dashboard</h1>",
-        *[f'<p class="conclusion">{esc(line)}</p>' for line in rep.headline()],
+        *_banner(rep),
         f'<dl class="facts">{dl}</dl>',
     ]
     out += [f'<p class="note">{esc(n)}</p>' for n in notes]
     return "\n".join(out)
+
+
+def _banner(rep: Report) -> list[str]:
+    """The verdict (its kind and statement), then the rest of the headline: its evidence."""
+    head, v = rep.headline(), rep.verdict
+    out = [f'<p class="verdict">verdict ({esc(v.kind.replace("_", " "))}): {esc(head[0])}</p>']
+    return out + [f'<p class="conclusion">{esc(line)}</p>' for line in head[1:]]
 
 
 def rooms_table(rep: Report) -> str:

@@ -47,9 +47,9 @@ app = typer.Typer(
     help="Post-mortem forensics for PD-disaggregated LLM inference logs (journald → DuckDB).",
 )
 out = SafeConsole()
-if not out.is_terminal:  # piped output: don't squeeze tables to 80 (COLUMNS may widen it)
+if not out.is_terminal:  # piped output: COLUMNS where set, else wide (a table never cut)
     _cols = os.environ.get("COLUMNS", "")
-    out = SafeConsole(width=max(160, int(_cols) if _cols.isdigit() else 0))
+    out = SafeConsole(width=int(_cols) if _cols.isdigit() and int(_cols) > 0 else 160)
 err = SafeConsole(stderr=True)
 
 DbOpt = Annotated[

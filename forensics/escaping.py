@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 # C0 but tab and newline, DEL, C1; the bidi marks, embeddings, overrides and isolates
@@ -35,6 +36,13 @@ class SafeConsole(Console):
         kwargs.setdefault("emoji", False)
         kwargs.setdefault("highlight", False)
         super().__init__(*args, **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for obj in objects:
+            if isinstance(obj, Table):  # a table wraps a long cell, never cuts it ("…")
+                for column in obj.columns:
+                    column.overflow = "fold"
+        super().print(*objects, **kwargs)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:  # type: ignore[override]
         kwargs["markup"] = False

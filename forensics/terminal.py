@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     from .repro import ReproResult, RunStats
 
 
-def rooms(con: Console, r: RoomsReport) -> None:
+def rooms(con: Console, r: RoomsReport, sentences: bool = True) -> None:
     for line in r.followed:
         con.print(line, highlight=False, markup=False)
     if not r.counts:
-        _sentences(con, r.sentences())
+        if sentences:
+            _sentences(con, r.sentences())
         return
     verdicts = sorted({v for c in r.counts.values() for v in c}, key=SEVERITY.index)
     t = Table(title="verdicts per run", title_justify="left")
@@ -41,7 +42,8 @@ def rooms(con: Console, r: RoomsReport) -> None:
     for run, c in r.counts.items():
         t.add_row(run, *(str(c.get(v, 0)) for v in verdicts))
     con.print(t)
-    _sentences(con, r.received_sentences())
+    if sentences:
+        _sentences(con, r.received_sentences())
     if not r.worst:
         con.print("no rooms to list")
         return
@@ -67,7 +69,7 @@ def rooms(con: Console, r: RoomsReport) -> None:
     con.print(w)
 
 
-def correlation(con: Console, c: Correlation) -> None:
+def correlation(con: Console, c: Correlation, sentences: bool = True) -> None:
     t = Table(
         title=f"exposure × corrupted ({', '.join(c.runs)}: {c.requests} requests, "
         f"{c.corrupted} corrupted)",
@@ -84,7 +86,8 @@ def correlation(con: Console, c: Correlation) -> None:
             f"{fmt_num(x.or_low)}–{fmt_num(x.or_high)}", fmt_p(x.p_value),
         )  # fmt: skip
     con.print(t)
-    _sentences(con, c.sentences())
+    if sentences:
+        _sentences(con, c.sentences())
 
 
 def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -> None:
@@ -223,7 +226,7 @@ def skew(con: Console, s: Skew) -> None:
     _sentences(con, s.sentences())
 
 
-def canary(con: Console, c: CanaryReport) -> None:
+def canary(con: Console, c: CanaryReport, sentences: bool = True) -> None:
     if c.steps:
         t = Table(title="steps with unexpected page writes", title_justify="left")
         for col in ("run", "host", "step", "time", "layer", "expected", "changed",
@@ -240,23 +243,32 @@ def canary(con: Console, c: CanaryReport) -> None:
                     str(s.corrupted) if first else "",
                 )  # fmt: skip
         con.print(t)
-    _sentences(con, c.sentences())
+    if sentences:
+        _sentences(con, c.sentences())
 
 
 def report(con: Console, r: Report) -> None:
+    """The verdict and its evidence first (the headline), then each section's table, then
+    the rest of the bug-report sentences: each line printed once."""
     runs = r.run if isinstance(r.run, str) else ", ".join(r.run or [])
     con.rule(f"report{' — ' + runs if runs else ''}")
-    _sentences(con, r.coverage.sentences())
-    rooms(con, r.rooms)
-    _sentences(con, r.stock.sentences())
-    correlation(con, r.correlation)
+    head = r.headline()
+    v = r.verdict
+    for i, line in enumerate(head):
+        if i == 0 and line == v.statement:
+            con.print(f"verdict ({v.kind.replace('_', ' ')}): {line}")
+        else:
+            con.print(f"  {line}")
+    rooms(con, r.rooms, sentences=False)
+    if any(a.table.exposed_total and a.table.control_total for a in r.correlation.associations):
+        correlation(con, r.correlation, sentences=False)
     suspects(con, r.suspects, top=5, sentences=False)
     if len(r.comparison.rates) > 1:
         comparison(con, r.comparison)
-    canary(con, r.canary)
-    con.rule("for the bug report")
-    for s in r.sentences():
-        con.print(f"- {s}", soft_wrap=True)
+    canary(con, r.canary, sentences=False)
+    con.rule("for the bug report (the verdict above first)")
+    for s in r.sentences()[len(head):]:
+        con.print(f"- {s}")
 
 
 def _sentences(con: Console, lines: list[str]) -> None:

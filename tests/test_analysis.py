@@ -263,7 +263,8 @@ def test_report_tells_the_story_of_the_demo(tmp_path: Path) -> None:
     text = rep.sentences()
     # the headline first (the strongest finding), then coverage
     head = rep.headline()
-    assert text[: len(head)] == head and "associated with a bad room" in head[0]
+    assert text[: len(head)] == head and head[0].startswith("a bad room (mismatch, stale")
+    assert rep.verdict.kind == "integrity" and head[0] == rep.verdict.statement
     inputs = text[len(head)]
     assert inputs.startswith("inputs: ") and "2 hosts (decode-0, prefill-0)" in inputs
     (gap,) = rep.coverage.gaps

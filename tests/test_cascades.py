@@ -126,7 +126,11 @@ def test_a_planted_peer_loss_is_the_first_failure_and_heads_the_report(tmp_path:
     assert first["hosts"] == ["decode-1", "prefill-0"] and first["echoes"] >= 3
     # no probes: the stock lines' causal pairs bound the clocks, one side only
     assert "decode's Receive of a room before prefill's send of it" in first["order"]
-    assert got["headline"][0].startswith("first failure: decode-1 TP0 at ")
+    v = got["verdict"]
+    assert got["headline"][0] == v["statement"]
+    assert v["statement"].startswith("a failure cascade: decode-1 TP0 failed first at ")
+    assert (v["kind"], v["host"], v["rank"], v["cause_id"]) == (
+        "failure_cascade", "decode-1", 0, "peer-loss")  # fmt: skip
     followed = json.loads(cli("follow", "--cascade", "--db", str(db), "--json").stdout)
     assert followed["lines"][0]["about"] == "first failure"
     assert followed["lines"][0]["raw_ts_us"] == inc.truth["peer_loss_us"]
@@ -137,7 +141,7 @@ def test_a_planted_peer_loss_is_the_first_failure_and_heads_the_report(tmp_path:
     forensics.ingest([str(f) for f in files], tmp_path / "c.duckdb")
     quiet = json.loads(cli("report", "--db", str(tmp_path / "c.duckdb"), "--json").stdout)
     assert quiet["first_failure"] is None
-    assert not quiet["headline"][0].startswith("first failure")
+    assert quiet["verdict"]["kind"] != "failure_cascade"
     none = cli("follow", "--cascade", "--db", str(tmp_path / "c.duckdb"))
     assert none.returncode != 0 and b"no cascade stands out" in none.stderr
     assert b"Traceback" not in none.stderr

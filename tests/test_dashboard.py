@@ -389,9 +389,12 @@ def test_the_stock_page_shows_what_matters(browser: Browser, stock_two_hosts) ->
     assert "failures" in names
     assert page.evaluate("document.getElementById('timeline')._fullLayout.xaxis.type") == "date"
     assert page.evaluate("document.querySelectorAll('.controls button').length") == 0
-    banner = page.eval_on_selector_all(".conclusion", "es => es.map(e => e.textContent)")
+    banner = page.eval_on_selector_all(".verdict, .conclusion",
+                                       "es => es.map(e => e.textContent)")  # fmt: skip
     rep = forensics.report(db)
-    assert banner == rep.headline() and banner[0] == rep.sentences()[0]
+    v = rep.verdict
+    assert banner == [f"verdict ({v.kind.replace('_', ' ')}): {v.statement}", *rep.headline()[1:]]
+    assert rep.headline()[0] == v.statement == rep.sentences()[0]
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     ticks = page.evaluate(  # the load axis had one tick
         "(() => { const L = document.getElementById('timeline')._fullLayout;"

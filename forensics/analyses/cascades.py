@@ -9,8 +9,13 @@ MIN_ECHOES other rooms (one room told by each side and rank is one failure) is a
 when its window's failed rooms exceed the background: failed rooms a request elsewhere in
 the incident at the same load stratum (concurrency quintiles; a second elsewhere where
 there are no harness requests; at least MIN_OUTSIDE of the incident outside the window),
-a one-sided Poisson p below ALPHA. The first failure is the earliest root of the
-cascades that stand out.
+a one-sided Poisson p below ALPHA. A cascade that lasts to the end of the capture (a peer
+lost for good) has too little "elsewhere" in time: it is judged against the same window
+on the decode hosts it did not reach, at the same load strata (failed requests a request
+there), and against the time before it where at least MIN_BEFORE of the requests lie;
+both must stand out. Failures that rise with the load reach every host alike, so they
+stand out on neither. The first failure is the earliest root of the cascades that stand
+out.
 
 Order across hosts: each host's clock orders its own lines; across a prefill–decode pair
 the skew view's bounds on their clocks settle it (or say it is within their uncertainty)
@@ -24,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -36,6 +42,7 @@ from ..timefmt import iso_us
 
 MIN_ECHOES = 3
 MIN_OUTSIDE = 0.25  # of the incident outside a cascade's window: its background
+MIN_BEFORE = 0.05  # … a cascade to the end: the time before it, where it holds this much
 ALPHA = 0.01
 # each echo relation, and the column of a failure it compares
 KEYS = {"room": "room", "room_other_rank": "room", "rid": "rid", "peer": "peer", "host": "host"}
@@ -66,6 +73,18 @@ def rules() -> tuple[Echo, ...]:
             raise ValueError(f"echo {rule.name}: unknown relation {rule.relation!r}")
         out.append(rule)
     return tuple(out)
+
+
+@dataclass
+class Requests:
+    """The harness's requests a background is counted over: each one's send time (µs) and
+    load stratum; where known, its rid and a way to each rid's decode host (read only for
+    the comparison across hosts: suspects' table, which the report computes anyway)."""
+
+    sent: np.ndarray
+    stratum: np.ndarray
+    rid: np.ndarray | None = None
+    host_of: Callable[[], dict[str, str]] | None = None
 
 
 @dataclass
@@ -169,20 +188,15 @@ def explained_by(failures: list[dict]) -> list[int | None]:
 
 
 def cascades(
-    failures: list[dict], requests: tuple[np.ndarray, np.ndarray] | None = None
+    failures: list[dict], requests: Requests | tuple[np.ndarray, np.ndarray] | None = None
 ) -> list[Cascade]:
-    """The cascades among `failures` (time order), strongest first. `requests`: each
-    harness request's send time (µs) and load stratum, for the background; without
+    """The cascades among `failures` (time order), strongest first. `requests`: the
+    harness's requests (or their send times and load strata), for the background; without
     them, failures a second elsewhere."""
-    parent = explained_by(failures)
-    root_of = list(range(len(failures)))
-    for j, p in enumerate(parent):
-        if p is not None:
-            root_of[j] = root_of[p]
-    members: dict[int, list[int]] = {}
-    for j, r in enumerate(root_of):
-        if r != j:
-            members.setdefault(r, []).append(j)
+    req = Requests(*requests) if isinstance(requests, tuple) else requests
+    if req is not None and not len(req.sent):
+        req = None
+    members = _members(explained_by(failures))
     out = []
     unit = _units(failures)
     first = _first_of_unit(unit)  # one failure a transfer: the first line of its room
@@ -192,14 +206,66 @@ def cascades(
         if len(spread) < MIN_ECHOES:
             continue  # the same room told by each side and rank is one failure
         lo, hi = int(times[root]), int(times[max(echoes)])
-        if not _elsewhere(times, lo, hi, requests):
-            continue  # no background to stand out from
-        expected = _background(times[first], lo, hi, requests)
+        expected = _background(times[first], lo, hi, req)
         seen = int(np.sum((times[first] >= lo) & (times[first] <= hi)))
         p = _poisson_sf(seen, expected)
+        if not _elsewhere(times, lo, hi, req):  # to the end of the capture
+            reached = {failures[i]["host"] for i in [root, *echoes]}
+            p = _to_the_end(failures, p, lo, hi, reached, req)
         if p < ALPHA:
             out.append(Cascade(root, sorted(echoes), expected, p))
     return sorted(out, key=lambda c: (c.p, times[c.root]))
+
+
+def _members(parent: list[int | None]) -> dict[int, list[int]]:
+    """Each root and the failures it explains, directly or through other echoes."""
+    root_of = list(range(len(parent)))
+    for j, p in enumerate(parent):
+        if p is not None:
+            root_of[j] = root_of[p]
+    members: dict[int, list[int]] = {}
+    for j, r in enumerate(root_of):
+        if r != j:
+            members.setdefault(r, []).append(j)
+    return members
+
+
+def _to_the_end(
+    failures: list[dict], p_before: float, lo: int, hi: int, reached: set, req: Requests | None
+) -> float:
+    """The p of a cascade whose window leaves too little of the incident after it: the
+    larger of the p across hosts and `p_before`, the p against the time before it (1
+    where either cannot be told: no host it did not reach, too little before it)."""
+    if req is None or req.host_of is None or req.rid is None:
+        return 1.0
+    if float(np.mean(req.sent < lo)) < MIN_BEFORE:
+        return 1.0
+    return max(p_before, _across_hosts(failures, lo, hi, reached, req))
+
+
+def _across_hosts(
+    failures: list[dict], lo: int, hi: int, reached: set, req: Requests
+) -> float:
+    """One-sided Poisson p of the failed requests sent in [lo, hi] on the decode hosts in
+    `reached`, against the rate on the other decode hosts at each load stratum (a failed
+    request: a failure names its rid). 1 where no request went to another host."""
+    failed_rids = {f["rid"] for f in failures if f["rid"] is not None and f["ts_us"] >= lo}
+    host_of = req.host_of() if req.host_of is not None else {}
+    host = np.asarray([host_of.get(r) or "" for r in req.rid], dtype=object)
+    window = (req.sent >= lo) & (req.sent <= hi) & (host != "")
+    on = window & np.isin(host, sorted(reached))
+    off = window & ~on
+    if not on.any() or not off.any():
+        return 1.0
+    failed = np.isin(np.asarray(req.rid, dtype=object), sorted(failed_rids))
+    pooled = (int(np.sum(failed & off)) + 0.5) / (int(np.sum(off)) + 1)
+    expected = 0.0
+    for s in np.unique(req.stratum[on]):
+        there = off & (req.stratum == s)
+        rate = (int(np.sum(failed & there)) + 0.5) / (int(np.sum(there)) + 1) if there.any() \
+            else pooled
+        expected += int(np.sum(on & (req.stratum == s))) * rate
+    return _poisson_sf(int(np.sum(failed & on)), expected)
 
 
 def _units(failures: list[dict]) -> list[tuple]:
@@ -219,28 +285,24 @@ def _first_of_unit(unit: list[tuple]) -> np.ndarray:
     return np.asarray(keep, dtype=np.int64)
 
 
-def _elsewhere(
-    times: np.ndarray, lo: int, hi: int, requests: tuple[np.ndarray, np.ndarray] | None
-) -> bool:
+def _elsewhere(times: np.ndarray, lo: int, hi: int, requests: Requests | None) -> bool:
     """Whether at least MIN_OUTSIDE of the incident lies outside [lo, hi] (its requests,
     else its time): a window over nearly all of it has no background to compare with."""
-    if requests is not None and len(requests[0]):
-        sent = requests[0]
+    if requests is not None:
+        sent = requests.sent
         return float(np.mean((sent < lo) | (sent > hi))) >= MIN_OUTSIDE
     span = int(times.max() - times.min()) if len(times) else 0
     return span > 0 and 1 - (hi - lo) / span >= MIN_OUTSIDE
 
 
-def _background(
-    times: np.ndarray, lo: int, hi: int, requests: tuple[np.ndarray, np.ndarray] | None
-) -> float:
+def _background(times: np.ndarray, lo: int, hi: int, requests: Requests | None) -> float:
     """Failures the rest of the incident predicts in [lo, hi]: outside it, failures a
     request at each load stratum (a failure is the stratum of the request sent last
     before it); inside, that rate times its requests of each stratum. Without requests,
     failures a second."""
     inside = (times >= lo) & (times <= hi)
-    if requests is not None and len(requests[0]):
-        sent, stratum = requests
+    if requests is not None:
+        sent, stratum = requests.sent, requests.stratum
         order = np.argsort(sent, kind="stable")
         sent, stratum = sent[order], stratum[order]
         at = np.clip(np.searchsorted(sent, times, side="right") - 1, 0, len(sent) - 1)
@@ -414,15 +476,29 @@ def order_sentence(
     return "; ".join(said)
 
 
-def _requests(s: Scope) -> tuple[np.ndarray, np.ndarray] | None:
+def _requests(s: Scope) -> Requests | None:
     from .onset import load_strata
 
     where, params = s.where()
     got = s.con.execute(
-        f"SELECT start_us, concurrency FROM results WHERE {where} AND start_us IS NOT NULL",
+        f"""SELECT start_us, concurrency, rid FROM results
+            WHERE {where} AND start_us IS NOT NULL""",
         params,
     ).fetchnumpy()
     if not len(got["start_us"]):
         return None
     conc = np.asarray(np.ma.filled(np.ma.asarray(got["concurrency"], dtype=float), np.nan))
-    return np.asarray(got["start_us"], dtype=np.int64), load_strata(conc)
+    rid = np.asarray(np.ma.filled(np.ma.asarray(got["rid"]).astype(object), None), dtype=object)
+    return Requests(np.asarray(got["start_us"], dtype=np.int64), load_strata(conc), rid,
+                    lambda: _decode_hosts(s))  # fmt: skip
+
+
+def _decode_hosts(s: Scope) -> dict[str, str]:
+    """Each judged request's decode host, by rid (suspects' table: request_evidence's)."""
+    from .suspects import suspects
+
+    got = suspects(s)
+    if got.table is None or got.rows is None or "decode_host" not in got.table.columns:
+        return {}
+    hosts = got.table.columns["decode_host"]
+    return {str(r): h for r, h in zip(got.rows["rid"], hosts, strict=True) if r and h}

@@ -26,7 +26,8 @@ from .rooms import RoomsReport, rooms
 from .runs import Runs
 from .skew import Skew, skew
 from .stock import StockEvidence, stock
-from .suspects import Suspects, describe, suspects
+from .suspects import Suspects, suspects
+from .verdict import Verdict, decide
 
 SUPPRESSED = r"^Suppressed (\d+) messages from (\S+)"
 
@@ -127,10 +128,12 @@ class Report:
     first_failure: FirstFailure | None
     integrity: Integrity
     flight: Flight
+    verdict: Verdict
 
     def as_dict(self) -> dict:
         return {
             "run": self.run,
+            "verdict": self.verdict.as_dict(),
             "coverage": asdict(self.coverage),
             "rooms": self.rooms.as_dict(),
             "correlation": self.correlation.as_dict(),
@@ -150,10 +153,10 @@ class Report:
         }
 
     def headline(self) -> list[str]:
-        """The top finding, first in the report, the dashboard's banner and the bundle's
-        README: the strongest conclusion (the association covering the most corrupted
-        requests) and the top suspect, both when they are two findings; else what the
-        evidence cannot yet say."""
+        """The verdict and its evidence, first in the report, the dashboard's banner and
+        the bundle's README: its statement, the rank the others waited on (the Flight
+        Recorder), the impact, the next experiment, the runners-up; without harness
+        results, that there are none."""
         return headline(self)
 
     def sentences(self) -> list[str]:
@@ -179,30 +182,10 @@ class Report:
 
 def headline(rep: Report) -> list[str]:
     """See Report.headline."""
-    out = [rep.first_failure.headline()] if rep.first_failure else []
-    out += rep.flight.sentences()[:1]  # the rank the others waited on
-    found = [a for a in rep.correlation.associations if a.table.significant]
-    if found:
-        best = max(found, key=lambda a: (a.table.exposed_cases, -(a.table.p_value or 1.0)))
-        out.append(best.conclusion)
-    top = rep.suspects.found()[:1]
-    if top:
-        out.append("top suspect: " + describe(top[0], rep.suspects.ranking.corrupted))
-    if began := rep.onset.headline():
-        out.append(began)
-    if out:
-        return out
-    if not rep.coverage.hosts and rep.coverage.window is not None:
-        return rep.coverage.sentences()[:1]  # an empty window: the incident's span
-    if not rep.coverage.results:
-        return [
-            "no harness results: no request is judged corrupted or intact (ingest the "
-            "reproducer's results beside the logs)"
-        ]
-    said = rep.suspects.sentences()[:1]  # "insufficient evidence …" leads: no suspect
-    if rep.correlation.associations and rep.correlation.corrupted:
-        said = [*said, rep.correlation.associations[0].conclusion]
-    return said
+    v = rep.verdict
+    if v.kind == "none" and not rep.coverage.hosts and rep.coverage.window is not None:
+        return [v.statement, *rep.coverage.sentences()[:1]]  # an empty window: the span
+    return [v.statement, *rep.flight.sentences()[:1], *v.evidence()]
 
 
 def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:
@@ -212,22 +195,24 @@ def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:
 
 
 def _report(s: Scope, top: int) -> Report:
+    found = (correlate(s), suspects(s), onset(s), first_failure(s))
     return Report(
         s.run,
         coverage(s),
         rooms(s, limit=top),
-        correlate(s),
+        found[0],
         compare(s),
         skew(s),
         canary(s, top=top),
         stock(s),
-        suspects(s),
-        onset(s),
+        found[1],
+        found[2],
         pairs(s),
         fail_open(s),
-        first_failure(s),
+        found[3],
         integrity(s),
         flight(s),
+        decide(s, found[3], found[2], found[1], found[0]),
     )
 
 

@@ -122,3 +122,29 @@ def _failure(t: int, host: str, tp: int, rid: str, room: int, code: str | None,
              reason: str | None) -> dict:  # fmt: skip
     return {"ts_us": int(t), "host": host, "tp": tp, "kind": "transfer", "rid": rid,
             "room": room, "peer": None, "code": code, "reason": reason}  # fmt: skip
+
+
+def generate_onset_shapes(seed: int) -> Requests:
+    """One onset of a shape the scan was not tuned on (the interval's coverage sweep): the
+    rate from 2 % to 10–40 % for requests sent after a time 20–80 % of the way in, over
+    600–3,000 requests in 2–5 load phases of random levels and lengths, and in half of
+    them a load change within 5 % of the requests of the onset."""
+    rng = np.random.default_rng([seed, 65])
+    n = int(rng.integers(600, 3001))
+    after = float(rng.choice([0.10, 0.20, 0.30, 0.40]))
+    at = int(rng.uniform(0.2, 0.8) * n)
+    cuts = sorted(int(c) for c in rng.uniform(0.1, 0.9, int(rng.integers(1, 5))) * n)
+    if rng.random() < 0.5:  # a load change beside the onset
+        cuts = sorted({*cuts, at + int(rng.integers(-n // 20, n // 20 + 1))})
+    phase = np.searchsorted(np.asarray(cuts), np.arange(n), side="right")
+    level = rng.choice(PHASES, size=len(cuts) + 1)
+    c_lo = np.array([LOADS[p][0][0] for p in level])[phase]
+    c_hi = np.array([LOADS[p][0][1] for p in level])[phase]
+    concurrency = rng.integers(c_lo, c_hi, endpoint=False).astype(float)
+    gap = rng.integers(GAP_US // 4, GAP_US, n)
+    t = T0_US + np.cumsum(gap)
+    sessions = int(rng.integers(8, 64))
+    session = np.array([f"s{k % sessions:02d}" for k in range(n)], dtype=object)
+    rate = np.where(np.arange(n) >= at, after, 0.02)
+    y = rng.random(n) < rate
+    return Requests("onset", t, y, concurrency, session, phase, int(t[at]))

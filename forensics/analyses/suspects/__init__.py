@@ -20,7 +20,7 @@ from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
 from .causes import known_causes, plan_toml
 from .features import Feature, Table, declared, load_table
-from .headline import Headline, headline
+from .headline import Headline, headline, request_rows
 from .named_levels import named_levels
 from .nearby import GRID_S, near, template_of
 from .predicates import Predicate, Skipped
@@ -39,6 +39,10 @@ class Suspects:
     missing_evidence: list[dict[str, str]]  # factors no request has: feature, needs
     peers: dict[str, int] = field(default_factory=dict)  # corrupted requests' peers' outcomes
     headline: Headline | None = None
+    # the judged requests and each one's run, session, rid and send time (headline.py's
+    # request_rows), for the analyses that weigh a suspect against others (the verdict)
+    table: Table | None = field(default=None, repr=False, compare=False)
+    rows: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def suspects(self) -> list[Suspect]:
@@ -292,7 +296,8 @@ def _suspects(
     out = Suspects(chosen, fdr, method, min_support, ranking, table.left_out, missing,
                    _peers(con, chosen))  # fmt: skip
     found = out.found()
-    out.headline = headline(con, table, found[0] if found else None)
+    out.table, out.rows = table, request_rows(con, table)
+    out.headline = headline(table, out.rows, found[0] if found else None)
     return out
 
 

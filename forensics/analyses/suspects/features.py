@@ -16,6 +16,8 @@ import numpy as np
 from ...statuses import NO_REPLY, UNCOMPARED, UNJUDGED_SQL
 
 KINDS = ("numeric", "event", "level", "verdict", "step")
+# the verdict's kind a suspect of the factor makes (features.toml's `story`)
+STORIES = ("factor", "host", "pair", "integrity", "load", "time")
 # How an event's window reads in a predicate (the request_evidence view's window).
 WINDOWS = {
     "request": "in its window (decode's Receive→Finish for it, else the client's send→reply ±1 s)",
@@ -35,6 +37,7 @@ class Feature:
     levels: dict[str, str] = field(default_factory=dict)  # level -> how it reads
     # a host or rank: past MAX_LEVELS each is tested against the rest, as one family
     peers: bool = False
+    story: str = "factor"  # see STORIES
 
 
 @lru_cache(maxsize=1)
@@ -46,6 +49,8 @@ def declared() -> tuple[Feature, ...]:
         f = Feature(**d)
         if f.kind not in KINDS:
             raise ValueError(f"feature {f.name}: unknown kind {f.kind!r}")
+        if f.story not in STORIES:
+            raise ValueError(f"feature {f.name}: unknown story {f.story!r}")
         if (f.kind == "event") != (f.window in WINDOWS):
             raise ValueError(f"feature {f.name}: an event, and only an event, has a window")
         out.append(f)

@@ -52,9 +52,9 @@ class Headline:
         return f"headline: what changed first — {self.changed}{first}{after}; {impact}"
 
 
-def headline(con: duckdb.DuckDBPyConnection, table: Table, top: Suspect | None) -> Headline:
-    """The headline of `table`'s judged requests with `top` (the first suspect, or None)."""
-    rows = _rows(con, table)
+def headline(table: Table, rows: dict[str, np.ndarray], top: Suspect | None) -> Headline:
+    """The headline of `table`'s judged requests (`rows`: request_rows' of them) with `top`
+    (the first suspect, or None)."""
     y = table.corrupted
     sessions = {(r, s) for r, s in zip(rows["run"], rows["session"], strict=True)}
     bad = {(r, s) for r, s, c in zip(rows["run"], rows["session"], y, strict=True) if c}
@@ -78,7 +78,7 @@ def headline(con: duckdb.DuckDBPyConnection, table: Table, top: Suspect | None) 
     return h
 
 
-def _rows(con: duckdb.DuckDBPyConnection, table: Table) -> dict[str, np.ndarray]:
+def request_rows(con: duckdb.DuckDBPyConnection, table: Table) -> dict[str, np.ndarray]:
     """Each row's run, session, rid and send time, in the table's order (by its keys)."""
     n = len(table)
     if table.keys is None:

@@ -1,0 +1,320 @@
+"""The verdict: the one hypothesis the analyses agree explains the incident, printed first.
+
+The hypotheses come from the analyses that exist (the first failure and its cascade,
+the onset, the suspects and the correlation's integrity tables) and are weighed in one
+order, the first that applies winning (docs/details.md, "The verdict"):
+
+1. `failure_cascade`: a cascade stands out and the corrupted requests concentrate after
+   its first failure on the hosts it reached.
+2. The top suspect (or integrity association) that passes its screen and, where an onset
+   is found too, explains it: scanned again without the requests the suspect touches, the
+   onset is no longer found. Its kind is its factor's story (features.toml): `line`,
+   `host`, `pair`, `config`, `factor`, `integrity`.
+3. `onset`: a found onset no suspect explains; a failure logged inside its interval
+   narrows it ("began with …"). The time factors are its evidence, never a verdict.
+4. `load`: only the load's own factors pass.
+5. `none`.
+
+The others that apply follow in `others`, each in the same form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..plural import counted
+from ..scope import Scope
+from ..statuses import BAD_VERDICTS
+from ..timefmt import iso_us
+from .cascades import FirstFailure
+from .correlate import Correlation
+from .onset import ALPHA as ONSET_ALPHA
+from .onset import Onset, scan
+from .stats import finite, fmt_num, fmt_p, fmt_pct, two_by_two
+from .suspects import Suspects
+from .suspects.causes import for_run, known_causes
+from .suspects.features import declared
+from .suspects.rank import Suspect
+
+KINDS = ("failure_cascade", "onset", "line", "host", "pair", "config", "factor",
+         "integrity", "load", "none")  # fmt: skip
+EXPLAIN_PERMUTATIONS = 199  # the onset scanned again without a suspect's requests
+# no suspect: the experiment that says whether the bytes arrive intact, and the baseline
+NONE_CAUSE = "transport-rails"
+NO_RESULTS = ("no harness results: no request is judged corrupted or intact (ingest the "
+              "reproducer's results beside the logs)")
+GOLDEN = ("forensics repro http://127.0.0.1:30000 --sessions 64 --rounds 8 --golden "
+          "--run golden --out golden.jsonl")  # fmt: skip
+
+
+@dataclass
+class Hypothesis:
+    """One explanation of the incident: what it is, where, when and how sure."""
+
+    kind: str  # one of KINDS
+    statement: str  # one sentence
+    host: str | None = None
+    rank: int | None = None
+    pair: list[str] | None = None
+    ts_us: int | None = None  # when it began (µs since the epoch)
+    interval_us: list[int] | None = None  # [lo, hi] around ts_us
+    p: float | None = None  # the hypothesis' own test
+    cause_id: str | None = None  # the first known cause (causes.toml)
+    causes: list[str] = field(default_factory=list)  # the other known causes
+
+    def as_dict(self) -> dict:
+        return {k: finite(v) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+@dataclass
+class Verdict(Hypothesis):
+    impact: dict = field(default_factory=dict)  # corrupted, judged, sessions…
+    next: dict | None = None  # the experiment of its cause (causes.toml's, for this run)
+    others: list[Hypothesis] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        d = super().as_dict()
+        d["others"] = [o.as_dict() for o in self.others]
+        return d
+
+    def evidence(self) -> list[str]:
+        """The lines under the statement on the first screen: impact, what comes next,
+        the runners-up (at most three)."""
+        i = self.impact
+        out = []
+        if i.get("judged"):
+            out.append(f"impact: {i['corrupted']:,} of {counted(i['judged'], 'judged request')}"
+                       f" corrupted, in {i['sessions_corrupted']:,} of "
+                       f"{counted(i['sessions'], 'session')}")  # fmt: skip
+        if self.next:
+            out.append(f"next: {' '.join(self.next['toggle'].split())}; run {self.next['repro']}")
+        for o in self.others[:3]:
+            out.append(f"also: {o.statement}")
+        if len(self.others) > 3:
+            out.append(f"+{len(self.others) - 3} more hypotheses (report --json: verdict.others)")
+        return out
+
+
+def decide(
+    s: Scope,
+    first: FirstFailure | None,
+    onset: Onset,
+    sus: Suspects,
+    correlation: Correlation,
+) -> Verdict:
+    """The verdict over one scope, from the analyses the report computed."""
+    ranked: list[Hypothesis] = []
+    cascade = _cascade(first, sus)
+    if cascade is not None:
+        ranked.append(cascade)
+    candidates = _suspected(sus, correlation)
+    explains = [h for h, exposed in candidates if _explains(onset, sus, exposed)]
+    found_onset = _onset(onset, first) if onset.found else None
+    load = [h for h in explains if h.kind == "load"]
+    causes = [h for h in explains if h.kind != "load"]
+    ranked += causes[:1]
+    if found_onset is not None:
+        ranked.append(found_onset)
+    ranked += causes[1:] + load
+    ranked += [h for h, _ in candidates if h not in explains]
+    if not ranked:
+        ranked.append(_none(sus))
+    top, others = ranked[0], ranked[1:]
+    return Verdict(**asdict(top), impact=_impact(sus), next=_next(top, s), others=others)
+
+
+def _cascade(first: FirstFailure | None, sus: Suspects) -> Hypothesis | None:
+    """The first failure, where the corrupted requests concentrate after it on the hosts
+    its cascade reached (Fisher's test of those requests against the rest)."""
+    if first is None or sus.table is None or sus.rows is None or not len(sus.table):
+        return None
+    sent = sus.rows["sent_us"]
+    host = sus.table.columns.get("decode_host")
+    after = sent >= first.ts_us
+    if host is not None and {h for h in host if h} - set(first.hosts):
+        after &= np.isin(host, first.hosts)  # only where it reached
+    y = sus.table.corrupted
+    t = two_by_two(int(y[after].sum()), int(after.sum()), int(y[~after].sum()),
+                   int((~after).sum()))  # fmt: skip
+    if not t.significant or (t.relative_risk or 0) <= 1:
+        return None
+    rank = "" if first.rank is None else f" TP{first.rank}"
+    what = f"{first.kind} {first.code}" if first.code else first.kind
+    statement = (
+        f"a failure cascade: {first.host}{rank} failed first at {iso_us(first.ts_us)} "
+        f"({what}); {first.echoes:,} later failures echo it on {', '.join(first.hosts)}, "
+        f"and {t.exposed_cases:,} of {counted(t.exposed_total, 'request')} sent after it "
+        f"there came back corrupted against {t.control_cases:,} of {t.control_total:,} "
+        f"elsewhere (cascade {fmt_p(first.p)})"
+    )
+    ids = _cause_ids("failure_cascade", sus)
+    return Hypothesis("failure_cascade", statement, first.host, first.rank, None,
+                      first.ts_us, [first.ts_us, first.ts_us], first.p, *_split(ids))  # fmt: skip
+
+
+def _suspected(sus: Suspects, corr: Correlation) -> list[tuple[Hypothesis, np.ndarray | None]]:
+    """The suspects that pass (the time factors left out: the onset's evidence) and the
+    correlation's integrity associations, in the suspects' order, each with the rows it
+    holds for (None: not known)."""
+    stories = {f.name: f.story for f in declared()}
+    out: list[tuple[Hypothesis, np.ndarray | None]] = []
+    for a in corr.associations:
+        if a.table.significant and (a.table.relative_risk or 0) > 1:
+            exposed = _integrity_rows(a.name, sus)
+            out.append((_timed(_integrity(a), exposed, sus), exposed))
+    for sp in sus.found():
+        kind = _kind(sp, stories)
+        if kind is not None:
+            out.append((_timed(_from_suspect(sp, kind), sp.exposed, sus), sp.exposed))
+    return out
+
+
+def _integrity_rows(name: str, sus: Suspects) -> np.ndarray | None:
+    """The judged requests with a bad room (or in a step with unexpected page writes)."""
+    cols = sus.table.columns if sus.table is not None else {}
+    if name == "bad_room" and "verdict" in cols:
+        return np.isin(cols["verdict"], list(BAD_VERDICTS))
+    if name == "bad_step" and "unexpected_steps" in cols:
+        return np.nan_to_num(cols["unexpected_steps"]) > 0
+    return None
+
+
+def _timed(h: Hypothesis, exposed: np.ndarray | None, sus: Suspects) -> Hypothesis:
+    """When a suspect's hypothesis began: from the first request with it to the first
+    corrupted one with it (send times, the client's clock)."""
+    if exposed is None or sus.rows is None:
+        return h
+    sent = sus.rows["sent_us"]
+    with_it = exposed & ~np.isnan(sent)
+    if not with_it.any():
+        return h
+    first = int(sent[with_it].min())
+    bad = with_it & sus.table.corrupted
+    last = int(sent[bad].min()) if bad.any() else first
+    h.ts_us, h.interval_us = first, [first, max(first, last)]
+    return h
+
+
+def _kind(sp: Suspect, stories: dict[str, str]) -> str | None:
+    if sp.after:
+        return None  # what corruption caused, if anything
+    if sp.feature.startswith("line "):
+        return "line"
+    if sp.feature.startswith("tag "):
+        return "config"
+    story = stories.get(sp.feature, "factor")
+    return None if story == "time" else story
+
+
+def _from_suspect(sp: Suspect, kind: str) -> Hypothesis:
+    t = sp.table
+    ids = sp.known_causes or (["batch-load"] if kind == "load" else [])
+    title = {c.id: c.title for c in known_causes()}
+    said = f"; known cause: {title[ids[0]]} ({ids[0]})" if ids else ""
+    statement = (
+        f"{sp.predicate} goes with the corruption: {t.exposed_cases:,} of "
+        f"{t.exposed_total:,} requests with it corrupted against {t.control_cases:,} of "
+        f"{t.control_total:,} without (RR {fmt_num(t.relative_risk)}, Fisher "
+        f"{fmt_p(t.p_value)}){said}"
+    )
+    h = Hypothesis(kind, statement, p=t.p_value, **dict(zip(("cause_id", "causes"),
+                                                            _split(ids), strict=True)))  # fmt: skip
+    if kind == "host" and sp.level:
+        h.host = sp.level
+    if kind == "pair" and sp.level:
+        h.pair = [x.strip() for x in sp.level.split("→")]
+    return h
+
+
+def _integrity(a) -> Hypothesis:
+    t = a.table
+    statement = (
+        f"{a.label} goes with the corruption: {t.exposed_cases:,} of {t.exposed_total:,} "
+        f"requests with it corrupted against {t.control_cases:,} of {t.control_total:,} "
+        f"without (RR {fmt_num(t.relative_risk)}, Fisher {fmt_p(t.p_value)})"
+    )
+    ids = ["transport-rails"] if a.name == "bad_room" else ["cuda-graph-padding"]
+    return Hypothesis("integrity", statement, p=t.p_value, cause_id=ids[0])
+
+
+def _explains(onset: Onset, sus: Suspects, exposed: np.ndarray | None) -> bool:
+    """Whether a suspect explains the onset: scanned again over the requests it does not
+    touch, no onset is found (no onset: nothing to explain)."""
+    if not onset.found:
+        return True
+    if exposed is None or sus.table is None or sus.rows is None:
+        return False
+    keep = ~exposed & ~np.isnan(sus.rows["sent_us"])
+    conc = sus.table.columns.get("concurrency")
+    again = scan(
+        sus.rows["sent_us"][keep].astype(np.int64),
+        sus.table.corrupted[keep],
+        conc[keep] if conc is not None else np.full(int(keep.sum()), np.nan),
+        np.asarray(sus.rows["session"], dtype=object)[keep],
+        permutations=EXPLAIN_PERMUTATIONS,
+        bootstrap=0,
+    )
+    return not (again.p is not None and again.p < ONSET_ALPHA)
+
+
+def _onset(onset: Onset, first: FirstFailure | None) -> Hypothesis:
+    assert onset.ts_us is not None and onset.ci_us is not None
+    lo, hi = onset.ci_us
+    ts, began = onset.ts_us, ""
+    if first is not None and lo <= first.ts_us <= hi:
+        ts, lo, began = first.ts_us, first.ts_us, f", beginning with {first.host}'s {first.kind}"
+        hi = max(hi, ts)
+    statement = (
+        f"corruption began at {iso_us(ts)}{began} (95 % interval {iso_us(lo)} – {iso_us(hi)}; "
+        f"{fmt_pct(onset.rate_before)} of the requests before, {fmt_pct(onset.rate_after)} "
+        f"after, permutation {fmt_p(onset.p)}) and no factor explains it"
+    )
+    return Hypothesis("onset", statement, ts_us=ts, interval_us=[lo, hi], p=onset.p)
+
+
+def _none(sus: Suspects) -> Hypothesis:
+    r = sus.ranking
+    if not r.requests:
+        return Hypothesis("none", NO_RESULTS)
+    statement = (
+        f"no cause stands out: {r.corrupted:,} of {counted(r.requests, 'judged request')} "
+        "corrupted, at one rate across the factors, hosts, time and load the logs show"
+    )
+    return Hypothesis("none", statement)
+
+
+def _cause_ids(kind: str, sus: Suspects) -> list[str]:
+    """A cascade's known causes: peer-loss where a lost peer's requests were answered,
+    with the top suspect's after it."""
+    ids = ["peer-loss"]
+    for sp in sus.found()[:1]:
+        ids += [c for c in sp.known_causes if c not in ids]
+    return ids
+
+
+def _split(ids: list[str]) -> tuple[str | None, list[str]]:
+    return (ids[0] if ids else None), list(ids[1:])
+
+
+def _impact(sus: Suspects) -> dict:
+    h = sus.headline
+    if h is None:
+        return {"corrupted": 0, "judged": 0, "sessions_corrupted": 0, "sessions": 0}
+    return {"corrupted": h.corrupted, "judged": h.requests,
+            "sessions_corrupted": h.sessions_corrupted, "sessions": h.sessions}  # fmt: skip
+
+
+def _next(top: Hypothesis, s: Scope) -> dict | None:
+    """The experiment of the verdict's cause, against the incident's own server; for none,
+    the checksums' experiment and the model's own baseline (`repro --golden`)."""
+    cause = NONE_CAUSE if top.kind == "none" else top.cause_id
+    if cause is None:
+        return None
+    exp = next(c.experiment for c in known_causes() if c.id == cause)
+    tags = next(iter(s.tags.values()), {}) if s.tags else {}
+    out = {"cause_id": cause, **for_run(exp.as_dict(), tags)}
+    if top.kind == "none":
+        out["baseline"] = for_run({"repro": GOLDEN}, tags)["repro"]
+    return out
