@@ -45,6 +45,7 @@ _WHERE = {
     "summarize": ".store.summary",
     "trace": ".artifacts.trace",
     "suspects": ".analyses.suspects",
+    "verdict": ".analyses.report",
     "verify": ".store.integrity",
 }
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "summarize",
     "suspects",
     "trace",
+    "verdict",
     "verify",
 ]
 
@@ -94,7 +96,7 @@ if TYPE_CHECKING:
     from .analyses.compare import compare
     from .analyses.correlate import correlate
     from .analyses.follow import follow
-    from .analyses.report import report
+    from .analyses.report import report, verdict
     from .analyses.rooms import rooms
     from .analyses.skew import skew
     from .analyses.suspects import suspects

@@ -614,7 +614,8 @@ def suspects(
     top: Annotated[int, typer.Option(help="Lines of the ranking to show.")] = 15,
     plan: Annotated[
         Path | None,
-        typer.Option("--plan", help="Write the top experiment as an `experiment ab` plan."),
+        typer.Option("--plan", help="Write the verdict's next experiment as an `experiment ab` "
+                     "plan (no known cause: the KV checksums' and the model's baseline)."),
     ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -626,24 +627,23 @@ def suspects(
     Example: forensics suspects --run incident --plan next.toml
     """
     from . import terminal
+    from .analyses.report import report as run_report
     from .analyses.suspects import suspects as run_suspects
+    from .analyses.verdict import plan as verdict_plan
 
     with _scope(db, run, since, until) as s:
         res = run_suspects(s, None, fdr, min_support, dependent)
         _emit(res, json, lambda con, r: terminal.suspects(con, r, top))
+        if plan is not None:
+            text, why = verdict_plan(run_report(s).verdict, next(iter(s.tags.values()), {}))
     if plan is not None:
-        text = res.plan()
-        if text is None:
-            _fail("--plan: no suspect with a known experiment to write")
         try:
             plan.write_text(text, encoding="utf-8")
         except OSError as exc:
             _fail(f"--plan {plan}: {exc.strerror}")
         if not json:
-            top = res.top_experiment()
-            why = f" ({top.known_causes[0]}, for {top.predicate})" if top else ""
-            sys.stderr.write(f"plan written to {visible(str(plan))}{visible(why)}: forensics "
-                             f"experiment ab {visible(str(plan))}\n")  # fmt: skip
+            sys.stderr.write(f"plan written to {visible(str(plan))} ({visible(why)}): "
+                             f"forensics experiment ab {visible(str(plan))}\n")  # fmt: skip
 
 
 experiment_app = typer.Typer(rich_markup_mode=None)  # its help: the callback's docstring

@@ -380,11 +380,11 @@ def _schedule(con: Console, r: ExperimentResult) -> None:
     """--dry-run: one cycle of blocks, then how many the budget allows and the worst case."""
     assert r.schedule is not None and r.summary is not None
     t = Table(title=f"experiment {r.verb}: the schedule (--dry-run)", title_justify="left")
-    for col in ("block", "arm", "flags", "requests judged", "worst case"):
+    for col in ("block", "arm", "flags and environment", "requests judged", "worst case"):
         t.add_column(col)
     for b in r.schedule:
         lo, hi = b["requests"]
-        t.add_row(str(b["block"]), b["arm"], b["flags"] or "-", f"{lo:,}–{hi:,}" if hi > lo
+        t.add_row(str(b["block"]), b["arm"], b["change"], f"{lo:,}–{hi:,}" if hi > lo
                   else f"{lo:,}", f"{b['worst_case_s']:,.0f} s")  # fmt: skip
     con.print(t)
     s = r.summary

@@ -84,10 +84,16 @@ class Onset:
                 f"{_pct(self.rate_before)} before, {_pct(self.rate_after)} after, "
                 f"p = {_p(self.p)}, within load strata)")  # fmt: skip
 
-    def sentences(self) -> list[str]:
+    def sentences(self, role: str | None = None) -> list[str]:
+        """The onset in sentences; `role`: what it is beside the report's verdict ("the
+        verdict": its statement said it already, left out; else named beside its time)."""
         if self.why_not:
             return [f"onset: not scanned: {self.why_not}"]
         out = [h] if (h := self.headline()) else []
+        if role == "the verdict":
+            out = []
+        elif role and out:
+            out = [f"the onset scan's change point ({role}, not the verdict's time): {out[0]}"]
         if not self.found and self.p is not None:
             out.append(f"onset: no change in the corruption rate within load strata "
                        f"(p = {_p(self.p)}, {self.permutations} permutations)")  # fmt: skip

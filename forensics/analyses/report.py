@@ -159,6 +159,23 @@ class Report:
         results, that there are none."""
         return headline(self)
 
+    def _suspect_is_verdict(self) -> bool:
+        v, top = self.verdict, self.suspects.found()[:1]
+        return bool(top) and v.kind not in ("failure_cascade", "onset", "none") and (
+            top[0].predicate in v.statement)  # fmt: skip
+
+    def _onset_sentences(self) -> list[str]:
+        """The onset's, each time said as what it is beside the verdict: the verdict's own
+        (left out: the statement said it; a failure that marked it settles the load change
+        beside it), or the scan's change point the verdict explains."""
+        v = self.verdict
+        if v.kind == "onset":
+            said = self.onset.sentences("the verdict")
+            return [x for x in said if "beginning with" not in v.statement
+                    or not x.startswith("the load changed")]  # fmt: skip
+        return self.onset.sentences(f"the {v.kind.replace('_', ' ')} verdict explains it"
+                                    if v.kind != "none" else "no verdict")  # fmt: skip
+
     def sentences(self) -> list[str]:
         """What an engineer pastes into the bug report, the headline first, each sentence
         once (sections that follow the same runs say so each)."""
@@ -168,8 +185,8 @@ class Report:
             *self.rooms.sentences(),
             *self.stock.sentences(),
             *self.correlation.sentences(),
-            *self.suspects.sentences(),
-            *self.onset.sentences(),
+            *self.suspects.sentences(headline=self._suspect_is_verdict()),
+            *self._onset_sentences(),
             *self.pairs.sentences(),
             *self.fail_open.sentences(),
             *self.integrity.sentences(),
@@ -186,6 +203,13 @@ def headline(rep: Report) -> list[str]:
     if v.kind == "none" and not rep.coverage.hosts and rep.coverage.window is not None:
         return [v.statement, *rep.coverage.sentences()[:1]]  # an empty window: the span
     return [v.statement, *rep.flight.sentences()[:1], *v.evidence()]
+
+
+def verdict(db: Db = None, run: Runs = None) -> Verdict:
+    """The one hypothesis that explains the incident (forensics/analyses/verdict.py), as
+    `report` prints it first: kind, statement, where, when, p, known cause, impact, the
+    next experiment and the others."""
+    return report(db, run).verdict
 
 
 def report(db: Db = None, run: Runs = None, top: int = 5) -> Report:

@@ -34,7 +34,7 @@ from .onset import ALPHA as ONSET_ALPHA
 from .onset import Onset, scan
 from .stats import finite, fmt_num, fmt_p, fmt_pct, two_by_two
 from .suspects import Suspects
-from .suspects.causes import for_run, known_causes
+from .suspects.causes import for_run, known_causes, plan_toml
 from .suspects.features import declared
 from .suspects.rank import Suspect
 
@@ -109,9 +109,9 @@ def decide(
     cascade = _cascade(first, sus)
     if cascade is not None:
         ranked.append(cascade)
-    candidates = _suspected(sus, correlation)
+    candidates = _configured(s, sus) + _suspected(sus, correlation)
     explains = [h for h, exposed in candidates if _explains(onset, sus, exposed)]
-    found_onset = _onset(onset, first) if onset.found else None
+    found_onset = _onset(onset, _first_errors(s, first), sus) if onset.found else None
     load = [h for h in explains if h.kind == "load"]
     causes = [h for h in explains if h.kind != "load"]
     ranked += causes[:1]
@@ -169,6 +169,40 @@ def _suspected(sus: Suspects, corr: Correlation) -> list[tuple[Hypothesis, np.nd
         if kind is not None:
             out.append((_timed(_from_suspect(sp, kind), sp.exposed, sus), sp.exposed))
     return out
+
+
+def _configured(s: Scope, sus: Suspects) -> list[tuple[Hypothesis, np.ndarray | None]]:
+    """Prefill and decode disagree on arguments that must agree (the config_pairs view):
+    a hypothesis where the requests through the pairs that disagree are corrupted more
+    (Fisher's test against the rest)."""
+    where, params = s.where_followed()
+    rows = s.con.execute(
+        f"""SELECT prefill_host, decode_host, name, prefill_value, decode_value
+            FROM config_pairs WHERE {where} ORDER BY ALL""",
+        params,
+    ).fetchall()
+    cols = sus.table.columns if sus.table is not None else {}
+    if not rows or "prefill_host" not in cols or "decode_host" not in cols:
+        return []
+    pairs = {(p, d) for p, d, *_ in rows}
+    exposed = np.array([(p, d) in pairs for p, d in zip(cols["prefill_host"], cols["decode_host"],
+                                                          strict=True)], dtype=bool)  # fmt: skip
+    y = sus.table.corrupted
+    t = two_by_two(int(y[exposed].sum()), int(exposed.sum()), int(y[~exposed].sum()),
+                   int((~exposed).sum()))  # fmt: skip
+    if not t.significant or (t.relative_risk or 0) <= 1:
+        return []
+    (p0, d0, *_), differ = rows[0], "; ".join(
+        f"{n} {pv} on {p} against {dv} on {d}" for p, d, n, pv, dv in rows[:3])
+    statement = (
+        f"prefill and decode disagree on arguments that must agree ({differ}"
+        f"{f'; +{len(rows) - 3} more' if len(rows) > 3 else ''}), and {t.exposed_cases:,} of "
+        f"{counted(t.exposed_total, 'request')} through them came back corrupted against "
+        f"{t.control_cases:,} of {t.control_total:,} elsewhere (Fisher {fmt_p(t.p_value)})"
+    )
+    h = Hypothesis("config", statement, host=d0, pair=[p0, d0], p=t.p_value,
+                   cause_id="pd-config-mismatch")  # fmt: skip
+    return [(_timed(h, exposed, sus), exposed)]
 
 
 def _integrity_rows(name: str, sus: Suspects) -> np.ndarray | None:
@@ -259,13 +293,34 @@ def _explains(onset: Onset, sus: Suspects, exposed: np.ndarray | None) -> bool:
     return not (again.p is not None and again.p < ONSET_ALPHA)
 
 
-def _onset(onset: Onset, first: FirstFailure | None) -> Hypothesis:
+def _first_errors(s: Scope, first: FirstFailure | None) -> list[tuple[int, str, str]]:
+    """The candidate change points a failure marks: the cascade's first failure and each
+    host's first failure (time, host, kind), in time order."""
+    where, params = s.where_followed()
+    rows = s.con.execute(
+        f"""SELECT min(ts_us), host, arg_min(kind, ts_us) FROM failures
+            WHERE {where} AND ts_us IS NOT NULL GROUP BY host""",
+        params,
+    ).fetchall()
+    out = [(int(t), str(h), str(k)) for t, h, k in rows]
+    if first is not None:
+        out.append((first.ts_us, first.host, first.kind))
+    return sorted(set(out))
+
+
+def _onset(onset: Onset, marks: list[tuple[int, str, str]], sus: Suspects) -> Hypothesis:
+    """The onset; where a failure lies inside its interval, the change point it marks: the
+    interval narrows to the failure and the first request sent after it."""
     assert onset.ts_us is not None and onset.ci_us is not None
     lo, hi = onset.ci_us
     ts, began = onset.ts_us, ""
-    if first is not None and lo <= first.ts_us <= hi:
-        ts, lo, began = first.ts_us, first.ts_us, f", beginning with {first.host}'s {first.kind}"
-        hi = max(hi, ts)
+    mark = next(((t, h, k) for t, h, k in marks if lo <= t <= hi), None)
+    if mark is not None:
+        sent = sus.rows["sent_us"] if sus.rows is not None else np.zeros(0)
+        later = sent[sent >= mark[0]]
+        ts = lo = mark[0]
+        hi = int(later.min()) if len(later) else mark[0]
+        began = f", beginning with the {mark[2]} failure {mark[1]} logged then"
     statement = (
         f"corruption began at {iso_us(ts)}{began} (95 % interval {iso_us(lo)} – {iso_us(hi)}; "
         f"{fmt_pct(onset.rate_before)} of the requests before, {fmt_pct(onset.rate_after)} "
@@ -306,15 +361,34 @@ def _impact(sus: Suspects) -> dict:
             "sessions_corrupted": h.sessions_corrupted, "sessions": h.sessions}  # fmt: skip
 
 
-def _next(top: Hypothesis, s: Scope) -> dict | None:
-    """The experiment of the verdict's cause, against the incident's own server; for none,
-    the checksums' experiment and the model's own baseline (`repro --golden`)."""
-    cause = NONE_CAUSE if top.kind == "none" else top.cause_id
-    if cause is None:
-        return None
+def _next(top: Hypothesis, s: Scope) -> dict:
+    """The experiment of the verdict's cause, against the incident's own server; with no
+    known cause, the checksums' experiment (do the bytes arrive intact?) and the model's
+    own baseline (`repro --golden`)."""
+    cause = top.cause_id or NONE_CAUSE
     exp = next(c.experiment for c in known_causes() if c.id == cause)
-    tags = next(iter(s.tags.values()), {}) if s.tags else {}
+    tags = _tags(s)
     out = {"cause_id": cause, **for_run(exp.as_dict(), tags)}
-    if top.kind == "none":
+    if top.cause_id is None:
         out["baseline"] = for_run({"repro": GOLDEN}, tags)["repro"]
     return out
+
+
+def _tags(s: Scope) -> dict[str, str]:
+    return next(iter(s.tags.values()), {}) if s.tags else {}
+
+
+def plan(v: Verdict, tags: dict[str, str]) -> tuple[str, str]:
+    """The `experiment ab` plan of the verdict's next experiment (`suspects --plan`), and
+    what it is for, in a line."""
+    nxt = v.next or {}
+    cause = str(nxt.get("cause_id") or NONE_CAUSE)
+    text = plan_toml(cause, nxt, tags)
+    if v.cause_id is not None:
+        return text, f"{cause}, for the verdict ({v.kind})"
+    why = ("no suspect was found" if v.kind == "none"
+           else f"the verdict ({v.kind}) has no known cause")  # fmt: skip
+    head = (f"# {why}: this plan asks whether the KV bytes arrive intact (checksums on both "
+            "sides);\n# measure the model's own baseline first (every session alone, "
+            f"temperature 0): {nxt.get('baseline', GOLDEN)}\n")
+    return head + text, f"{cause}: {why}; the baseline: {nxt.get('baseline', GOLDEN)}"

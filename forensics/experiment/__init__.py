@@ -468,8 +468,9 @@ def _schedule(plan: Plan, cycle: list[Arm], res: ExperimentResult) -> list[dict]
     res.summary = {"blocks": list(blocks), "requests_per_block": [fewest, most],
                    "budget": budget * tests, "worst_case_s_per_block": worst_s,
                    "worst_case_s": worst_s * blocks[1]}  # fmt: skip
-    return [{"block": k, "arm": arm.name, "flags": arm.flags, "requests": [fewest, most],
-             "worst_case_s": worst_s} for k, arm in enumerate(cycle)]  # fmt: skip
+    return [{"block": k, "arm": arm.name, "flags": arm.flags, "env": arm.env,
+             "change": arm.change(), "requests": [fewest, most], "worst_case_s": worst_s}
+            for k, arm in enumerate(cycle)]  # fmt: skip
 
 
 __all__ = ["BAD", "GOOD", "ExperimentResult", "ab", "check", "minimize"]

@@ -98,7 +98,7 @@ def _number(text: str) -> float:
 
 START_KEYS = {"command": (str, list), "health": str, "timeout_s": (int, float)}
 BUILD_KEYS = {"command": str}
-ARM_KEYS = {"name": str, "flags": str, "env": dict, "url": str}
+ARM_KEYS = {"name": str, "flags": str, "env": dict, "url": str, "toggle": str}
 _TYPES = {"str": str, "int": int, "float": (int, float), "list": list, "table": dict,
           "tables": list}  # fmt: skip
 
@@ -109,6 +109,13 @@ class Arm:
     flags: str = ""
     env: dict[str, str] = field(default_factory=dict)
     url: str | None = None
+    toggle: str = ""  # what the arm changes, in words (where no flag or variable says it)
+
+    def change(self) -> str:
+        """What the arm changes, as the dry-run shows it: its flags and environment
+        variables, else its toggle in words, else that it runs as it is."""
+        said = " ".join([self.flags, *(f"{k}={v}" for k, v in self.env.items())]).strip()
+        return said or self.toggle or "as it is (no flag, no variable)"
 
 
 @dataclass
@@ -243,7 +250,7 @@ def _arm(p: Path, a: object, i: int) -> Arm:
     env = a.get("env") or {}
     if not all(isinstance(v, str) for v in env.values()):
         raise ForensicsError(f"plan {p}: arms[{i}].env values must be strings")
-    return Arm(a["name"], a.get("flags", ""), dict(env), a.get("url"))
+    return Arm(a["name"], a.get("flags", ""), dict(env), a.get("url"), a.get("toggle", ""))
 
 
 def _needs(plan: Plan) -> None:

@@ -17,6 +17,11 @@ corruption when one causes it. The planted cause alone decides the outcome:
   just before it; only the failures of one pair (prefill's mlx5_3 to decode-1's mlx5_3)
   corrupt, the other pairs' are harmless
 - None: no cause; corruption at one rate everywhere (the null)
+
+Beside a cause (or none), `config=` makes prefill and decode-1 disagree on one argument
+that must agree (`page_size` or `kv_cache_dtype`, as each side's `server_args=` line
+prints it) and corrupts the requests decoded there; `peer_loss=` loses decode-1's remote
+agent (see _lost); `onset=` steps every rate up.
 """
 
 from __future__ import annotations
@@ -54,6 +59,13 @@ RETRIED = 0.15  # of its failed transfers, those the router retries elsewhere
 FAIL_OPEN_RATE = 0.7  # of the rest, answered 200 with garbage
 PHASE = 40  # requests a load phase
 ONSET_STEP = 3.0  # the rate's change at a planted onset
+CONFIG_HOST = "decode-1"  # the decode host whose arguments differ from prefill's (config=)
+# each side's arguments (SGLang's `server_args=ServerArgs(...)`, the names of 0.5) and the
+# value decode-1 prints instead for `config=`
+SERVER_ARGS = {"model_path": "'/models/DeepSeek-V3'", "tp_size": "8", "page_size": "64",
+               "kv_cache_dtype": "'auto'", "attention_backend": "'flashinfer'",
+               "disaggregation_transfer_backend": "'mooncake'"}  # fmt: skip
+CONFIG_VALUES = {"page_size": "32", "kv_cache_dtype": "'fp8_e4m3'"}
 
 
 @dataclass
@@ -69,6 +81,7 @@ class _Plan:
     detect: bool
     began: int | None  # the request from which the onset's rates apply
     lost: int | None  # the request from which LOST_HOST's agent is gone
+    config: str | None  # the argument CONFIG_HOST disagrees with prefill on
     lrng: random.Random  # the peer loss's own draws: the others stay as they were
     pre: list[Entry] = field(default_factory=list)
     dec: list[Entry] = field(default_factory=list)
@@ -114,23 +127,28 @@ def generate_planted(
     detect: bool = False,
     onset: float | None = None,
     peer_loss: float | None = None,
+    config: str | None = None,
 ) -> Incident:
     """`requests` requests in `sessions` sessions with `cause` planted (see the module),
     over `decode_hosts` decode hosts of `dp_ranks` DP ranks each (`lag_s`, `side`: where
     the "line" cause is logged; `detect`: a line saying so after each corrupted request's
     transfer, a consequence; `onset`: from the middle of the load phase this share of the
     requests in, every rate ×ONSET_STEP, its time the truth's `onset_us`; `peer_loss`:
-    from this share of the requests in, decode-1's remote agent is gone — see _lost)."""
+    from this share of the requests in, decode-1's remote agent is gone — see _lost;
+    `config`: an argument of CONFIG_VALUES on which decode-1 disagrees with prefill)."""
     if cause is not None and cause not in CAUSES:
         raise ValueError(f"unknown cause {cause!r}; choose from {', '.join(CAUSES)} or None")
+    if config is not None and config not in CONFIG_VALUES:
+        raise ValueError(f"unknown config {config!r}; choose from {', '.join(CONFIG_VALUES)}")
     hosts = [f"decode-{i}" for i in range(max(2, decode_hosts))]
     plan = _Plan(
         cause, random.Random(f"planted:{cause}:{seed}"), hosts, lag_s, side, detect,
         None if onset is None else int(onset * requests) // PHASE * PHASE + PHASE // 2,
-        None if peer_loss is None else int(peer_loss * requests),
+        None if peer_loss is None else int(peer_loss * requests), config,
         random.Random(f"peer_loss:{seed}"), recent={h: [] for h in hosts},
     )  # fmt: skip
     t = T0_US
+    _started(plan, t)
     for host in hosts:
         plan.D(host, t, _sglang(t, f"Capture cuda graph bs [{', '.join(map(str, CAPTURED))}]"))
     phase = "low"
@@ -144,6 +162,22 @@ def generate_planted(
         t = _finished(plan, req, corrupted, caused, i % sessions, i // sessions % rounds)
     plan.dec.sort(key=lambda e: e.ts_us)
     return Incident(plan.pre, plan.dec, plan.results, {"cause": cause, **plan.truth})
+
+
+def _started(plan: _Plan, t: int) -> None:
+    """Each server's `server_args=ServerArgs(...)` line (CONFIG_HOST's differs for config=)."""
+
+    def line(side: str, host: str) -> str:
+        args = dict(SERVER_ARGS)
+        if host == CONFIG_HOST and plan.config is not None:
+            args[plan.config] = CONFIG_VALUES[plan.config]
+            plan.truth["config"] = {"host": host, "name": plan.config, "value": args[plan.config]}
+        said = ", ".join(f"{k}={v}" for k, v in {"disaggregation_mode": f"'{side}'", **args}.items())
+        return _sglang(t - 60_000_000, f"server_args=ServerArgs({said})", "")
+
+    plan.P(t - 60_000_000, line("prefill", "prefill-0"))
+    for host in plan.hosts:
+        plan.D(host, t - 60_000_000, line("decode", host))
 
 
 def _received(plan: _Plan, i: int, t: int, phase: str, dp_ranks: int) -> _Request:
@@ -220,6 +254,8 @@ def _judged(plan: _Plan, req: _Request, caused: bool) -> bool:
         rate = min(1.0, rate * ONSET_STEP)
         plan.truth.setdefault("onset_us", t)
     corrupted = plan.rng.random() < rate
+    if plan.config is not None and req.host == CONFIG_HOST:  # decode-1 reads the KV wrong
+        corrupted = plan.lrng.random() < CAUSED_RATE
     if plan.lost is not None and req.i >= plan.lost and req.host == LOST_HOST:
         corrupted = _lost(plan.P, plan.D, t, req.rid, req.room, plan.lrng, plan.truth)
     if plan.detect and corrupted:  # what a checker inside the server would print

@@ -135,7 +135,10 @@ class Suspects:
                        f"if it is the cause, {e['if_cause']}; if not, {e['if_not']}")  # fmt: skip
         return out
 
-    def sentences(self) -> list[str]:
+    def sentences(self, headline: bool = True) -> list[str]:
+        """The findings in sentences (`headline`: with the headline's, the top suspect's
+        first request and first corrupted one: the report leaves it out where the top
+        suspect is not its verdict, whose time is the one it prints)."""
         r = self.ranking
         how = (f"{counted(len(r.tested), 'predicate')} tested ({self.method}, FDR {self.fdr:g}; "
                f"{len(r.screened_out)} screened out before testing)")  # fmt: skip
@@ -145,7 +148,7 @@ class Suspects:
             return [f"suspects: none of {r.requests:,} judged requests is corrupted: "
                     "nothing to explain"]  # fmt: skip
         out = self._findings(how) if self.found() else [self._none_found(how)]
-        if self.headline is not None:
+        if headline and self.headline is not None:
             out.insert(1, self.headline.sentence())
         explained = [s for s in self.lines() if s.verdict == LOAD]
         if explained:

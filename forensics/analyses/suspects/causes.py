@@ -111,7 +111,7 @@ def plan_toml(cause: str, experiment: dict, tags: dict[str, str]) -> str:
         'health = "/health"', "timeout_s = 900", "",
         "[[arms]]", 'name = "as-is"', 'flags = ""', "",
         "[[arms]]", f"name = {_q(cause)}", f"flags = {_q(experiment.get('flags', ''))}",
-        f"env = {{ {env} }}" if env else "env = {}", "",
+        f"env = {{ {env} }}" if env else "env = {}", f"toggle = {_q(what)}", "",
     ])  # fmt: skip
 
 
