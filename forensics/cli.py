@@ -614,8 +614,11 @@ def suspects(
     top: Annotated[int, typer.Option(help="Lines of the ranking to show.")] = 15,
     plan: Annotated[
         Path | None,
-        typer.Option("--plan", help="Write the verdict's next experiment as an `experiment ab` "
-                     "plan (no known cause: the KV checksums' and the model's baseline)."),
+        typer.Option(
+            "--plan",
+            help="Write the verdict's next experiment as an `experiment ab` "
+            "plan (no known cause: the KV checksums' and the model's baseline).",
+        ),
     ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,

@@ -267,7 +267,7 @@ def report(con: Console, r: Report) -> None:
         comparison(con, r.comparison)
     canary(con, r.canary, sentences=False)
     con.rule("for the bug report (the verdict above first)")
-    for s in r.sentences()[len(head):]:
+    for s in r.sentences()[len(head) :]:
         con.print(f"- {s}")
 
 

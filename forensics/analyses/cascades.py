@@ -243,9 +243,7 @@ def _to_the_end(
     return max(p_before, _across_hosts(failures, lo, hi, reached, req))
 
 
-def _across_hosts(
-    failures: list[dict], lo: int, hi: int, reached: set, req: Requests
-) -> float:
+def _across_hosts(failures: list[dict], lo: int, hi: int, reached: set, req: Requests) -> float:
     """One-sided Poisson p of the failed requests sent in [lo, hi] on the decode hosts in
     `reached`, against the rate on the other decode hosts at each load stratum (a failed
     request: a failure names its rid). 1 where no request went to another host."""
@@ -262,8 +260,11 @@ def _across_hosts(
     expected = 0.0
     for s in np.unique(req.stratum[on]):
         there = off & (req.stratum == s)
-        rate = (int(np.sum(failed & there)) + 0.5) / (int(np.sum(there)) + 1) if there.any() \
+        rate = (
+            (int(np.sum(failed & there)) + 0.5) / (int(np.sum(there)) + 1)
+            if there.any()
             else pooled
+        )
         expected += int(np.sum(on & (req.stratum == s))) * rate
     return _poisson_sf(int(np.sum(failed & on)), expected)
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 
+from ..plural import counted
 from ..scope import Db, Runs, scoped
 from ..timefmt import iso_us
 
@@ -25,6 +26,9 @@ FLAGS = {
     "abort": "aborted requests are logged at DEBUG only: --log-level debug on decode shows them",
 }
 ERRORS = ("traceback", "cuda_error", "nccl_error")
+
+
+ERRORS = ("traceback or CUDA/NCCL error", "tracebacks and CUDA/NCCL errors")
 
 
 @dataclass
@@ -53,13 +57,14 @@ class StockEvidence:
         """When the transfer failures came: the span, and the busiest minute by state."""
         minutes: dict[int, dict[str, int]] = {}
         for m, host, state, n in self.failures_by_minute:
-            key = f"{host or '?'} " + (f"KVPoll.{state}" if state else "no state")
+            key = f"{host or '?'} " + (f"KVPoll.{state}" if state else "(no KVPoll state named)")
             minutes.setdefault(m, {})[key] = minutes.setdefault(m, {}).get(key, 0) + n
         first, last = min(minutes), max(minutes)
         busiest = max(minutes, key=lambda m: (sum(minutes[m].values()), -m))
         parts = ", ".join(f"{k} {n}" for k, n in sorted(minutes[busiest].items()))
-        return (f"transfer failures over time: {len(minutes)} minutes with failures between "
-                f"{iso_us(first)} and {iso_us(last + 60_000_000)}; the most in the minute from "
+        span = counted(len(minutes), "minute")
+        return (f"transfer failures over time: {span} with failures between {iso_us(first)}"
+                f" and {iso_us(last + 60_000_000)}; the most in the minute from "
                 f"{iso_us(busiest)}: {sum(minutes[busiest].values())} ({parts})")  # fmt: skip
 
     def sentences(self) -> list[str]:
@@ -68,11 +73,11 @@ class StockEvidence:
         if fails:
             per = "; ".join(
                 f"{h.host or '?'} {h.transfer_failures:,}"
-                + (f" ({', '.join(f'{n} in KVPoll.{s}' for s, n in h.kvpoll.items())})"
+                + (f" ({', '.join(f'{n:,} in KVPoll.{s}' for s, n in h.kvpoll.items())})"
                    if h.kvpoll else "")
                 for h in self.hosts if h.transfer_failures
             )  # fmt: skip
-            out.append(f"SGLang logged {fails:,} KV transfer failures: {per}")
+            out.append(f"SGLang logged {counted(fails, 'KV transfer failure')}: {per}")
             if self.failures_by_minute:
                 out.append(self._over_time())
         kinds: dict[str, int] = {}
@@ -81,24 +86,26 @@ class StockEvidence:
                 kinds[k] = kinds.get(k, 0) + n
         aborts = sum(kinds.get(k, 0) for k in ("abort", "oom_abort", "too_long", "abort_ack"))
         if aborts:
-            out.append(f"{aborts:,} aborts logged by SGLang")
+            out.append(f"{counted(aborts, 'abort')} logged by SGLang")
         if kinds.get("retract"):
             # a line per TP rank and retraction: its #retracted_reqs summed would count
             # each request once a rank; meta_info's num_retractions counts requests
-            who = ("" if self.retracted is None
-                   else f"; {self.retracted:,} requests retracted, per meta_info")  # fmt: skip
-            out.append(f"{kinds['retract']:,} retractions (the KV pool ran full){who}")
+            who = "" if self.retracted is None else (
+                f"; {counted(self.retracted, 'request')} retracted, per meta_info")  # fmt: skip
+            out.append(f"{counted(kinds['retract'], 'retraction')} (the KV pool ran full){who}")
         if kinds.get("lost_connection"):
-            out.append(f"decode lost a prefill instance {kinds['lost_connection']:,} times")
+            lost = counted(kinds["lost_connection"], "time")
+            out.append(f"decode lost a prefill instance {lost}")
         layer = sum(kinds.get(k, 0) for k in ("session_failed", "aux_mismatch",
                                               "index_mismatch", "slice_failed"))  # fmt: skip
         if layer:
-            out.append(f"{layer:,} transfer-layer errors (sessions, AUX_DATA, KV indices, slices)")
+            out.append(f"{counted(layer, 'transfer-layer error')} (sessions, AUX_DATA, KV indices, "
+                       "slices)")  # fmt: skip
         if self.error_count:
             ts, host, kind, detail = self.errors[0]
             when = f"at {iso_us(ts)}" if ts is not None else "(no time)"
             out.append(
-                f"{self.error_count:,} tracebacks and CUDA/NCCL errors; the first: {kind} on "
+                f"{counted(self.error_count, ERRORS[0], ERRORS[1])}; the first: {kind} on "
                 f"{host or '?'} {when}: {detail}"
             )
         if self.peak_running:

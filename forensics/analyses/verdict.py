@@ -43,8 +43,10 @@ KINDS = ("failure_cascade", "onset", "line", "host", "pair", "config", "factor",
 EXPLAIN_PERMUTATIONS = 199  # the onset scanned again without a suspect's requests
 # no suspect: the experiment that says whether the bytes arrive intact, and the baseline
 NONE_CAUSE = "transport-rails"
-NO_RESULTS = ("no harness results: no request is judged corrupted or intact (ingest the "
-              "reproducer's results beside the logs)")
+NO_RESULTS = (
+    "no harness results: no request is judged corrupted or intact (ingest the "
+    "reproducer's results beside the logs)"
+)
 GOLDEN = ("forensics repro http://127.0.0.1:30000 --sessions 64 --rounds 8 --golden "
           "--run golden --out golden.jsonl")  # fmt: skip
 
@@ -192,8 +194,10 @@ def _configured(s: Scope, sus: Suspects) -> list[tuple[Hypothesis, np.ndarray | 
                    int((~exposed).sum()))  # fmt: skip
     if not t.significant or (t.relative_risk or 0) <= 1:
         return []
-    (p0, d0, *_), differ = rows[0], "; ".join(
-        f"{n} {pv} on {p} against {dv} on {d}" for p, d, n, pv, dv in rows[:3])
+    (p0, d0, *_), differ = (
+        rows[0],
+        "; ".join(f"{n} {pv} on {p} against {dv} on {d}" for p, d, n, pv, dv in rows[:3]),
+    )
     statement = (
         f"prefill and decode disagree on arguments that must agree ({differ}"
         f"{f'; +{len(rows) - 3} more' if len(rows) > 3 else ''}), and {t.exposed_cases:,} of "
@@ -388,7 +392,9 @@ def plan(v: Verdict, tags: dict[str, str]) -> tuple[str, str]:
         return text, f"{cause}, for the verdict ({v.kind})"
     why = ("no suspect was found" if v.kind == "none"
            else f"the verdict ({v.kind}) has no known cause")  # fmt: skip
-    head = (f"# {why}: this plan asks whether the KV bytes arrive intact (checksums on both "
-            "sides);\n# measure the model's own baseline first (every session alone, "
-            f"temperature 0): {nxt.get('baseline', GOLDEN)}\n")
+    head = (
+        f"# {why}: this plan asks whether the KV bytes arrive intact (checksums on both "
+        "sides);\n# measure the model's own baseline first (every session alone, "
+        f"temperature 0): {nxt.get('baseline', GOLDEN)}\n"
+    )
     return head + text, f"{cause}: {why}; the baseline: {nxt.get('baseline', GOLDEN)}"

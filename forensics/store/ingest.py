@@ -159,10 +159,28 @@ def ingest(
             else:
                 staged = _staged_or_said(inputs, where, opts, progress, workers, root)
             timings["read_s"] = time.perf_counter() - t0
+            if not named:
+                run = _one_run(staged, run)
             return _register(path, staged, run, tags or {}, (wait, waiting), timings, derivers)
     finally:
         if not root_existed:
             _drop_if_unused(root)
+
+
+def _one_run(staged: list[Staged], run: str) -> str:
+    """The run the logs of one ingest go to without --run: the one its results' headers
+    name (the logs and their harness results are one incident); where the results name
+    several, `run` (default), said once beside the first log."""
+    named = list(dict.fromkeys(h for st in staged for h in st.headers))
+    if len(named) == 1:
+        return named[0]
+    logs = [st for st in staged if not st.headers and st.folder is not None]
+    if len(named) > 1 and logs:
+        logs[0].result.notes.append(
+            f"the logs went to run {run}: the results name several runs ({', '.join(named)}); "
+            "--run names the logs' run"
+        )
+    return run
 
 
 def _drop_if_unused(root: Path) -> None:

@@ -172,7 +172,9 @@ def _started(plan: _Plan, t: int) -> None:
         if host == CONFIG_HOST and plan.config is not None:
             args[plan.config] = CONFIG_VALUES[plan.config]
             plan.truth["config"] = {"host": host, "name": plan.config, "value": args[plan.config]}
-        said = ", ".join(f"{k}={v}" for k, v in {"disaggregation_mode": f"'{side}'", **args}.items())
+        said = ", ".join(
+            f"{k}={v}" for k, v in {"disaggregation_mode": f"'{side}'", **args}.items()
+        )
         return _sglang(t - 60_000_000, f"server_args=ServerArgs({said})", "")
 
     plan.P(t - 60_000_000, line("prefill", "prefill-0"))

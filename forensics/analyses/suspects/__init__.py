@@ -28,6 +28,9 @@ from .rank import AFTER, LOAD, MASKED, REVERSED, SUSPECT, Ranking, Suspect, rank
 from .stored import read_stored
 
 
+ALIKE = 3  # a suspect's alike predicates a sentence names (the rest: "+N more")
+
+
 @dataclass
 class Suspects:
     runs: list[str]
@@ -247,7 +250,8 @@ def describe(s: Suspect, corrupted: int) -> str:
     if s.stratified and s.stratified.p is not None:
         strat = (f"; within load strata OR {fmt_num(s.stratified.odds_ratio)}, "
                  f"{fmt_p(s.stratified.p)}")  # fmt: skip
-    also = f"; alike: {'; '.join(s.members)}" if s.members else ""
+    more = f"; +{len(s.members) - ALIKE} more" if len(s.members) > ALIKE else ""
+    also = f"; alike: {'; '.join(s.members[:ALIKE])}{more}" if s.members else ""
     if s.selected:
         also += f"; holds at: {', '.join(s.selected)} (Benjamini–Bogomolov)"
     causes = f"; known causes: {', '.join(s.known_causes)}" if s.known_causes else ""

@@ -104,7 +104,7 @@ def plan_toml(cause: str, experiment: dict, tags: dict[str, str]) -> str:
         f"sessions = {sessions}",
         f"rounds = {rounds}",
         "max_requests = 6000", "min_effect = 2.0", "alpha = 0.05", "",
-        f"# brings the {experiment.get('side', 'decode')} server(s) up in each arm's "
+        f"# brings {_servers(experiment.get('side', 'decode'))} up in each arm's "
         "configuration: put your launch command here, {flags} where the arm's flags go",
         "[start]",
         f"command = {_q(launch)}",
@@ -113,6 +113,11 @@ def plan_toml(cause: str, experiment: dict, tags: dict[str, str]) -> str:
         "[[arms]]", f"name = {_q(cause)}", f"flags = {_q(experiment.get('flags', ''))}",
         f"env = {{ {env} }}" if env else "env = {}", f"toggle = {_q(what)}", "",
     ])  # fmt: skip
+
+
+def _servers(side: str) -> str:
+    """The servers an experiment goes to, in words ("both": prefill and decode)."""
+    return "the prefill and decode servers" if side == "both" else f"the {side} servers"
 
 
 def _comment(text: str) -> str:
