@@ -27,7 +27,6 @@ from .predicates import Predicate, Skipped
 from .rank import AFTER, LOAD, MASKED, REVERSED, SUSPECT, Ranking, Suspect, rank
 from .stored import read_stored
 
-
 ALIKE = 3  # a suspect's alike predicates a sentence names (the rest: "+N more")
 
 
