@@ -8,6 +8,7 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import forensics
@@ -19,21 +20,29 @@ from forensics.synthetic.requests import generate_failures
 from tests.helpers import cli
 
 
-def _first(kind: str, seed: int) -> tuple[int | None, int | None]:
-    f = generate_failures(kind, seed)
-    found = C.cascades(f.rows, (f.requests.t, load_strata(f.requests.concurrency)))
+def _first(
+    kind: str, seed: int, lost: tuple[float, float] = (1 / 3, 2 / 3)
+) -> tuple[int | None, int | None]:
+    f = generate_failures(kind, seed, lost=lost)
+    rid = [f"r{i:05d}" for i in range(len(f.hosts))]
+    req = C.Requests(f.requests.t, load_strata(f.requests.concurrency),
+                     np.asarray(rid, dtype=object), lambda: dict(zip(rid, f.hosts, strict=True)))  # fmt: skip
+    found = C.cascades(f.rows, req)
     first = min(found, key=lambda c: f.rows[c.root]["ts_us"]) if found else None
     return (None if first is None else first.root), f.root
 
 
 @pytest.mark.slow
 def test_the_planted_first_failure_is_found_and_background_claims_none() -> None:
-    """Seeds 0–19: a lost agent's disconnect is the first failure on at least 19; failures
-    at a load-driven background rate (half naming a session, each echoed by prefill)
-    make no cascade on at least 18."""
+    """Seeds 0–19: a lost agent's disconnect, a third to two thirds of the requests in, is
+    the first failure on at least 19, and so it is when it comes 20–40 % in (less than a
+    quarter after it is left: judged across hosts and against the time before); failures
+    at a load-driven background rate (half naming a session, each echoed by prefill) make
+    no cascade on at least 18."""
     planted = sum(got == root for got, root in (_first("cascade", s) for s in range(20)))
+    early = sum(got == root for got, root in (_first("cascade", s, (0.2, 0.4)) for s in range(20)))
     quiet = sum(got is None for got, _ in (_first("background", s) for s in range(20)))
-    assert planted >= 19 and quiet >= 18, (planted, quiet)
+    assert planted >= 19 and early >= 19 and quiet >= 18, (planted, early, quiet)
 
 
 def test_every_rules_sample_is_a_failure_it_reads_as_an_echo(tmp_path: Path) -> None:

@@ -120,3 +120,27 @@ def test_the_docs_say_every_key_of_the_onset() -> None:
     section = doc[doc.index("### `onset`") :]
     for key in O.Onset(0, 0).as_dict():
         assert f"`{key}`" in section, key
+
+
+def _shape(seed: int) -> tuple[bool, float, float]:
+    from forensics.synthetic.requests import generate_onset_shapes
+
+    r = generate_onset_shapes(seed)
+    got = O.scan(r.t, r.y, r.concurrency, r.session, seed=seed, permutations=9)
+    lo, hi = got.ci_us
+    return lo <= r.onset_us <= hi, (hi - lo) / 1e6, abs(got.ts_us - r.onset_us) / 1e6
+
+
+@pytest.mark.slow
+def test_the_interval_covers_onsets_of_shapes_it_was_not_tuned_on() -> None:
+    """200 onsets of other sizes, positions and load shapes (generate_onset_shapes), the
+    permutations cut to 9 (the interval does not use them): the 95 % interval holds the
+    truth on at least 93 %, its median width at most twice the bootstrap's it replaced on
+    this sweep (6.88 s, bench/onset.py)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2) as pool:
+        got = list(pool.map(_shape, range(200)))
+    coverage = np.mean([c for c, _, _ in got])
+    width = float(np.median([w for _, w, _ in got]))
+    assert coverage >= 0.93 and width <= 2 * 6.88, (coverage, width)

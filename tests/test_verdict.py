@@ -81,8 +81,10 @@ def _problems(case: str, v: dict, sentences: list[str], truth: dict) -> list[str
             out.append(f"cause_id {v['cause_id']!r}")
     elif v["cause_id"] != cause:
         out.append(f"cause_id {v['cause_id']!r}")
-    if kind == "none":
+    if v["kind"] == "none":
         return out + ([] if v["ts_us"] is None and v["interval_us"] is None else ["a time"])
+    if v["interval_us"] is None or v["ts_us"] is None:
+        return [*out, f"no time for {v['kind']}"]
     lo, hi = v["interval_us"]
     if not lo <= v["ts_us"] <= hi:
         out.append("ts_us outside its interval")
@@ -115,7 +117,10 @@ def test_report_json_has_the_tables_verdict(incidents, case: str) -> None:
         top = next(s for s in doc["suspects"]["suspects"] if s["verdict"] == "suspect")
         assert v["cause_id"] == top["known_causes"][0]
     if case.startswith("peer_loss"):
-        assert (v["host"], v["rank"]) == (doc["first_failure"]["host"], doc["first_failure"]["rank"])
+        assert (v["host"], v["rank"]) == (
+            doc["first_failure"]["host"],
+            doc["first_failure"]["rank"],
+        )
         assert v["host"] == "decode-1" and v["p"] == doc["first_failure"]["p"]
     if case == "config":
         assert v["pair"] == ["prefill-0", "decode-1"] and "page_size" in v["statement"]
@@ -217,3 +222,13 @@ def test_ten_seeds_of_every_cause_give_the_tables_verdict() -> None:
         if problems:
             missed.setdefault(case, []).append((seed, problems))
     assert all(len(m) <= 1 for m in missed.values()), missed
+
+
+def test_the_docs_say_every_key_of_the_verdict() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "investigations.md").read_text()
+    section = doc[doc.index("`report --json`'s `verdict`:") :]
+    section = section[: section.index("\n## ")]
+    for name in [*Hypothesis.__dataclass_fields__, *Verdict.__dataclass_fields__]:
+        assert f"`{name}`" in section, name
+    for kind in KINDS:
+        assert f"`{kind}`" in section, kind

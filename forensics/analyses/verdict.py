@@ -41,6 +41,11 @@ from .suspects.rank import Suspect
 KINDS = ("failure_cascade", "onset", "line", "host", "pair", "config", "factor",
          "integrity", "load", "none")  # fmt: skip
 EXPLAIN_PERMUTATIONS = 199  # the onset scanned again without a suspect's requests
+# the families of hypotheses weighed (a cascade, a suspect, a configuration or integrity
+# association, an onset): a verdict holds at ALPHA over them all (Bonferroni), so a null
+# incident's verdict is `none` at ALPHA, not at ALPHA once a family
+FAMILIES = 4
+VERDICT_ALPHA = ONSET_ALPHA / FAMILIES
 # no suspect: the experiment that says whether the bytes arrive intact, and the baseline
 NONE_CAUSE = "transport-rails"
 NO_RESULTS = (
@@ -93,7 +98,11 @@ class Verdict(Hypothesis):
         if self.next:
             out.append(f"next: {' '.join(self.next['toggle'].split())}; run {self.next['repro']}")
         for o in self.others[:3]:
-            out.append(f"also: {o.statement}")
+            out.append(
+                f"another hypothesis (its time not the verdict's): {o.statement}"
+                if o.ts_us is not None
+                else f"another hypothesis: {o.statement}"
+            )
         if len(self.others) > 3:
             out.append(f"+{len(self.others) - 3} more hypotheses (report --json: verdict.others)")
         return out
@@ -111,15 +120,14 @@ def decide(
     cascade = _cascade(first, sus)
     if cascade is not None:
         ranked.append(cascade)
+    strong = onset.found and onset.p is not None and onset.p < VERDICT_ALPHA
     candidates = _configured(s, sus) + _suspected(sus, correlation)
-    explains = [h for h, exposed in candidates if _explains(onset, sus, exposed)]
-    found_onset = _onset(onset, _first_errors(s, first), sus) if onset.found else None
-    load = [h for h in explains if h.kind == "load"]
+    explains = [h for h, rows in candidates if not strong or _explains(sus, rows)]
     causes = [h for h in explains if h.kind != "load"]
     ranked += causes[:1]
-    if found_onset is not None:
-        ranked.append(found_onset)
-    ranked += causes[1:] + load
+    if strong:
+        ranked.append(_onset(onset, _first_errors(s, first), sus))
+    ranked += causes[1:] + [h for h in explains if h.kind == "load"]
     ranked += [h for h, _ in candidates if h not in explains]
     if not ranked:
         ranked.append(_none(sus))
@@ -163,12 +171,12 @@ def _suspected(sus: Suspects, corr: Correlation) -> list[tuple[Hypothesis, np.nd
     stories = {f.name: f.story for f in declared()}
     out: list[tuple[Hypothesis, np.ndarray | None]] = []
     for a in corr.associations:
-        if a.table.significant and (a.table.relative_risk or 0) > 1:
+        if (a.table.p_value or 1.0) < VERDICT_ALPHA and (a.table.relative_risk or 0) > 1:
             exposed = _integrity_rows(a.name, sus)
             out.append((_timed(_integrity(a), exposed, sus), exposed))
     for sp in sus.found():
         kind = _kind(sp, stories)
-        if kind is not None:
+        if kind is not None and sp.q < VERDICT_ALPHA:
             out.append((_timed(_from_suspect(sp, kind), sp.exposed, sus), sp.exposed))
     return out
 
@@ -192,7 +200,7 @@ def _configured(s: Scope, sus: Suspects) -> list[tuple[Hypothesis, np.ndarray | 
     y = sus.table.corrupted
     t = two_by_two(int(y[exposed].sum()), int(exposed.sum()), int(y[~exposed].sum()),
                    int((~exposed).sum()))  # fmt: skip
-    if not t.significant or (t.relative_risk or 0) <= 1:
+    if (t.p_value or 1.0) >= VERDICT_ALPHA or (t.relative_risk or 0) <= 1:
         return []
     (p0, d0, *_), differ = (
         rows[0],
@@ -277,11 +285,9 @@ def _integrity(a) -> Hypothesis:
     return Hypothesis("integrity", statement, p=t.p_value, cause_id=ids[0])
 
 
-def _explains(onset: Onset, sus: Suspects, exposed: np.ndarray | None) -> bool:
+def _explains(sus: Suspects, exposed: np.ndarray | None) -> bool:
     """Whether a suspect explains the onset: scanned again over the requests it does not
-    touch, no onset is found (no onset: nothing to explain)."""
-    if not onset.found:
-        return True
+    touch, no onset is found."""
     if exposed is None or sus.table is None or sus.rows is None:
         return False
     keep = ~exposed & ~np.isnan(sus.rows["sent_us"])

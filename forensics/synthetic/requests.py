@@ -12,7 +12,7 @@ whole run, each request sent at its phase's concurrency. Kinds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,6 +71,7 @@ class Failures:
     rows: list[dict]
     requests: Requests
     root: int | None
+    hosts: list[str] = field(default_factory=list)  # each request's decode host (rid r{i:05d})
 
 
 FAILURE_KINDS = ("background", "cascade")
@@ -80,21 +81,26 @@ ANOTHER_RANK = "Failed due to an unknown reason from another rank"  # SGLang's w
 DEAD = "Failed to get kvcache from prefill instance, it might be dead"
 
 
-def generate_failures(kind: str, seed: int = 0, requests: int = 1800) -> Failures:
+def generate_failures(
+    kind: str, seed: int = 0, requests: int = 1800, lost: tuple[float, float] = (1 / 3, 2 / 3)
+) -> Failures:
     """Background failures at a load-driven rate (a transfer failure on a decode host, half
     naming one of four prefill sessions, its prefill echo `Aborted by AbortReq.`), and
-    for "cascade" a lost agent on one decode host: NIXL_ERR_REMOTE_DISCONNECT, then
-    NIXL_ERR_NOT_FOUND on every later transfer there, some with another rank's echo,
-    each with prefill's."""
+    for "cascade" a lost agent on one decode host, at a share of the requests drawn from
+    `lost`: NIXL_ERR_REMOTE_DISCONNECT, then NIXL_ERR_NOT_FOUND on every later transfer
+    there (to the end), some with another rank's echo, each with prefill's."""
     if kind not in FAILURE_KINDS:
         raise ValueError(f"unknown kind {kind!r}: one of {', '.join(FAILURE_KINDS)}")
     req = generate_requests("constant", seed, requests)
     rng = np.random.default_rng([seed, 7])
     busy = req.phase == PHASES.index("high")
-    lost_at = int(rng.integers(requests // 3, 2 * requests // 3)) if kind == "cascade" else None
+    lo, hi = int(lost[0] * requests), int(lost[1] * requests)
+    lost_at = int(rng.integers(lo, max(hi, lo + 1))) if kind == "cascade" else None
     rows: list[dict] = []
+    hosts: list[str] = []
     for i, t in enumerate(req.t.tolist()):
         host = f"decode-{int(rng.integers(0, 4))}"
+        hosts.append(host)
         room = int(rng.integers(0, 2**62))
         rid = f"r{i:05d}"
         if lost_at is not None and i >= lost_at and host == LOST:
@@ -112,10 +118,10 @@ def generate_failures(kind: str, seed: int = 0, requests: int = 1800) -> Failure
             rows.append(_failure(t + 500_000, "prefill-0", 0, rid, room, None,
                                  "Aborted by AbortReq."))  # fmt: skip
     if lost_at is not None and not any(r["code"] == "NIXL_ERR_REMOTE_DISCONNECT" for r in rows):
-        return generate_failures(kind, seed + 1000, requests)  # the lost host got no request
+        return generate_failures(kind, seed + 1000, requests, lost)  # the lost host got none
     rows.sort(key=lambda r: (r["ts_us"], r["host"]))
     root = next((i for i, r in enumerate(rows) if r["code"] == "NIXL_ERR_REMOTE_DISCONNECT"), None)
-    return Failures(kind, rows, req, root)
+    return Failures(kind, rows, req, root, hosts)
 
 
 def _failure(t: int, host: str, tp: int, rid: str, room: int, code: str | None,
