@@ -314,10 +314,10 @@ def test_dry_run_prints_the_schedule(tmp_path: Path) -> None:
         "off", "on", "on", "off"]  # fmt: skip
 
 
-def test_suspects_writes_the_plan_of_its_top_experiment(tmp_path: Path) -> None:
-    """The printed experiment and `suspects --plan` are one object: the abort cause's
-    toggle (an environment variable on decode) as the second arm of an `ab` plan that
-    loads, against the run's own server, sessions and rounds."""
+def test_suspects_writes_the_plan_of_the_verdicts_experiment(tmp_path: Path) -> None:
+    """The printed experiment and `suspects --plan` are one object: the verdict's cause
+    (the abort cause: an environment variable on decode) as the second arm of an `ab` plan
+    that loads, against the run's own server, sessions and rounds."""
     from forensics.synthetic.planted import generate_planted, write_planted
 
     files = write_planted(generate_planted("abort", seed=0), tmp_path / "in")
@@ -335,7 +335,7 @@ def test_suspects_writes_the_plan_of_its_top_experiment(tmp_path: Path) -> None:
     text = proc.stdout.decode()
     assert "next experiment (abort-page-reuse)" in " ".join(text.split())
     said = " ".join(proc.stderr.decode().split())
-    assert f"plan written to {path} (abort-page-reuse, for another request's abort" in said
+    assert f"plan written to {path} (abort-page-reuse, for the verdict (factor))" in said
     assert plan.start is not None and "{flags}" in plan.start["command"]
     assert "--rounds 0" not in text and int(plan.rounds) >= 1
     dry = cli("experiment", "ab", str(path), "--dry-run")  # runs as written
