@@ -93,7 +93,6 @@ def correlation(con: Console, c: Correlation, sentences: bool = True) -> None:
 def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -> None:
     """The ranking, one line per group, best first; then the sentences (known causes and
     the next experiment for the top ones)."""
-    from .analyses.stats import fmt_ci
 
     k = r.ranking
     lines = r.lines()
@@ -101,36 +100,50 @@ def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -
         t = Table(title=f"suspects ({', '.join(r.runs)}: {k.requests:,} judged requests, "
                         f"{k.corrupted:,} corrupted; {len(k.tested)} predicates tested, "
                         f"{r.method} q)", title_justify="left")  # fmt: skip
-        for col in ("#", "predicate", "with", "without", "RR", "OR (exact 95 % CI)", "p", "q",
-                    "covers", "MH OR, p", "verdict"):  # fmt: skip
+        # a narrow terminal gets the counts, the ratio, q and the verdict (--json: all)
+        wide = con.width >= WIDE_SUSPECTS
+        cols = SUSPECT_COLUMNS if wide else ("#", "predicate", "with", "without", "RR", "q",
+                                             "verdict")  # fmt: skip
+        for col in cols:
             if col == "predicate":
-                t.add_column(col, min_width=36, ratio=1)
+                t.add_column(col, min_width=30, ratio=1)
             else:
                 t.add_column(col, no_wrap=True, justify="right" if col != "verdict" else "left")
         for s in lines[:top]:
-            x = s.table
-            alike = f" (+{len(s.members)} alike)" if s.members else ""
-            strat = s.stratified
-            # the pooled ratio beside its p: a verdict within the strata (less, masked)
-            # follows from it, not from the crude OR
-            mh = ("-" if strat is None or strat.p is None
-                  else f"{fmt_num(strat.odds_ratio)}, {_bare(fmt_p(strat.p))}")  # fmt: skip
-            odds = "-"
-            if x.has_odds_ratio:
-                ci = fmt_ci(x.or_low, x.or_high).removeprefix("95 % CI ")
-                odds = f"{fmt_num(x.odds_ratio)} ({ci})"
-            t.add_row(
-                str(s.group), s.predicate + alike,
-                f"{x.exposed_cases}/{x.exposed_total}", f"{x.control_cases}/{x.control_total}",
-                fmt_num(x.relative_risk),
-                odds,
-                _bare(fmt_p(x.p_value)), _bare(fmt_p(s.q, "q")), str(s.covers), mh, s.verdict,
-            )  # fmt: skip
+            cells = _suspect_cells(s)
+            t.add_row(*(cells[c] for c in cols))
         con.print(t)
         if len(lines) > top:
             con.print(f"… {len(lines) - top} more lines (--top, or --json for all)")
     if sentences:
         _sentences(con, r.sentences())
+
+
+WIDE_SUSPECTS = 140  # columns the suspects' whole table needs
+SUSPECT_COLUMNS = ("#", "predicate", "with", "without", "RR", "OR (exact 95 % CI)", "p", "q",
+                   "covers", "MH OR, p", "verdict")  # fmt: skip
+
+
+def _suspect_cells(s) -> dict[str, str]:
+    """One suspect's cells by column (SUSPECT_COLUMNS)."""
+    from .analyses.stats import fmt_ci
+
+    x = s.table
+    alike = f" (+{len(s.members)} alike)" if s.members else ""
+    strat = s.stratified
+    # the pooled ratio beside its p: a verdict within the strata (less, masked) follows
+    # from it, not from the crude OR
+    mh = ("-" if strat is None or strat.p is None
+          else f"{fmt_num(strat.odds_ratio)}, {_bare(fmt_p(strat.p))}")  # fmt: skip
+    odds = "-"
+    if x.has_odds_ratio:
+        ci = fmt_ci(x.or_low, x.or_high).removeprefix("95 % CI ")
+        odds = f"{fmt_num(x.odds_ratio)} ({ci})"
+    return dict(zip(SUSPECT_COLUMNS, (
+        str(s.group), s.predicate + alike, f"{x.exposed_cases}/{x.exposed_total}",
+        f"{x.control_cases}/{x.control_total}", fmt_num(x.relative_risk), odds,
+        _bare(fmt_p(x.p_value)), _bare(fmt_p(s.q, "q")), str(s.covers), mh, s.verdict),
+        strict=True))  # fmt: skip
 
 
 def _bare(p: str) -> str:

@@ -48,6 +48,7 @@ FAMILIES = 4
 VERDICT_ALPHA = ONSET_ALPHA / FAMILIES
 # no suspect: the experiment that says whether the bytes arrive intact, and the baseline
 NONE_CAUSE = "transport-rails"
+SHOWN = 4  # other hypotheses the first screen names
 NO_RESULTS = (
     "no harness results: no request is judged corrupted or intact (ingest the "
     "reproducer's results beside the logs)"
@@ -87,8 +88,8 @@ class Verdict(Hypothesis):
         return d
 
     def evidence(self) -> list[str]:
-        """The lines under the statement on the first screen: impact, what comes next,
-        the runners-up (at most three)."""
+        """The lines under the statement on the first screen: the impact, the next
+        experiment and the other hypotheses by kind (their statements: `others`)."""
         i = self.impact
         out = []
         if i.get("judged"):
@@ -96,15 +97,16 @@ class Verdict(Hypothesis):
                        f" corrupted, in {i['sessions_corrupted']:,} of "
                        f"{counted(i['sessions'], 'session')}")  # fmt: skip
         if self.next:
-            out.append(f"next: {' '.join(self.next['toggle'].split())}; run {self.next['repro']}")
-        for o in self.others[:3]:
-            out.append(
-                f"another hypothesis (its time not the verdict's): {o.statement}"
-                if o.ts_us is not None
-                else f"another hypothesis: {o.statement}"
-            )
-        if len(self.others) > 3:
-            out.append(f"+{len(self.others) - 3} more hypotheses (report --json: verdict.others)")
+            n = self.next
+            out.append(f"next ({n['cause_id']}): {' '.join(n['toggle'].split())}; run "
+                       f"{n['repro']}" + (f"; first the baseline: {n['baseline']}"
+                                           if n.get("baseline") else ""))  # fmt: skip
+        if self.others:
+            said = [o.kind.replace("_", " ") + (f" ({o.cause_id})" if o.cause_id else "")
+                    for o in self.others[:SHOWN]]  # fmt: skip
+            more = f", +{len(self.others) - SHOWN} more" if len(self.others) > SHOWN else ""
+            out.append(f"other hypotheses (report --json: verdict.others): "
+                       f"{', '.join(said)}{more}")  # fmt: skip
         return out
 
 
