@@ -147,6 +147,8 @@ def test_the_first_screen_holds_the_statement_at_100_columns(incidents) -> None:
     assert not [line for line in lines if "│" in line and "…" in line]  # no cell cut
     said = [line for line in lines if line.startswith(("verdict", "  "))]
     assert len(said) == len(set(said))  # nothing printed twice
+    table = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+    assert table - 2 <= 12  # the verdict and its evidence (less the rule and a title)
 
 
 def test_a_null_incidents_plan_is_the_baseline(incidents, tmp_path: Path) -> None:
