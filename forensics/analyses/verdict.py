@@ -40,7 +40,8 @@ from .suspects.rank import Suspect
 
 KINDS = ("failure_cascade", "onset", "line", "host", "pair", "config", "factor",
          "integrity", "load", "none")  # fmt: skip
-EXPLAIN_PERMUTATIONS = 199  # the onset scanned again without a suspect's requests
+EXPLAIN_PERMUTATIONS = 199  # the onset scanned again without a suspect's requests …
+EXPLAINED = 5  # … for the first few causes only
 # the families of hypotheses weighed (a cascade, a suspect, a configuration or integrity
 # association, an onset): a verdict holds at ALPHA over them all (Bonferroni), so a null
 # incident's verdict is `none` at ALPHA, not at ALPHA once a family
@@ -124,13 +125,16 @@ def decide(
         ranked.append(cascade)
     strong = onset.found and onset.p is not None and onset.p < VERDICT_ALPHA
     candidates = _configured(s, sus) + _suspected(sus, correlation)
-    explains = [h for h, rows in candidates if not strong or _explains(sus, rows)]
-    causes = [h for h in explains if h.kind != "load"]
-    ranked += causes[:1]
+    causes = [(h, rows) for h, rows in candidates if h.kind != "load"]
+    # the first cause that explains the onset (scanned again without its requests: the
+    # first EXPLAINED candidates at most), else the onset before them all
+    top = next((h for h, rows in causes[:EXPLAINED] if not strong or _explains(sus, rows)),
+               None)  # fmt: skip
+    ranked += [top] if top is not None else []
     if strong:
         ranked.append(_onset(onset, _first_errors(s, first), sus))
-    ranked += causes[1:] + [h for h in explains if h.kind == "load"]
-    ranked += [h for h, _ in candidates if h not in explains]
+    ranked += [h for h, _ in causes if h is not top]
+    ranked += [h for h, _ in candidates if h.kind == "load"]
     if not ranked:
         ranked.append(_none(sus))
     top, others = ranked[0], ranked[1:]
