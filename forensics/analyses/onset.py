@@ -142,9 +142,11 @@ def scan(
     permutations: int = PERMUTATIONS,
     bootstrap: int = BOOTSTRAP,
     seed: int = 0,
+    always: bool = False,
 ) -> Onset:
     """The change point of `y` (corrupted) over requests in the harness's order, sent at
-    `t` (µs) at `concurrency` (NaN: not known) in `session`."""
+    `t` (µs) at `concurrency` (NaN: not known) in `session`; its interval where an onset
+    is found (`always`: where none is too; `bootstrap` 0: never)."""
     n, k = len(y), int(np.sum(y))
     out = Onset(n, k)
     if n < MIN_REQUESTS or k == 0 or k == n:
@@ -178,8 +180,8 @@ def scan(
     before[order[:split]] = True
     out.rate_before = float(y[before].mean())
     out.rate_after = float(y[~before].mean())
-    if not bootstrap:
-        return out  # the estimate and its p only
+    if not bootstrap or not (always or out.found):
+        return out  # the estimate and its p only: an interval of no onset says nothing
     # its own stream: the interval does not move with the number of permutations
     out.ci_us = _interval(t, y, strata, order, observed[axis], bootstrap,
                           np.random.default_rng([seed, 1]))  # fmt: skip
