@@ -17,6 +17,7 @@ import argparse
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
+    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         rows = list(pool.map(one, range(args.onsets)))
     wall = time.perf_counter() - t0
 

@@ -140,8 +140,9 @@ def test_the_interval_covers_onsets_of_shapes_it_was_not_tuned_on() -> None:
     truth on at least 93 %, its median width at most twice the bootstrap's it replaced on
     this sweep (6.88 s, bench/onset.py)."""
     from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
 
-    with ProcessPoolExecutor(2) as pool:
+    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
         got = list(pool.map(_shape, range(200)))
     coverage = np.mean([c for c, _, _ in got])
     width = float(np.median([w for _, w, _ in got]))
