@@ -374,8 +374,10 @@ def test_every_command_answers_on_a_journal_without_evidence(tmp_path: Path) -> 
     forensics.ingest([str(log)], db)
     rep = report(db)
     assert rep.sentences()[0].startswith("no harness results: no request is judged")
-    assert rep.sentences()[1].startswith("inputs: 1 journal entry from 1 host (h1)")
-    assert rep.sentences()[1].endswith("; 0 harness results; 1 source")  # not "1 sources"
+    assert rep.verdict.kind == "none" and rep.verdict.next["baseline"].startswith("forensics repro")
+    inputs = rep.sentences()[len(rep.headline())]
+    assert inputs.startswith("inputs: 1 journal entry from 1 host (h1)")
+    assert inputs.endswith("; 0 harness results; 1 source")  # not "1 sources"
     assert rep.correlation.associations[0].conclusion == (
         "cannot test a bad room (mismatch, stale, partial): no harness request has the "
         "evidence to tell"

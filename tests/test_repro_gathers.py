@@ -5,6 +5,7 @@ golden retries, and a run that got no reply failing in one line."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,8 +104,10 @@ def test_server_arguments_go_into_the_header_and_compare_shows_what_differs(
     pd_tags = next(r.tags for r in compare(db, ["pd"]).rates)
     assert pd_tags["server.prefill.chunked_prefill_size"] == "8192"
     assert pd_tags["server.decode.port"].count(" | ") == 1
+    # a wide terminal: a process pytest starts inherits COLUMNS=80 from its C environment
     proc = subprocess.run([sys.executable, "-m", "forensics", "compare", "--db", str(db),
-                           "a", "b"], capture_output=True, text=True)  # fmt: skip
+                           "a", "b"], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"})  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "server.chunked_prefill_size=8192" in proc.stdout
     assert "server.disaggregation_mode" not in proc.stdout  # the same in both: counted only

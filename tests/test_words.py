@@ -53,4 +53,5 @@ def test_one_of_each_counted_thing_is_said_in_the_singular(tmp_path: Path) -> No
     assert not _said(text), _said(text)
     said = " ".join(forensics.report(db).sentences())
     assert "SGLang logged 1 KV transfer failure:" in said, said
+    assert "1 traceback or CUDA/NCCL error; the first:" in said
     assert "1 abort logged" in said and "1 retraction (" in said and "1 minute with" in said

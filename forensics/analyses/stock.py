@@ -28,7 +28,7 @@ FLAGS = {
 ERRORS = ("traceback", "cuda_error", "nccl_error")
 
 
-ERRORS = ("traceback or CUDA/NCCL error", "tracebacks and CUDA/NCCL errors")
+ERROR_WORDS = ("traceback or CUDA/NCCL error", "tracebacks and CUDA/NCCL errors")
 
 
 @dataclass
@@ -105,7 +105,7 @@ class StockEvidence:
             ts, host, kind, detail = self.errors[0]
             when = f"at {iso_us(ts)}" if ts is not None else "(no time)"
             out.append(
-                f"{counted(self.error_count, ERRORS[0], ERRORS[1])}; the first: {kind} on "
+                f"{counted(self.error_count, *ERROR_WORDS)}; the first: {kind} on "
                 f"{host or '?'} {when}: {detail}"
             )
         if self.peak_running:
