@@ -13,11 +13,14 @@ from forensics.store import connect_read_only
 def cli(
     *args: str, stdin: bytes | None = None, env: dict | None = None, **kw
 ) -> subprocess.CompletedProcess:
+    # the runner's terminal width stays out (pytest-xdist's workers carry COLUMNS=80): a
+    # test that wants a width says so
+    inherited = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     return subprocess.run(
         [sys.executable, "-m", "forensics", *args],
         input=stdin,
         capture_output=True,
-        env={**os.environ, **(env or {})},
+        env={**inherited, **(env or {})},
         **kw,
     )
 
