@@ -169,6 +169,22 @@ def scan(
     null = _null_max(y, cells, strata, orders, grid, permutations, rng)
     out.p = float((1 + np.sum(null >= tested - 1e-9)) / (1 + permutations))
     out.permutations = permutations
+    order, curve = _estimate(out, t, y, strata, orders)
+    if not bootstrap or not (always or out.found):
+        return out  # the estimate and its p only: an interval of no onset says nothing
+    # its own stream: the interval does not move with the number of permutations
+    out.ci_us = _interval(t, y, strata, order, curve, bootstrap,
+                          np.random.default_rng([seed, 1]))  # fmt: skip
+    out.with_load = _with_load(out)
+    return out
+
+
+def _estimate(
+    out: Onset, t: np.ndarray, y: np.ndarray, strata: np.ndarray, orders: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best split over every split of each axis, into `out` (its axis, the first
+    request after it, the rates on either side); the axis' order and statistic curve."""
+    n = len(y)
     observed = [_curve(y[None, o], strata[o], n)[0] for o in orders]  # every split
     axis = int(np.argmax([c.max() for c in observed]))
     order = orders[axis]
@@ -180,13 +196,7 @@ def scan(
     before[order[:split]] = True
     out.rate_before = float(y[before].mean())
     out.rate_after = float(y[~before].mean())
-    if not bootstrap or not (always or out.found):
-        return out  # the estimate and its p only: an interval of no onset says nothing
-    # its own stream: the interval does not move with the number of permutations
-    out.ci_us = _interval(t, y, strata, order, observed[axis], bootstrap,
-                          np.random.default_rng([seed, 1]))  # fmt: skip
-    out.with_load = _with_load(out)
-    return out
+    return order, observed[axis]
 
 
 def _codes(values: np.ndarray) -> np.ndarray:

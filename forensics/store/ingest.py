@@ -159,8 +159,7 @@ def ingest(
             else:
                 staged = _staged_or_said(inputs, where, opts, progress, workers, root)
             timings["read_s"] = time.perf_counter() - t0
-            if not named:
-                run = _one_run(staged, run)
+            run = run if named else _one_run(staged, run)
             return _register(path, staged, run, tags or {}, (wait, waiting), timings, derivers)
     finally:
         if not root_existed:
