@@ -31,7 +31,7 @@ CASES: dict[str, tuple[dict, str, str | None]] = {
     "retract": ({"cause": "retract"}, "factor", "retract-resume"),
     "host": ({"cause": "host"}, "host", TOP),
     "line": ({"cause": "line"}, "line", ANY),
-    "nic": ({"cause": "nic", "requests": 1200}, "pair", "rdma-nic"),
+    "nic": ({"cause": "nic", "requests": 1600}, "pair", "rdma-nic"),
     "onset": ({"cause": None, "onset": 0.5, "requests": 800}, "onset", None),
     "peer_loss_early": ({"cause": None, "peer_loss": 0.2}, "failure_cascade", "peer-loss"),
     "peer_loss_late": ({"cause": None, "peer_loss": 0.6}, "failure_cascade", "peer-loss"),

@@ -452,9 +452,10 @@ def _interval(
         short = stat[:, :-1].max(axis=1) - stat[:, -1]
         return bool(shortfall[j] <= np.quantile(short, 1 - ALPHA))
 
-    coarse = plausible[np.linspace(0, len(plausible) - 1, min(CANDIDATES, len(plausible)))
-                       .round().astype(np.int64)]  # fmt: skip
-    inside = [j for j in coarse if accepted(int(j))] or [int(np.argmax(observed))]
+    best = int(np.argmax(observed))  # the estimate: in the set by construction
+    coarse = np.union1d(plausible[np.linspace(0, len(plausible) - 1, min(
+        CANDIDATES, len(plausible))).round().astype(np.int64)], [best])  # fmt: skip
+    inside = [best, *(j for j in coarse if j != best and accepted(int(j)))]
     lo = _edge(coarse, min(inside), -1, accepted)
     hi = _edge(coarse, max(inside), 1, accepted)
     return int(t[order][lo + 1]), int(t[order][hi + 1])
