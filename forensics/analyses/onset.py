@@ -34,8 +34,8 @@ MIN_SIDE = 0.05  # each side of a split holds at least this share of the judged 
 PERMUTATIONS = 999
 BOOTSTRAP = 200  # incidents drawn at each split the interval tests
 SHORTFALL_CAP = 30.0  # a split further below the best is never in the interval
-CANDIDATES = 24  # splits tested evenly among the plausible ones …
-EDGE_STEPS = 6  # … then each edge bisected
+CANDIDATES = 16  # splits tested evenly among the plausible ones …
+EDGE_STEPS = 5  # … then each edge bisected
 ALPHA = 0.05
 MIN_REQUESTS = 40  # fewer judged requests: nothing is scanned
 # a load phase: a stretch of at least MIN_SIDE of the requests whose mean concurrency
@@ -435,7 +435,7 @@ def _interval(
     measured how far the estimator scatters about itself, not from the truth: late
     estimates gave late intervals (73 % coverage on onsets of shapes it was not tuned on,
     bench/README.md). Candidates: every split whose shortfall is below SHORTFALL_CAP, at
-    most CANDIDATES of them evenly, the set's two edges then refined by bisection."""
+    most CANDIDATES of them evenly and the estimate, the set's two edges then bisected."""
     n = len(y)
     codes = _codes(strata)[order]
     ys = y[order]
