@@ -2,14 +2,15 @@
 
 The hypotheses come from the analyses that exist (the first failure and its cascade,
 the onset, the suspects and the correlation's integrity tables) and are weighed in one
-order, the first that applies winning (docs/details.md, "The verdict"):
+order, the first that applies winning (docs/investigations.md, "The verdict: one story";
+its keys: docs/details.md):
 
 1. `failure_cascade`: a cascade stands out and the corrupted requests concentrate after
    its first failure on the hosts it reached.
-2. The top suspect (or integrity association) that passes its screen and, where an onset
-   is found too, explains it: scanned again without the requests the suspect touches, the
-   onset is no longer found. Its kind is its factor's story (features.toml): `line`,
-   `host`, `pair`, `config`, `factor`, `integrity`.
+2. The top suspect (or a configuration mismatch, or an integrity association) that passes
+   its screen and, where an onset is found too, explains it: scanned again without the
+   requests the suspect touches, the onset is no longer found. Its kind is its factor's
+   story (features.toml): `line`, `host`, `pair`, `config`, `factor`, `integrity`.
 3. `onset`: a found onset no suspect explains; a failure logged inside its interval
    narrows it ("began with …"). The time factors are its evidence, never a verdict.
 4. `load`: only the load's own factors pass.
@@ -165,7 +166,7 @@ def _cascade(first: FirstFailure | None, sus: Suspects) -> Hypothesis | None:
         f"there came back corrupted against {t.control_cases:,} of {t.control_total:,} "
         f"elsewhere (cascade {fmt_p(first.p)})"
     )
-    ids = _cause_ids("failure_cascade", sus)
+    ids = _cause_ids(first, sus)
     return Hypothesis("failure_cascade", statement, first.host, first.rank, None,
                       first.ts_us, [first.ts_us, first.ts_us], first.p, *_split(ids))  # fmt: skip
 
@@ -356,10 +357,11 @@ def _none(sus: Suspects) -> Hypothesis:
     return Hypothesis("none", statement)
 
 
-def _cause_ids(kind: str, sus: Suspects) -> list[str]:
-    """A cascade's known causes: peer-loss where a lost peer's requests were answered,
-    with the top suspect's after it."""
-    ids = ["peer-loss"]
+def _cause_ids(first: FirstFailure, sus: Suspects) -> list[str]:
+    """A cascade's known causes: peer-loss where it began with a transfer failure (its
+    requests were answered all the same: the corrupted ones concentrate after it), then
+    the top suspect's."""
+    ids = ["peer-loss"] if first.kind == "transfer" else []
     for sp in sus.found()[:1]:
         ids += [c for c in sp.known_causes if c not in ids]
     return ids
