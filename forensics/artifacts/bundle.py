@@ -217,7 +217,6 @@ def _versions(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict:
     """pd-forensics, Python and each dependency; SGLang's version (the reproducer's
     server info, in the runs' tags) and its server arguments (its start-up line)."""
     where, params = run_filter(runs)
-    in_runs, _ = run_filter(runs, "s.run")
     deps = {}
     for req in md.requires("pd-forensics") or []:
         name = re.split(r"[\s;<>=!~\[]", req, maxsplit=1)[0]
@@ -230,10 +229,11 @@ def _versions(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict:
     tags = [dict(t or {}) for (t,) in con.execute(
         f"SELECT tags FROM runs WHERE {where}", params).fetchall()]  # fmt: skip
     sglang = sorted({t[k] for t in tags for k in t if "version" in k.lower()})
-    args = [m for (m,) in con.execute(
-        f"""SELECT any_value(e.message) FROM entries e JOIN sources s USING (source_id)
-            WHERE {in_runs} AND e.message LIKE '%server_args=ServerArgs(%'
-            GROUP BY e.host ORDER BY e.host""", params).fetchall()]  # fmt: skip
+    of_runs, _ = run_filter(runs, "a.run")
+    args = [m for (m,) in con.execute(  # SGLang's and vLLM's start lines (the server_args view)
+        f"""SELECT any_value(e.message) FROM server_args a
+            JOIN entries e USING (source_id, entry_no)
+            WHERE {of_runs} GROUP BY a.host ORDER BY a.host""", params).fetchall()]  # fmt: skip
     return {
         "pd-forensics": __version__,
         "python": sys.version.split()[0],
