@@ -18,7 +18,7 @@ from ...errors import ForensicsError
 from ...plural import counted
 from ...scope import Db, Runs, Scope, scoped
 from ..stats import ALPHA, fmt_ci, fmt_num, fmt_p, requests_needed
-from .causes import known_causes, plan_toml
+from .causes import known_causes
 from .features import Feature, Table, declared, load_table
 from .headline import Headline, headline, request_rows
 from .named_levels import named_levels
@@ -81,15 +81,9 @@ class Suspects:
         }  # fmt: skip
 
     def top_experiment(self) -> Suspect | None:
-        """The suspect whose experiment the sentences print (and `--plan` writes)."""
+        """The suspect whose experiment the sentences print (`--plan` writes the
+        verdict's: analyses/verdict.py)."""
         return next((s for s in self.found() if s.experiment), None)
-
-    def plan(self) -> str | None:
-        """The `experiment ab` plan of the top suspect's experiment (None: none)."""
-        top = self.top_experiment()
-        if top is None or top.experiment is None:
-            return None
-        return plan_toml(top.known_causes[0], top.experiment, self.ranking.tags)
 
     def strongest(self) -> Suspect | None:
         """The candidate cause with the smallest p (a line after the transfer is none)."""
