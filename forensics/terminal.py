@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .analyses.rooms import RoomsReport
     from .analyses.skew import Skew
     from .analyses.suspects import Suspects
+    from .analyses.suspects.rank import Suspect
     from .analyses.templates import Shown, Templates
     from .experiment import ExperimentResult
     from .repro import ReproResult, RunStats
@@ -93,7 +94,6 @@ def correlation(con: Console, c: Correlation, sentences: bool = True) -> None:
 def suspects(con: Console, r: Suspects, top: int = 15, sentences: bool = True) -> None:
     """The ranking, one line per group, best first; then the sentences (known causes and
     the next experiment for the top ones)."""
-
     k = r.ranking
     lines = r.lines()
     if lines:
@@ -124,7 +124,7 @@ SUSPECT_COLUMNS = ("#", "predicate", "with", "without", "RR", "OR (exact 95 % CI
                    "covers", "MH OR, p", "verdict")  # fmt: skip
 
 
-def _suspect_cells(s) -> dict[str, str]:
+def _suspect_cells(s: Suspect) -> dict[str, str]:
     """One suspect's cells by column (SUSPECT_COLUMNS)."""
     from .analyses.stats import fmt_ci
 
