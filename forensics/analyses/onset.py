@@ -84,9 +84,11 @@ class Onset:
                 f"{_pct(self.rate_before)} before, {_pct(self.rate_after)} after, "
                 f"p = {_p(self.p)}, within load strata)")  # fmt: skip
 
-    def sentences(self, role: str | None = None) -> list[str]:
+    def sentences(self, role: str | None = None, marked: bool = False) -> list[str]:
         """The onset in sentences; `role`: what it is beside the report's verdict ("the
-        verdict": its statement said it already, left out; else named beside its time)."""
+        verdict": its statement said it already, left out; else named beside its time);
+        `marked`: a failure inside the interval marks the change (no load change to
+        disown it for)."""
         if self.why_not:
             return [f"onset: not scanned: {self.why_not}"]
         out = [h] if (h := self.headline()) else []
@@ -97,7 +99,7 @@ class Onset:
         if not self.found and self.p is not None:
             out.append(f"onset: no change in the corruption rate within load strata "
                        f"(p = {_p(self.p)}, {self.permutations} permutations)")  # fmt: skip
-        if self.with_load is not None:
+        if self.with_load is not None and not marked:
             out.append(
                 f"the load changed at {utc(self.with_load)}, inside the onset's interval: the "
                 "onset cannot be told from the load change there"
@@ -297,23 +299,7 @@ def _curve(y: np.ndarray, strata: np.ndarray, n: int, at: np.ndarray | None = No
         if len(at):
             out[:, at] = _curve(y, strata, n, at)
         return out
-    # Σ_s (before's corrupted − before's share of the stratum's) and the hypergeometric
-    # variance Σ_s (before × after requests) × the stratum's rate spread: a cumulative sum
-    # of the outcomes and two products over the strata (a pass a stratum cost 0.7 s at
-    # 10 k requests)
-    codes = _codes(strata)
-    onehot = np.zeros((n, int(codes.max()) + 1))
-    onehot[np.arange(n), codes] = 1.0
-    size = onehot.sum(axis=0)
-    k = y.astype(np.float64) @ onehot  # R × S: corrupted a stratum
-    b = np.cumsum(onehot, axis=0)[at]  # requests before each split, a stratum
-    u = np.cumsum(y, axis=1, dtype=np.float64)[:, at] - (k / size) @ b.T
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(size > 1, k * (size - k) / (size * size * (size - 1)), 0.0)
-    v = w @ (b * (size - b)).T
-    v[v <= 0] = np.inf
-    np.minimum(u, 0.0, out=u)  # a rise only: an onset
-    return u * u / v
+    return _Design(_codes(strata)).curve(y, at)
 
 
 def _splits(n: int, most: int | None = None) -> np.ndarray:
@@ -463,7 +449,8 @@ def _interval(
 
 class _Design:
     """The strata's one-hot design in the axis' order, kept for many outcome matrices:
-    the statistic of `_curve` at given splits for R × n boolean outcomes."""
+    `_curve`'s statistic at given splits for R × n outcomes (the interval's replicates
+    reuse one design)."""
 
     def __init__(self, codes: np.ndarray) -> None:
         n = len(codes)
@@ -473,6 +460,10 @@ class _Design:
         self.cum = np.cumsum(self.onehot, axis=0, dtype=np.float64)  # n × S
 
     def curve(self, y: np.ndarray, at: np.ndarray) -> np.ndarray:
+        # Σ_s (before's corrupted − before's share of the stratum's) and the hypergeometric
+        # variance Σ_s (before × after requests) × the stratum's rate spread: a cumulative
+        # sum of the outcomes and two products over the strata (a pass a stratum cost 0.7 s
+        # at 10 k requests)
         size, b = self.size, self.cum[at]
         k = (y.astype(np.float32) @ self.onehot).astype(np.float64)
         u = np.cumsum(y, axis=1, dtype=np.int32)[:, at] - (k / size) @ b.T
@@ -480,7 +471,7 @@ class _Design:
             w = np.where(size > 1, k * (size - k) / (size * size * (size - 1)), 0.0)
         v = w @ (b * (size - b)).T
         v[v <= 0] = np.inf
-        np.minimum(u, 0.0, out=u)
+        np.minimum(u, 0.0, out=u)  # a rise only: an onset
         return u * u / v
 
 

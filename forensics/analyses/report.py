@@ -161,20 +161,18 @@ class Report:
 
     def _suspect_is_verdict(self) -> bool:
         v, top = self.verdict, self.suspects.found()[:1]
-        return bool(top) and v.kind not in ("failure_cascade", "onset", "none") and (
-            top[0].predicate in v.statement)  # fmt: skip
+        return bool(top) and v.kind not in ("failure_cascade", "onset", "config", "none") and (
+            v.p == top[0].table.p_value)  # fmt: skip
 
     def _onset_sentences(self) -> list[str]:
         """The onset's, each time said as what it is beside the verdict: the verdict's own
-        (left out: the statement said it; a failure that marked it settles the load change
-        beside it), or the scan's change point the verdict explains."""
-        v = self.verdict
+        (left out: the statement said it; narrowed by a failure, no load change disowns
+        it), or the scan's change point the verdict explains."""
+        v, o = self.verdict, self.onset
         if v.kind == "onset":
-            said = self.onset.sentences("the verdict")
-            return [x for x in said if "beginning with" not in v.statement
-                    or not x.startswith("the load changed")]  # fmt: skip
-        return self.onset.sentences(f"the {v.kind.replace('_', ' ')} verdict explains it"
-                                    if v.kind != "none" else "no verdict")  # fmt: skip
+            return o.sentences("the verdict", marked=v.interval_us != list(o.ci_us or ()))
+        return o.sentences(f"the {v.kind.replace('_', ' ')} verdict explains it"
+                           if v.kind != "none" else "no verdict")  # fmt: skip
 
     def sentences(self) -> list[str]:
         """What an engineer pastes into the bug report, the headline first, each sentence
