@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import struct
 from collections.abc import Iterator
 
 import orjson
@@ -38,6 +37,9 @@ import pyarrow as pa
 # spans rendered this many at a time (one 100 MB collector line holds 178 k of them: 1.11
 # GB peak at 20 k, 0.93 at 5 k, as fast)
 MAX_CHUNK = 4 << 20
+MIN_START_US = 946_684_800_000_000  # 2000-01-01: an earlier start is protobuf's unset 0
+MAX_REQUEST = 64 << 20  # a protobuf request read at most (its dict is ~15 times its bytes)
+MAX_DEPTH = 64  # levels of an array or map value kept; deeper is said, not walked
 SLICE = 5_000
 _HEX = frozenset("0123456789abcdefABCDEF")
 KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
@@ -137,13 +139,8 @@ def _text(v: dict) -> dict:
     if not isinstance(v, dict):
         return {"stringValue": None if v is None else str(v)}
     v = {_snake_to_camel(k): x for k, x in v.items()}
-    if "arrayValue" in v:
-        vals = (v["arrayValue"] or {}).get("values") or []
-        return {"stringValue": orjson.dumps([_plain(x) for x in vals]).decode()}
-    if "kvlistValue" in v:
-        kvs = (v["kvlistValue"] or {}).get("values") or []
-        pairs = {k.get("key"): _plain(k.get("value")) for k in kvs if isinstance(k, dict)}
-        return {"stringValue": orjson.dumps(pairs).decode()}
+    if "arrayValue" in v or "kvlistValue" in v:  # rendered once, as JSON of plain values
+        return {"stringValue": orjson.dumps(_plain(v, 0)).decode()}
     if "bytesValue" in v:
         return {"stringValue": _hex_id(v["bytesValue"])}
     out = {}
@@ -160,9 +157,23 @@ def _text(v: dict) -> dict:
     return out
 
 
-def _plain(v: object) -> object:
-    t = _text(v) if isinstance(v, dict) else {"stringValue": v}
-    return next((x for x in t.values() if x is not None), None)
+def _plain(v: object, depth: int) -> object:
+    """An AnyValue as a plain value: an array a list, a map a dict (a level's text is never
+    escaped into the level above: that doubled the length a level), MAX_DEPTH levels at
+    most."""
+    if not isinstance(v, dict):
+        return v
+    v = {_snake_to_camel(k): x for k, x in v.items()}
+    if depth >= MAX_DEPTH and ("arrayValue" in v or "kvlistValue" in v):
+        return f"<past {MAX_DEPTH} levels>"
+    if "arrayValue" in v:
+        vals = (v["arrayValue"] or {}).get("values") or []
+        return [_plain(x, depth + 1) for x in vals] if isinstance(vals, list) else None
+    if "kvlistValue" in v:
+        kvs = (v["kvlistValue"] or {}).get("values") or []
+        return {str(k.get("key")): _plain(k.get("value"), depth + 1)
+                for k in (kvs if isinstance(kvs, list) else []) if isinstance(k, dict)}  # fmt: skip
+    return next((x for x in _text(v).values() if x is not None), None)
 
 
 def _kvs(items: object) -> list[dict]:
@@ -253,20 +264,41 @@ def proto_requests(data: bytes) -> Iterator[tuple[int, dict | str]]:
         except ValueError as exc:
             return str(exc)
 
-    if _prefixed(data):
-        at = 0
-        while at < len(data):
-            if at + 4 > len(data):
-                yield at, "a length prefix cut short"
+    if not _prefixed(data):
+        yield 0, one(data) if len(data) <= MAX_REQUEST else _too_long(len(data))
+        return
+    at = 0
+    while at < len(data):
+        n = int.from_bytes(data[at : at + 4], "big") if at + 4 <= len(data) else -1
+        if n < 0 or at + 4 + n > len(data):
+            on = resync(data, at + 1)
+            why = "a length prefix cut short" if n < 0 else f"a request of {n:,} bytes past the end"
+            yield at, why + ("" if on is None else f" (read on from byte {on:,})")
+            if on is None:
                 return
-            (n,) = struct.unpack(">I", data[at : at + 4])
-            if at + 4 + n > len(data):
-                yield at, f"a request of {n:,} bytes cut short at {len(data) - at - 4:,}"
-                return
-            yield at, one(data[at + 4 : at + 4 + n])
-            at += 4 + n
-    else:
-        yield 0, one(data)
+            at = on
+            continue
+        yield at, one(data[at + 4 : at + 4 + n]) if n <= MAX_REQUEST else _too_long(n)
+        at += 4 + n
+
+
+def _too_long(n: int) -> str:
+    return f"a request of {n:,} bytes, over the {MAX_REQUEST >> 20} MB one request may hold"
+
+
+def resync(data: bytes, start: int) -> int | None:
+    """The next offset from `start` where a length prefix holds a request that ends at the
+    file's end or at another such prefix (a damaged prefix's requests after it kept)."""
+    at = data.find(b"\x0a", start + 4)
+    while at >= 0:
+        p = at - 4
+        n = int.from_bytes(data[p:at], "big")
+        end = at + n
+        fits = n > 0 and end <= len(data) and _proto_head(data[at : at + 32])
+        if fits and (end == len(data) or framed_request(data[end : end + 36])):
+            return p
+        at = data.find(b"\x0a", at + 1)
+    return None
 
 
 def _prefixed(data: bytes) -> bool:
@@ -366,11 +398,17 @@ def _rendered(flat: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("trace_id").is_null()).then(pl.lit("no traceId"))
         .when(pl.col("span_id").is_null()).then(pl.lit("no spanId"))
         .when(pl.col("start_us").is_null()).then(pl.lit("no readable startTimeUnixNano"))
+        .when(pl.col("start_us") < MIN_START_US)
+        .then(pl.lit("no readable start (startTimeUnixNano before 2000: unset, or wrong)"))
     )  # fmt: skip
     record = [c for c in out.columns if c not in ("line", "index", "host", "ts_us")]
     return out.select(
         "line", "index", "host", "ts_us",
         text=pl.struct(record).struct.json_encode(), bad=bad,
+        backwards=pl.col("end_us") < pl.col("start_us"),
+        odd_id=(pl.col("trace_id").str.len_bytes() != 32)
+        | (pl.col("span_id").str.len_bytes() != 16)
+        | (pl.col("parent_span_id").str.len_bytes() != 16),
     )  # fmt: skip
 
 

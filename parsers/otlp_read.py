@@ -7,6 +7,7 @@ the reason)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -15,7 +16,10 @@ import polars as pl
 import pyarrow as pa
 
 from . import otlp
+from .bounded import lines, read_whole
 from .journald.context import ReadContext
+
+PROTO_FILE_BYTES = 512 << 20  # a protobuf file read at most (the exporter rotates at 100 MB)
 
 
 def read_otlp(
@@ -30,14 +34,13 @@ def read_otlp(
 def _json(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[pl.DataFrame]:
     chunk: list[tuple[int, bytes]] = []
     size = n = 0
-    for raw in stream:
+    for raw in lines(stream, ctx):
         n += 1
         line = raw[:-1] if raw.endswith(b"\n") else raw  # a slice of a whole line: a copy
         raw = b""
         line = line[:-1] if line.endswith(b"\r") else line
-        if n == 1 and line.strip() == b"{":  # one pretty-printed document (the spec's examples)
-            yield from _spans(_one(1, line + stream.read(), ctx), ctx, host)
-            ctx.lines = 1
+        if n == 1 and line.strip() == b"{":  # pretty-printed documents (the spec's examples)
+            yield from _documents(line + b"\n", stream, ctx, host)
             return
         if not line.strip():
             ctx.markers += 1
@@ -53,6 +56,32 @@ def _json(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[pl.D
         tables, chunk = _chunk(chunk, ctx), []
         yield from _spans(tables, ctx, host)
     ctx.lines = n
+
+
+def _documents(first: bytes, stream: BinaryIO, ctx: ReadContext, host: str | None
+               ) -> Iterator[pl.DataFrame]:  # fmt: skip
+    """Pretty-printed requests one after another (`jq . traces.jsonl`, the spec's example
+    twice): each document a request, numbered by the line it starts on."""
+    rest = read_whole(stream, ctx)
+    ctx.lines = 1
+    if rest is None:
+        return
+    text = (first + rest).decode("utf-8", "replace")
+    decoder, at, line = json.JSONDecoder(), 0, 1
+    while at < len(text):
+        start = len(text) - len(text[at:].lstrip())
+        if start >= len(text):
+            break
+        line += text.count("\n", at, start)
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):  # no document: quarantined from here on
+            ctx.reject(line, "otlp-json: not JSON from this line on", text[start : start + 400])
+            end = len(text)
+        else:
+            yield from _spans(_one(line, text[start:end].encode(), ctx), ctx, host)
+        ctx.lines = line + text.count("\n", start, end)
+        line, at = ctx.lines, end
 
 
 def _chunk(lines: list[tuple[int, bytes]], ctx: ReadContext) -> list[tuple[pa.Table, list[int]]]:
@@ -97,7 +126,10 @@ def _one(n: int, line: bytes, ctx: ReadContext) -> list[tuple[pa.Table, list[int
 
 
 def _proto(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[pl.DataFrame]:
-    data = stream.read()
+    data = read_whole(stream, ctx, PROTO_FILE_BYTES)  # requests over MAX_REQUEST: each said
+    if data is None:
+        ctx.lines = 1
+        return
     tables: list[tuple[pa.Table, list[int]]] = []
     i = 0
     try:
@@ -126,6 +158,9 @@ def _spans(tables: list[tuple[pa.Table, list[int]]], ctx: ReadContext, host: str
                 ctx.reject(line, f"otlp: span {index} of line {line}: {why}", text[:400])
             seen.update(rows["line"].unique().to_list())
             good = rows.filter(pl.col("bad").is_null())
+            ctx.tally("spans that end before they start (kept)", int(good["backwards"].sum()))
+            ctx.tally("spans with an id of the wrong length (a trace id is 32 hex digits, a "
+                      "span id 16; kept)", int(good["odd_id"].sum()))  # fmt: skip
             if not good.is_empty():
                 yield good.select("line", "host", "ts_us", "text")
         ctx.markers += len(set(lines) - seen)  # requests without spans (empty batches)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import orjson
 import pyarrow as pa
 
+from .bounded import lines
 from .isotime import iso_us
 from .journald.context import ReadContext
 from .journald.schema import RowBuilder
@@ -199,6 +200,22 @@ def _date(text: str) -> dt.date | None:
         return None
 
 
+def _take(source: Iterator[bytes], size: int) -> list[bytes]:
+    """Lines from `source` up to about `size` bytes (as readlines(size) takes them)."""
+    out: list[bytes] = []
+    got = 0
+    for raw in source:
+        out.append(raw)
+        got += len(raw)
+        if got >= size:
+            break
+    return out
+
+
+def _entries(n: int) -> str:
+    return "1 entry" if n == 1 else f"{n:,} entries"
+
+
 @dataclass
 class _Entry:
     line_first: int
@@ -241,7 +258,7 @@ class PlainReader:
         if self.fmt == "docker-json":
             partial: list[bytes] = []
             first = 0
-            for raw in stream:
+            for raw in lines(stream, self.ctx):
                 n += 1
                 try:
                     obj = orjson.loads(raw)
@@ -266,7 +283,7 @@ class PlainReader:
             if partial:
                 yield first, b"".join(partial), None, {}
         else:
-            for raw in stream:
+            for raw in lines(stream, self.ctx):
                 n += 1
                 text = raw.rstrip(b"\n").removesuffix(b"\r")
                 when = None
@@ -303,7 +320,7 @@ class PlainReader:
         """(line number, text, object) of each line that is a JSON object `ok` takes; a
         blank line counted, any other quarantined with `why`."""
         n = 0
-        for raw in stream:
+        for raw in lines(stream, self.ctx):
             n += 1
             text = raw.rstrip(b"\n").removesuffix(b"\r")
             if not text.strip():
@@ -360,26 +377,38 @@ class PlainReader:
     def _flight_recorder(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
         """A Flight Recorder dump: each entry as the line its pattern reads (the dump
         refused whole, in one quarantined line, where it is not data; an entry that is
-        not a dict quarantined by its index)."""
+        not a dict, or that cannot be read, quarantined by its index)."""
         from . import flight_recorder as fr
 
-        data = stream.read()
+        data = stream.read(fr.MAX_DUMP_BYTES + 1)
+        self.ctx.lines = 1
         try:
-            obj = fr.load(data)
+            obj, after = fr.load(data)
         except fr.Refused as exc:
             self.ctx.reject(1, f"flight-recorder: {exc}", data[:200])
-            self.ctx.lines = 1
             return
+        if after:
+            self.ctx.note(f"{after:,} bytes after the dump's end, not read")
         rank = fr.rank_of(self.ctx.name)
-        n = 0
+        untimed = cut = 0
         for n, entry in fr.entries(obj):
-            if not isinstance(entry, dict):
-                self.ctx.reject(n, "flight-recorder: an entry that is not a dict",
-                                repr(entry)[:200].encode())  # fmt: skip
+            self.ctx.lines = n
+            try:
+                if not isinstance(entry, dict):
+                    raise TypeError("an entry that is not a dict")
+                text, when, was_cut = fr.entry_line(entry, rank)
+            except Exception as exc:  # a value no reader could render: this entry only
+                why = str(exc) if isinstance(exc, TypeError) else f"{type(exc).__name__}: {exc}"
+                self.ctx.reject(n, f"flight-recorder: {why}", fr.render(entry).encode())
                 continue
-            text, when = fr.entry_line(entry, rank)
+            untimed, cut = untimed + (when is None), cut + was_cut
             yield n, text.encode(), when, {}
-        self.ctx.lines = n
+        if cut:
+            self.ctx.note(f"{_entries(cut)} with a value past {fr.VALUE_CHARS} characters or "
+                          f"{fr.MAX_DEPTH} levels, kept cut short")  # fmt: skip
+        if untimed:
+            self.ctx.note(f"{_entries(untimed)} without a readable time_created_ns (stored "
+                          "untimed)")  # fmt: skip
 
     def _otlp(self, stream: BinaryIO) -> Iterator[pa.Table]:
         """OpenTelemetry spans (parsers/otlp.py): each span an entry under its own host (a
@@ -408,27 +437,28 @@ class PlainReader:
         keys = sorted({k for group in d.needs for k in group} | set(d.time))
         shape = pl.Struct(dict.fromkeys(keys, pl.String))
         n = 0
-        while chunk := stream.readlines(RECORD_CHUNK):
+        source = lines(stream, self.ctx)
+        while chunk := _take(source, RECORD_CHUNK):
             texts = [raw.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", "replace")
                      for raw in chunk]  # fmt: skip
             nums = pl.Series(range(n + 1, n + 1 + len(texts)), dtype=pl.Int64)
             n += len(texts)
-            lines = pl.DataFrame({"line": nums, "text": texts})
-            blank = lines["text"].str.strip_chars() == ""
+            rows = pl.DataFrame({"line": nums, "text": texts})
+            blank = rows["text"].str.strip_chars() == ""
             self.ctx.markers += int(blank.sum())
-            lines = lines.filter(~blank)
+            rows = rows.filter(~blank)
             try:
-                got = lines["text"].str.json_decode(shape)
+                got = rows["text"].str.json_decode(shape)
             except pl.exceptions.ComputeError:  # a line that is no JSON object: one at a time
-                got = pl.Series([_shaped(t, keys) for t in lines["text"]], dtype=shape)
+                got = pl.Series([_shaped(t, keys) for t in rows["text"]], dtype=shape)
             holds = pl.all_horizontal(
                 pl.any_horizontal(pl.col("g").struct.field(k).is_not_null() for k in group)
                 for group in d.needs
             )  # fmt: skip
-            lines = lines.with_columns(g=got).with_columns(ok=holds.fill_null(False))
-            for line, text in lines.filter(~pl.col("ok")).select("line", "text").iter_rows():
+            rows = rows.with_columns(g=got).with_columns(ok=holds.fill_null(False))
+            for line, text in rows.filter(~pl.col("ok")).select("line", "text").iter_rows():
                 self.ctx.reject(line, f"{d.name}: not a record of its kind", text)
-            yield self._entry_table(lines.filter("ok").select(
+            yield self._entry_table(rows.filter("ok").select(
                 "line", "text",
                 ts_us=_epoch_expr(pl.coalesce(pl.col("g").struct.field(k) for k in d.time),
                                   d.per_second),

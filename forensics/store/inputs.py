@@ -16,10 +16,13 @@ from typing import BinaryIO
 import zstandard
 
 from ..errors import ForensicsError
+from ..parsers.bounded import MAX_RECORD_BYTES
 from ..parsers.otlp import framed_request
 from . import ahead
 
 _GLOB_CHARS = set("*?[")
+OUT_STEP = 8 << 20  # bytes one decompression step may give out
+ZSTD_FEED = 1 << 10  # zstd's bytes fed a step: its frames expand at most ~32,000 times
 COMPRESSIONS = {b"\x1f\x8b": "gz", b"\x28\xb5\x2f\xfd": "zst", b"\xfd7zXZ\x00": "xz"}
 
 
@@ -182,6 +185,10 @@ class _Checked(io.RawIOBase):
             self.out, self.held = memoryview(bytes(self.held)), bytearray()
             return bool(len(self.out))
         last = data.rfind(b"\n")
+        if last < 0 and len(self.held) + len(data) > MAX_RECORD_BYTES:
+            # one line past what a record may hold: given on, for the reader to set aside
+            self.out, self.held = memoryview(bytes(self.held) + data), bytearray()
+            return True
         if last < 0:
             self.held += data
             return True
@@ -203,6 +210,8 @@ class _Members(io.RawIOBase):
         self.fed = False  # the current member has been given input
         self.pending = b""
         self.pos = 0
+        self.left = b""  # input not yet decompressed
+        self.more = False  # the decompressor holds output for the input it was given
         self.cut: str | None = None
 
     def _new(self):
@@ -218,30 +227,41 @@ class _Members(io.RawIOBase):
     def readinto(self, b) -> int:  # type: ignore[override]
         while self.pos >= len(self.pending):
             self.pending, self.pos = b"", 0
-            data = self.raw.read(1 << 20)
-            if not data:
-                if self.fed and not self.obj.eof:
-                    self.cut = "it ends inside a compressed member"
-                return 0
-            self._feed(data)
+            if not self.left and not self.more:
+                self.left = self.raw.read(1 << 20)
+                if not self.left:
+                    if self.fed and not self.obj.eof:
+                        self.cut = "it ends inside a compressed member"
+                    return 0
+            self._step()
         n = min(len(b), len(self.pending) - self.pos)
         b[:n] = memoryview(self.pending)[self.pos : self.pos + n]
         self.pos += n
         return n
 
-    def _feed(self, data: bytes) -> None:
+    def _step(self) -> None:
+        """At most OUT_STEP bytes decompressed from what is left of the input: a bomb (1 GB
+        of zeros in 1 MB of gzip) costs a step's memory, never its whole."""
+        if not self.fed and not self.left.strip(b"\x00"):
+            self.left = b""  # gzip's padding after its last member
+            return
+        self.fed = True
         try:
-            while data:
-                if not self.fed and not data.strip(b"\x00"):
-                    return  # gzip's padding after its last member
-                self.fed = True
-                self.pending += self.obj.decompress(data)
-                data = self.obj.unused_data if self.obj.eof else b""
-                if self.obj.eof:
-                    self.obj = self._new()
-                    self.fed = False
+            if self.kind == "zst":  # no output bound: fed a little at a time instead
+                data, self.left = self.left[:ZSTD_FEED], self.left[ZSTD_FEED:]
+                self.pending = self.obj.decompress(data)
+            else:
+                self.pending = self.obj.decompress(self.left, OUT_STEP)
+                if self.kind == "gz":  # the rest of the input given back; output may wait
+                    self.left = self.obj.unconsumed_tail
+                    self.more = len(self.pending) >= OUT_STEP
+                else:  # xz keeps the rest of the input and says whether output waits
+                    self.left, self.more = b"", not self.obj.needs_input
         except (zlib.error, lzma.LZMAError, zstandard.ZstdError) as exc:
             raise ForensicsError(f"{self.name}: corrupt .{self.kind} archive ({exc})") from None
+        if self.obj.eof:  # the next member follows this one's end
+            self.left = self.obj.unused_data + self.left
+            self.obj, self.fed, self.more = self._new(), False, False
 
 
 @dataclass

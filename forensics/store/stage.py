@@ -115,18 +115,32 @@ def stage(
     try:
         return _stage(inp, folder, opts, progress)
     except ForensicsError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
         if not inp.found:  # named: the ingest fails, the catalog unchanged
+            shutil.rmtree(folder, ignore_errors=True)
             raise
-        # found in a folder: one unreadable file never costs the others
-        why = str(exc).removeprefix(f"{inp.name}: ")
-        return Staged(SourceResult(inp.name, "-", "skipped", reason=why), display_path(inp))
+        return _unread(inp, folder, str(exc).removeprefix(f"{inp.name}: "))
+    except OSError:  # the disk's or the catalog's, not the input's: the ingest stops
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    except Exception as exc:  # a reader's, a decoder's, Python's own: this input's
+        first = str(exc).split("\n", 1)[0][:200]
+        return _unread(inp, folder, f"no reader could read it ({type(exc).__name__}: {first})")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _unread(inp: Input, folder: Path, why: str) -> Staged:
+    """An input that could not be read: named, the ingest fails in one line with the
+    catalog unchanged; found in a folder, it is skipped with the reason, and one
+    unreadable file never costs the others."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if not inp.found:
+        raise ForensicsError(f"{inp.name}: {why}") from None
+    return Staged(SourceResult(inp.name, "-", "skipped", reason=why), display_path(inp))
 
 
 def _stage(
@@ -286,6 +300,7 @@ def _entries(
     finally:
         con.close()
     res.records = {k: records.counts[k] for k in COUNTED}
+    ctx.say_tallies()
     ctx.notes.extend(times.notes())
     # A record that breaks the contract is quarantined with its reason; its entry stays.
     quarantine = [(x.line, x.reason, x.raw, None) for x in ctx.quarantine]

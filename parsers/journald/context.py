@@ -29,6 +29,8 @@ class ReadContext:
     host_guessed: bool = False  # the reader took the host from the file's name
     notes: list[str] = field(default_factory=list)
     quarantine: list[Quarantined] = field(default_factory=list)
+    # things a reader keeps but says with a count (ids of a wrong length): what → how many
+    tallies: dict[str, int] = field(default_factory=dict)
     markers: int = 0  # journalctl's own "-- Boot … --" style lines, consumed
     lines: int = 0  # input lines (text) or export lines seen
 
@@ -40,3 +42,14 @@ class ReadContext:
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def tally(self, what: str, n: int = 1) -> None:
+        """Count `n` of `what` ("spans ending before they start, kept"): said once, as a
+        note with the total, when the input is read (`say_tallies`)."""
+        if n:
+            self.tallies[what] = self.tallies.get(what, 0) + n
+
+    def say_tallies(self) -> None:
+        for what, n in self.tallies.items():
+            self.note(f"{n:,} × {what}")
+        self.tallies.clear()

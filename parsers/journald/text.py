@@ -302,7 +302,12 @@ class TextReader:
         # journalctl indents continuation lines: a line not starting with a space starts
         # an entry (cat has no continuations: any line does).
         cut = line_start_cut(continuation_indent=self.regex is not None)
-        yield from ordered_parallel(blocks(stream, cut), self._parse, self._finish)
+
+        def too_long(size: int) -> None:
+            self.ctx.reject(self.line_no + 1, f"a line of {size:,} bytes, over the 64 MB one "
+                            "line may hold (near this line number)", "")  # fmt: skip
+
+        yield from ordered_parallel(blocks(stream, cut, too_long), self._parse, self._finish)
         self.ctx.lines = self.line_no
 
     def _parse(self, block: bytes | bytearray) -> _Parsed:
