@@ -6,8 +6,9 @@ the patterns below — a column of a type this module does not know is left out 
 so a column added later fails closed. The text members are scrubbed once more as text,
 where a separator may be escaped (`:\\/\\/`, `\\u002f`, `&#x2F;`, `%2F`).
 
-The patterns are the same in DuckDB's RE2 and Python's re (no look-arounds), after
-gitleaks' default rules for value-shaped secrets.
+The patterns run in RE2 on both sides (DuckDB's, and google-re2 in Python): linear in the
+text, which Python's backtracking engine was not (one log line of 64 KiB of `-` took 128 s).
+They are written after gitleaks' default rules for value-shaped secrets.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 
 import duckdb
+import re2
 
 from .store.overlay import _CREATE, overlay
 
@@ -22,13 +24,26 @@ _SLASH = r"(?:/|\\/|\\u002[fF]|&#x2[fF];|&#47;|%2[fF])"
 _COLON = r"(?::|\\u003[aA]|&#x3[aA];|&#58;|%3[aA])"
 _AT = r"(?:@|\\u0040|&#x40;|&#64;|%40)"
 # written as key=value, key: value, "key": "value", --key value or key='value'
-# a name that holds a secret: *token, *password, *secret*, *_key (api-key, x-api-key …),
-# matched from the word that makes it one (a name's head is left as it is): a pattern that
-# began at the head backtracked over every long run of letters (38 s on an 8 MB page)
-_NAME = r"(?i:token|passwd|password|secret[A-Za-z0-9_.-]*|_key|-key|apikey)"
+# a name that holds a secret: a secret word anywhere in it (token, passwd, password,
+# secret…, a key after a separator: api-key, x_api_key; cookie) with any further parts
+# (`password_db`, `passwd_file`, `token_db`; never `tokens`), matched from the word (a
+# name's head is left as it is). Possessive runs (`*+`, Python's; RE2 has no backtracking
+# to limit and reads them as plain runs): a run that gave back its characters one at a
+# time was retried at every position of a long line (64 KiB of `-`: 128 s).
+_WORD = r"(?:token|passw(?:or)?d|secret[A-Za-z0-9]*+|[_-]key|apikey|cookie)"
+_NAME = rf"(?i:{_WORD}(?:[_.-][A-Za-z0-9]++)*+)"
+# a captured HTTP header's name (OpenTelemetry: http.request.header.<name>) or any secret
+# name, as a map's key or a JSON record's `"key"`
+_KEY_NAME = rf"(?i:[A-Za-z0-9_.-]*?(?:authorization|{_NAME}))"
 _VALUE_END = r"[^\s\"'`,;&)}\]<>\\]"
 # a value with a letter in it: `#new-token: 896` is a count, not a secret
-_VALUE = rf"{_VALUE_END}*[A-Za-z]{_VALUE_END}*"
+_VALUE = rf"{_VALUE_END}*?[A-Za-z]{_VALUE_END}*+"
+
+
+def _re2(pattern: str) -> str:
+    """A pattern as RE2 reads it: a possessive run as a plain one (RE2 never backtracks)."""
+    return pattern.replace("*+", "*").replace("++", "+")
+
 
 # (pattern, replacement), in the order applied
 SECRETS: list[tuple[str, str]] = [
@@ -36,15 +51,19 @@ SECRETS: list[tuple[str, str]] = [
     (r"-----BEGIN[ A-Z0-9_-]*PRIVATE KEY( BLOCK)?-----(?s:.*?)(?:-----END[ A-Z0-9_-]*PRIVATE"
      r" KEY( BLOCK)?-----|$)", "-----PRIVATE KEY ***-----"),
     # URL user-info of any scheme, with or without a user, up to the last @ of the word
-    # (matched from `://`: from the scheme it backtracked over long runs of letters)
     (rf"({_COLON}{_SLASH}{_SLASH})[^\s\"'<>`]*{_AT}", r"\1***@"),
     (r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer\s+|basic\s+|token\s+)?[^\s\"',;}]+",
      r"\1\2***"),
     (r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1***"),
+    # a JSON record's key and value apart (OTLP's attributes: {"key": "db.password",
+    # "value": {"stringValue": "…"}}): the value under a secret's name, whatever it holds
+    (rf"(\"key\"\s*:\s*\"{_KEY_NAME}\"\s*,\s*\"value\"\s*:\s*(?:\{{\s*\"\w+\"\s*:\s*)?"
+     r"(?:\[\s*)?)(?:\"(?:[^\"\\]|\\.)*+\"|-?[0-9][0-9.eE+-]*+|true|false)", r'\1"***"'),
     # key=value, key: value, "key": "value", key='value', ?key=value&
     (rf"({_NAME}\\?[\"']?\s*[:=]\s*\\?[\"']?){_VALUE}", r"\1***"),
-    # --key value, --key=value (ServerArgs as a command line)
-    (rf"(--[A-Za-z0-9_.-]*?{_NAME}(?:=|\s+))[^-\s\"',]{_VALUE_END}*", r"\1***"),
+    # --key value, --key=value (ServerArgs as a command line): the flag's parts a run each
+    (rf"(--(?:[A-Za-z0-9]++[_.-])*?(?:[A-Za-z0-9]++)?{_NAME}(?:=|\s+))[^-\s\"',]{_VALUE_END}*+",
+     r"\1***"),
     # value-shaped, whatever the key
     (r"\bhf_[A-Za-z0-9]{20,}", "hf_***"),
     (r"\bsk-[A-Za-z0-9_-]{16,}", "sk-***"),
@@ -59,27 +78,11 @@ SECRETS: list[tuple[str, str]] = [
 
 
 def _python(pattern: str, replacement: str, kind: type):
-    """A pattern's substitution in Python. A leading `\\b` is checked by hand: Python's
-    engine then finds the literal that follows fast (an 8 MB page: 0.004 s against 0.14 s
-    a pattern), and RE2, which has no look-behind, keeps the pattern as written."""
-    if not pattern.startswith("\\b"):
-        rx = re.compile(pattern.encode() if kind is bytes else pattern)
-        rep = replacement.encode() if kind is bytes else replacement
-        return lambda text: rx.sub(rep, text)
-    rx = re.compile(pattern[2:].encode() if kind is bytes else pattern[2:])
+    """A pattern's substitution in Python, through RE2 (google-re2) as DuckDB runs it:
+    linear in the text, where Python's engine retried long runs at every position."""
+    rx = re2.compile(_re2(pattern).encode() if kind is bytes else _re2(pattern))
     rep = replacement.encode() if kind is bytes else replacement
-
-    def sub(text):
-        def one(m):
-            i = m.start()
-            before = text[i - 1 : i]
-            if before and before.isascii() and (before.isalnum() or before in (b"_", "_")):
-                return m.group(0)  # inside a word: `\\b` would not have matched here
-            return m.expand(rep)
-
-        return rx.sub(one, text)
-
-    return sub
+    return lambda text: rx.sub(rep, text)
 
 
 _SUBS = [_python(p, r, str) for p, r in SECRETS]
@@ -99,7 +102,7 @@ def scrub_bytes(data: bytes) -> bytes:
 
 
 _SPANS = [
-    (re.compile(p.removeprefix("\\b")), [int(g) for g in re.findall(r"\\(\d)", r.split("*")[0])])
+    (re2.compile(_re2(p)), [int(g) for g in re.findall(r"\\(\d)", r.split("*")[0])])
     for p, r in SECRETS
 ]  # fmt: skip
 
@@ -174,7 +177,7 @@ def _quoted(text: str) -> str:
 
 # Any pattern at all, in one RE2 pass: a value it does not match (nearly every log line)
 # is left as it is without running each pattern over it.
-_ANY = "|".join(f"(?:{p})" for p, _ in SECRETS)
+_ANY = "|".join(f"(?:{_re2(p)})" for p, _ in SECRETS)
 
 
 def sql_scrub(expr: str) -> str:
@@ -182,7 +185,7 @@ def sql_scrub(expr: str) -> str:
     only where one of them matches."""
     chain = expr
     for pat, rep in SECRETS:
-        chain = f"regexp_replace({chain}, {_quoted(pat)}, {_quoted(rep)}, 'g')"
+        chain = f"regexp_replace({chain}, {_quoted(_re2(pat))}, {_quoted(rep)}, 'g')"
     return f"CASE WHEN regexp_matches({expr}, {_quoted(_ANY)}) THEN {chain} ELSE {expr} END"
 
 
@@ -215,7 +218,7 @@ def scrubbed(expr: str, typ: str, depth: int = 0) -> str | None:
         if value is None:
             return None
         # a value under a secret's name goes whatever it looks like (hf_token, password …)
-        named = f"regexp_full_match(e{depth}.key, {_quoted('[A-Za-z0-9_.-]*' + _NAME)})"
+        named = f"regexp_full_match(e{depth}.key, {_quoted(_re2(_KEY_NAME))})"
         return (f"map_from_entries(list_transform(map_entries({expr}), lambda e{depth}: "
                 f"{{'key': e{depth}.key, 'value': CASE WHEN {named} THEN '***' ELSE {value} "
                 f"END}}))")  # fmt: skip

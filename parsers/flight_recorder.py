@@ -29,7 +29,7 @@ MAX_DUMP_BYTES = 256 << 20  # torch's buffer holds 2,000 entries by default: a f
 MAX_DEPTH = 64  # levels of a value rendered; deeper is said, not walked
 VALUE_CHARS = 200  # a rendered value's characters, as the named values keep
 MAX_SHAPE_DIMS = 4096  # shapes (and dimensions a shape) counted into numel
-_DEEP = f"<past {MAX_DEPTH} levels>"
+DEEP = f"<past_{MAX_DEPTH}_levels>"  # one word: the pattern reads a value to a space
 MIN_NS, MAX_NS = 946_684_800 * 10**9, 253_402_300_800 * 10**9  # 2000 to 9999
 
 
@@ -113,7 +113,7 @@ def render(v: object, budget: int = VALUE_CHARS) -> str:
 
     def walk(x: object, depth: int) -> bool:
         if depth > MAX_DEPTH:
-            return put(_DEEP)
+            return put(DEEP)
         if isinstance(x, bool) or x is None:
             return put(str(x).lower() if isinstance(x, bool) else "None")
         if isinstance(x, int):
@@ -181,7 +181,7 @@ def entry_line(entry: dict, rank: int | None) -> tuple[str, int | None, bool]:
     }  # fmt: skip
     shown = [(k, render(v)) for k, v in fields.items() if v is not None]
     text = "flight recorder " + " ".join(f"{k}={v}" for k, v in shown if v != "")
-    cut = any(v.endswith("…") or _DEEP in v for _, v in shown)
+    cut = any(v.endswith("…") or DEEP in v for _, v in shown)
     return text, time_us(entry.get("time_created_ns")), cut
 
 

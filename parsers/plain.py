@@ -56,6 +56,7 @@ _WHOLE = ("sglang-metrics", "dynamo-jsonl", "flight-recorder", *_DECLARED_READS)
 METRICS_PREFIX = "sglang-request-metrics-"
 _METRICS_HOUR = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log")
 _METRICS_TIMES = ("response_sent_to_client_ts", "request_finished_ts", "request_received_ts")
+EPOCH_FIRST_S = 946_684_800  # 2000-01-01: an earlier epoch time is a wrong or unset one
 BATCH_ROWS = 50_000
 BATCH_BYTES = 16 << 20  # or this much text: a batch of records a few kB each stays small
 _RFC3339 = re.compile(rb"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})) ")
@@ -168,7 +169,7 @@ def _epoch_us(v: object, per_second: int = 1) -> int | None:
     time)."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    if not 0 < v / per_second < 253402300800:
+    if not EPOCH_FIRST_S <= v / per_second < 253402300800:  # 2000 to 9999
         return None
     return round(v * 1_000_000 / per_second)
 
@@ -178,7 +179,7 @@ def _epoch_expr(v: pl.Expr, per_second: int) -> pl.Expr:
     import polars as pl
 
     x = v.cast(pl.Float64, strict=False)
-    ok = (x / per_second > 0) & (x / per_second < 253402300800)
+    ok = (x / per_second >= EPOCH_FIRST_S) & (x / per_second < 253402300800)
     return pl.when(ok).then((x * (1_000_000 / per_second)).round(0).cast(pl.Int64))
 
 
@@ -286,6 +287,11 @@ class PlainReader:
             for raw in lines(stream, self.ctx):
                 n += 1
                 text = raw.rstrip(b"\n").removesuffix(b"\r")
+                if b"\x00" in text:  # a sparse hole before it (copytruncate) is dropped
+                    text = text.lstrip(b"\x00")
+                    if b"\x00" in text:  # a write a crash cut, zeroed: this line only
+                        self.ctx.reject(n, "a NUL byte inside the line (a write cut short?)", text)
+                        continue
                 when = None
                 if self.fmt == "timestamped":
                     m = _RFC3339.match(text)
@@ -458,11 +464,14 @@ class PlainReader:
             rows = rows.with_columns(g=got).with_columns(ok=holds.fill_null(False))
             for line, text in rows.filter(~pl.col("ok")).select("line", "text").iter_rows():
                 self.ctx.reject(line, f"{d.name}: not a record of its kind", text)
-            yield self._entry_table(rows.filter("ok").select(
+            out = rows.filter("ok").select(
                 "line", "text",
                 ts_us=_epoch_expr(pl.coalesce(pl.col("g").struct.field(k) for k in d.time),
                                   d.per_second),
-            ))  # fmt: skip
+            )  # fmt: skip
+            self.ctx.tally(f"records whose {'/'.join(d.time)} is no time (stored untimed)",
+                           out["ts_us"].null_count())  # fmt: skip
+            yield self._entry_table(out)
         self.ctx.lines = n
 
     def _entry_table(self, rows: pl.DataFrame) -> pa.Table:

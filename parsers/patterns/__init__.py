@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import orjson
 import polars as pl
 
 from ..records.contract import KNOWN
@@ -273,6 +274,7 @@ def _json_text(value: pl.Expr) -> pl.Expr:
 
 
 REST_SAMPLE = 256  # lines whose keys name a record's other fields (`json_rest`)
+REST_DEPTH, REST_LEAVES = 64, 4096  # a sampled line's levels and values at most
 
 
 def _json_fields(
@@ -332,14 +334,34 @@ def _at(decoded: pl.Series, path: str) -> pl.Series:
 def _sampled_leaves(lines: pl.Series, read: set[str]) -> list[tuple[str, pl.DataType]]:
     """The leaves the first lines hold that no path reads: scalars as text, lists as
     themselves (none where the sample does not decode)."""
+    head = [t for t in lines.head(REST_SAMPLE).to_list() if t is not None and _plain_shape(t)]
     try:
-        sample = lines.head(REST_SAMPLE).str.json_decode(infer_schema_length=None).dtype
+        sample = pl.Series(head, dtype=pl.String).str.json_decode(infer_schema_length=None).dtype
     except pl.exceptions.PolarsError:
         return []
     if not isinstance(sample, pl.Struct):
         return []
     return [(path, leaf if isinstance(leaf, pl.List | pl.Array) else pl.String)
             for path, leaf in _leaves(sample, "") if f"$.{path}" not in read]  # fmt: skip
+
+
+def _plain_shape(text: str) -> bool:
+    """A line that may name the record's fields: JSON of at most REST_DEPTH levels and
+    REST_LEAVES leaves (a hostile record, 600 arrays deep or 10⁵ keys wide, made the
+    inferred type take gigabytes, or a struct of 10⁵ fields)."""
+    try:
+        todo = [(orjson.loads(text), 0)]
+    except orjson.JSONDecodeError:
+        return False
+    seen = 0
+    while todo:
+        v, depth = todo.pop()
+        seen += 1
+        if depth > REST_DEPTH or seen > REST_LEAVES:
+            return False
+        if isinstance(v, dict | list):
+            todo.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return True
 
 
 def _leaves(dtype: pl.DataType, prefix: str) -> Iterator[tuple[str, pl.DataType]]:
