@@ -81,6 +81,8 @@ _WRAPPED = re.compile(
 _DAY_S = 86_400
 _ROLLOVER_S = 6 * 3600  # a time of day that moves back by more than this is the next day
 _TRACEBACK = "Traceback (most recent call last):"
+# py-spy's lines (queries/stacks.sql reads them): its process, Python, thread lines, frames
+_DUMP_LINE = re.compile(r"^(?:Process \d+: |Python v\d|Thread (?:0x[0-9A-Fa-f]+|\d+) |\s+\S)")
 _UVICORN = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s")
 _NEEDLES: tuple[str, ...] | None = None
 
@@ -101,8 +103,8 @@ def _known_form(text: str) -> bool:
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-def _head_lines(head: bytes) -> list[bytes]:
-    lines = [ln for ln in head.split(b"\n")[:200] if ln.strip()]
+def _head_lines(head: bytes, limit: int | None = 200) -> list[bytes]:
+    lines = [ln for ln in head.split(b"\n")[:limit] if ln.strip()]
     if len(lines) > 1 and not head.endswith(b"\n"):
         lines = lines[:-1]  # the sniff window may cut the last line
     return lines
@@ -123,7 +125,10 @@ def sniff_collector(head: bytes) -> str | None:
 def sniff_program(head: bytes) -> str | None:
     """ "sglang" when most lines start with SGLang's (or Python logging's) time prefix:
     checked only once no journalctl rendering fits (they would all be "cat")."""
-    texts = [ln.decode("utf-8", "replace") for ln in _head_lines(head)]
+    texts = [ln.decode("utf-8", "replace") for ln in _head_lines(head, None)]
+    # a py-spy dump at the top (the watchdog's, in a rotated log) says nothing of the form:
+    # the lines after it do
+    texts = [t for t in texts if not _DUMP_LINE.match(t)][:200]
     prefixed = sum(1 for t in texts if _DATED.match(t) or _TIME_ONLY.match(t) or _other_stamp(t))
     # A quarter: tracebacks and unprefixed uvicorn lines may outnumber the prefixed ones.
     return "sglang" if texts and prefixed * 4 >= len(texts) else None

@@ -69,3 +69,23 @@ def test_a_dump_in_the_journal_is_one_row_a_thread(tmp_path: Path, fmt: str) -> 
     db = tmp_path / "t.duckdb"
     forensics.ingest([str(out)], db)
     _check(db)
+
+
+def test_a_log_that_opens_with_a_dump_is_read_by_the_lines_after_it(tmp_path: Path) -> None:
+    """The watchdog's dump at the top of a rotated log, 633 lines of it (every line of the
+    sniff's window): the log is SGLang's (it was `cat`, the dump 633 untimed entries),
+    and the dump reaches `stacks`."""
+    frames = [f"    step_{i} (sglang/srt/managers/scheduler.py:{i})" for i in range(620)]
+    dump = [*DUMP[:8], *frames, *DUMP[8:]]
+    assert len(dump) + 1 >= 633 - 4
+    log = tmp_path / "decode-0.log"
+    log.write_text("[2026-09-20 14:13:40] " + HEAD + "\n" + "\n".join(dump) + "\n"
+                   + "".join(f"[2026-09-20 14:13:{41 + i}] Decode batch. #running-req: {i}\n"
+                             for i in range(5)), encoding="utf-8")  # fmt: skip
+    db = tmp_path / "t.duckdb"
+    forensics.ingest([str(log)], db)
+    _, fmt = forensics.query_rows("SELECT format, count(ts_us) FROM sources JOIN entries "
+                                  "USING (source_id) GROUP BY ALL", db)  # fmt: skip
+    assert fmt == [("sglang", 10)]  # the header, py-spy's own lines, the five after it
+    _, rows = forensics.query_rows("SELECT thread, depth FROM stacks ORDER BY thread", db)
+    assert rows == [("0x7F3A2C1FD640", 621), ("3001", 3)]
