@@ -321,3 +321,29 @@ def test_bombs_and_huge_lines_stay_under_the_memory_bound(tmp_path: Path) -> Non
     reasons = [r for (r,) in _q(db, "SELECT reason FROM quarantine ORDER BY 1")]
     assert len(reasons) == 2 and all("over the 64 MB" in r for r in reasons)
     assert _q(db, "SELECT count(*) FROM spans") == [(1,)]
+
+
+def test_two_replicas_idle_logs_are_not_one_journal_by_content_alone(tmp_path: Path) -> None:
+    """Two pods' idle logs under one file name (a /health line and a batch line a second,
+    identical): plain logs with whole-second times and no pid look like one journal, and
+    were merged (1,206 entries → 606). Both kept, the note says why and how to merge;
+    `sources dedupe` still merges them when asked."""
+    lines = [
+        f"[2026-05-28 20:{27 + i // 60}:{i % 60:02d}] INFO:     10.0.0.1:5000 - \"GET /health "
+        f"HTTP/1.1\" 200 OK\n[2026-05-28 20:{27 + i // 60}:{i % 60:02d}] Decode batch. "
+        "#running-req: 0, #token: 0, token usage: 0.00\n"
+        for i in range(303)
+    ]  # fmt: skip
+    for pod, seconds in (("pod-a", 303), ("pod-b", 300)):  # one started 3 s later
+        (tmp_path / pod).mkdir()
+        (tmp_path / pod / "sglang.log").write_text("".join(lines[-seconds:]))
+    db = tmp_path / "r.duckdb"
+    for pod in ("pod-a", "pod-b"):
+        forensics.ingest([str(tmp_path / pod / "sglang.log")], db)
+    assert _q(db, "SELECT sum(entries), sum(duplicates) FROM sources") == [(1206, 0)]
+    (notes,) = _q(db, "SELECT notes FROM sources WHERE source_id = 2")[0]
+    said = [n for n in notes if "cannot be told from two replicas' logs" in n]
+    assert said and "`forensics sources dedupe 2 --against 1` merges them" in said[0], notes
+    out = cli("sources", "dedupe", "2", "--against", "1", "--db", str(db), text=True)
+    assert out.returncode == 0, out.stderr
+    assert _q(db, "SELECT count(*) FROM entries") == [(606,)]

@@ -28,6 +28,9 @@ alike stay two.
 (f) A text log found in a folder whose host is a guess is aligned against every known
     host at once (across.py), after the sources that know their hosts. Every merge
     keeps what it dropped in `dropped_entries` and names the command that puts it back.
+(g) Two plain logs (neither a journal rendering) are one journal only with evidence
+    beyond their text: sub-second times, or pids or boots, on both sides. Without it they
+    are said to repeat each other, never merged on content alone.
 """
 
 from __future__ import annotations
@@ -127,7 +130,23 @@ def compare(
     if mine.fmt in NEVER or theirs.fmt in NEVER:
         return _aligned(con, mine, theirs, 0, forced=True) if forced else Pairing("none")
     res = max(_resolution(con, mine), _resolution(con, theirs))
-    return _aligned(con, mine, theirs, res, forced)
+    if forced or mine.fmt in LEVELS or theirs.fmt in LEVELS or _evidence(con, mine, theirs, res):
+        return _aligned(con, mine, theirs, res, forced)
+    p = _aligned(con, mine, theirs, res, forced, merge=False)
+    p.rule = "unproven"
+    return p
+
+
+def _evidence(con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side, res: int) -> bool:
+    """(g): whether two plain logs share something beyond their text that one journal
+    would carry: sub-second times, pids or boots on both sides. Two replicas' idle logs
+    (a health check and a batch line a second, identical) look like one journal by
+    content alone."""
+    if res < 1_000_000:
+        return True
+    got = [first_row(con, f"SELECT count(pid) > 0, count(boot_id) > 0 FROM "
+                          f"{read_parquet(side.files)}") for side in (mine, theirs)]  # fmt: skip
+    return bool(got[0] and got[1] and ((got[0][0] and got[1][0]) or (got[0][1] and got[1][1])))
 
 
 _ID = ("boot_id", "mono_us", "ts_us", "host")  # and the message, by its hash
@@ -206,10 +225,15 @@ def _numbered(files: list[Path], res: int, name: str) -> str:
 
 
 def _aligned(
-    con: duckdb.DuckDBPyConnection, mine: Side, theirs: Side, res: int, forced: bool
+    con: duckdb.DuckDBPyConnection,
+    mine: Side,
+    theirs: Side,
+    res: int,
+    forced: bool,
+    merge: bool = True,
 ) -> Pairing:
     """(b)–(d): per host over the common span, the longest in-order chain of matched
-    entries; merged where it holds SHARE of the smaller side (or `forced`)."""
+    entries; merged where it holds SHARE of the smaller side (or `forced`), and `merge`."""
     _spans(con, mine, theirs, res)
     con.execute(_numbered(mine.files, res, "_al_n"))
     con.execute(_numbered(theirs.files, res, "_al_o"))
@@ -228,7 +252,7 @@ def _aligned(
             if host in blobs:
                 new, old, filled = _fill_blobs(con, host, new, old)
                 out.blobs += filled
-            ok = forced or one_journal(len(new), n_mine, n_theirs)
+            ok = forced or (merge and one_journal(len(new), n_mine, n_theirs))
             out.hosts[host] = (len(new), n_mine, n_theirs, ok and len(new) > 0)
             if ok:
                 mine_no.append(new)
@@ -334,7 +358,12 @@ def notes_for(p: Pairing, mine: Side, theirs: Side, dropped_from: int) -> list[s
         out.append(f"{counted(p.blobs, '`[… blob data]` message')} (journalctl without "
                    "--all) matched the entry at its place")  # fmt: skip
     share = p.repeated()
-    if share >= REPEATS_NOTED:
+    if share >= REPEATS_NOTED and p.rule == "unproven":
+        out.append(f"source {me} repeats {100 * share:.0f} % of source {other}'s entries in "
+                   "their common span, but two plain logs with no sub-second time, pid or "
+                   "boot in common cannot be told from two replicas' logs: both kept; "
+                   f"{_dedupe_cmd(mine, theirs)} merges them")  # fmt: skip
+    elif share >= REPEATS_NOTED:
         out.append(f"source {me} repeats {100 * share:.0f} % of source {other}'s entries in "
                    f"their common span, short of one journal ({100 * SHARE:.0f} % of the smaller "
                    f"side in order and {MIN_ENTRIES} entries, or every line): "
