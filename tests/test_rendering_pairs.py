@@ -151,3 +151,57 @@ def test_sglang_stdout_beside_its_units_journal_is_named(tmp_path: Path) -> None
     res = forensics.ingest([str(stdout)], db, fmt="sglang", host="decode-0")
     (note,) = [n for n in res.sources[0].notes if "counts may double" in n]
     assert note.startswith("source 2 repeats ") and "% of source 1" in note
+
+
+MINE = """
+[[pattern]]
+name = "fork_reboot"
+table = "transfers"
+needle = "after the"
+regex = '''^after the (?P<reason>\\w+)$'''
+[[pattern.samples]]
+line = "after the reboot"
+fields = { reason = "reboot" }
+"""
+
+
+def test_a_merge_keeps_the_records_a_users_patterns_made(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    """The export stored, then its short-iso-precise rendering read with --patterns: its
+    entries are the export's, but the rows its patterns made stay (they were lost, and
+    `sources restore` read them back with the built-in patterns only); restored, the
+    rendering is read with the patterns it was ingested with, each row once."""
+    pats = tmp_path / "mine.toml"
+    pats.write_text(MINE)
+    db = tmp_path / "p.duckdb"
+    _ingest(db, renderings["export"], "export")
+    year = corpus.T0 // 31_557_600_000_000 + 1970
+    forensics.ingest([str(renderings["short-iso-precise"])], db, fmt="short-iso-precise",
+                     year=year, patterns=[str(pats)])  # fmt: skip
+    q = "SELECT source_id, reason FROM transfers WHERE pattern = 'fork_reboot'"
+    assert forensics.query_rows(q, db)[1] == [(2, "reboot")]
+    assert forensics.query_rows("SELECT count(*) FROM entries", db)[1] == [
+        (len(corpus.expected()),)]  # fmt: skip
+    remove_source(db, 1)  # the export gone: the rendering's entries back
+    assert forensics.query_rows(q, db)[1] == [(2, "reboot")]
+    assert forensics.query_rows("SELECT count(*) FROM entries", db)[1] == [
+        (len(corpus.expected()),)]  # fmt: skip
+
+
+def test_a_twin_read_with_the_same_patterns_keeps_its_rows_once(
+    renderings: dict[str, Path], tmp_path: Path
+) -> None:
+    """Both read with the patterns: the rendering's rows go with its entries (the export
+    has them: no row twice); the export removed, the rendering's entries are read again
+    with the patterns its ingest stored, and the row is back, once."""
+    pats = tmp_path / "mine.toml"
+    pats.write_text(MINE)
+    db = tmp_path / "p.duckdb"
+    year = corpus.T0 // 31_557_600_000_000 + 1970
+    for fmt in ("export", "short-iso-precise"):
+        forensics.ingest([str(renderings[fmt])], db, fmt=fmt, year=year, patterns=[str(pats)])
+    q = "SELECT source_id, reason FROM transfers WHERE pattern = 'fork_reboot'"
+    assert forensics.query_rows(q, db)[1] == [(1, "reboot")]
+    remove_source(db, 1)
+    assert forensics.query_rows(q, db)[1] == [(2, "reboot")]

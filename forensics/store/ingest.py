@@ -132,7 +132,7 @@ def ingest(
     named, run = run is not None, run or "default"
     opts = Options(run=run, named=named, fmt=fmt, year=year, host=host,
                    host_alias=tuple((host_alias or {}).items()),
-                   user=_checked(year, fmt, patterns))  # fmt: skip
+                   user=_checked(year, fmt, patterns), user_text=_texts(patterns))  # fmt: skip
     path = db_path(db)
     root = folder(path)
     if ray is not None:
@@ -201,6 +201,12 @@ def _checked(year: int | None, fmt: str | None, patterns) -> tuple:
         return tuple(p for f in patterns or [] for p in load_patterns(f))
     except PatternError as exc:
         raise ForensicsError(str(exc)) from None
+
+
+def _texts(patterns) -> str:
+    """The pattern files' text, one after another (a source keeps what it was read with:
+    `sources restore` reads its entries with them again)."""
+    return "\n".join(Path(f).read_text(encoding="utf-8") for f in patterns or [])
 
 
 def _writable(path: Path) -> None:

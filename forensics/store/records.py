@@ -304,7 +304,7 @@ def _insert(
 def reread(con: duckdb.DuckDBPyConnection, tables: list[str], chunk: int = GROUP_ROWS) -> dict:
     """Fill `tables` from the entries already stored, as ingest would have (an upgrade
     to a version that reads more of SGLang's lines): rows added per table. Built-in
-    patterns only: the user patterns an ingest was given are not stored."""
+    patterns only (a source's user patterns, stored with it, read their lines already)."""
     added = dict.fromkeys(tables, 0)
     columns = {t: [c.name for c in PATTERN_TABLES[t].all_columns] for t in tables}
     sources = con.execute("SELECT source_id, run FROM sources ORDER BY source_id").fetchall()

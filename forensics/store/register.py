@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import ForensicsError
+from ..parsers.patterns import builtin_names
 from ..parsers.tables import read_parquet
 from .across import across_hosts, across_note
 from .catalog import Catalog
@@ -26,6 +27,8 @@ from .records import TABLES as RECORD_TABLES
 from .renderings import LEVELS, NEVER, Side, compare, dups, notes_for, offset, repeats, take_from
 from .shards import ShardWriter, list_files, registered, rows_in, source_folder, sweep
 from .stage import KEY, SourceResult, Staged, sql_path, write_query
+
+PATTERNS_KEY = "patterns:"  # meta's key for a source's user patterns: + its id
 
 
 def ensure_run(con: duckdb.DuckDBPyConnection, run: str, tags: dict[str, str]) -> None:
@@ -157,6 +160,9 @@ def _one(
     for name, own in st.headers.items():
         ensure_run(con, name, {**own, **tags})
     res.source_id = sid
+    if st.patterns:
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [PATTERNS_KEY + str(sid),
+                                                                  st.patterns])  # fmt: skip
     staged = Path(st.folder or "")
     writer = ShardWriter(staged, SCHEMA_VERSION)
     writer.files = {t: list(f) for t, f in st.files.items()}
@@ -192,8 +198,8 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
     sid, guessed = me
     notes: list[str] = []
     if guessed:
-        notes += _across(con, writer, res, Side(sid, res.format, writer.paths("entries"), True),
-                         held)  # fmt: skip
+        notes += _across(con, (writer, root), res,
+                         Side(sid, res.format, writer.paths("entries"), True), held)  # fmt: skip
     sharing = _sharing(con, writer)
     for other in list(held.values()):
         if not writer.paths("entries"):
@@ -215,12 +221,14 @@ def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResu
             continue
         p = compare(con, mine, other)
         if p.merged and mine.richness > other.richness:
-            take_from(con, root, other.sid, p.theirs, _split)
+            mine_lines = writer.paths("lines")
+            take_from(con, root, other.sid, p.theirs,
+                      lambda c, w, twin=mine_lines: _split(c, w, twin))  # fmt: skip
             held[other.sid] = _held(con, root, set()).get(other.sid, Side(other.sid, other.fmt, []))
             notes += notes_for(p, mine, other, other.sid)
         elif p.merged:
             dups(con, p.mine)
-            _split(con, writer)
+            _split(con, writer, listed(con, root, other.sid, "lines"))
             _recount(writer, res, p.merged)
             notes += notes_for(p, mine, other, sid)
         else:
@@ -238,16 +246,17 @@ def _sharing(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> set[int]:
               ON h.key = k.key""").fetchall()}  # fmt: skip
 
 
-def _across(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,
+def _across(con: duckdb.DuckDBPyConnection, where: tuple[ShardWriter, Path], res: SourceResult,
             mine: Side, held: dict[int, Side]) -> list[str]:  # fmt: skip
     """A staged source whose host is a guess against every source that knows its hosts,
-    at once: the entries they hold go from it."""
+    at once: the entries they hold go from it (`where`: its writer, the shard folder)."""
+    writer, root = where
     known = [s for s in held.values() if not s.guessed and s.files]
     p = across_hosts(con, mine, known)
     if not p.merged:
         return [n for k in known for n in repeats(con, mine, k)]
     dups(con, p.mine)
-    _split(con, writer)
+    _split(con, writer, [f for k in known for f in listed(con, root, k.sid, "lines")])
     _recount(writer, res, p.merged)
     return [across_note(p, mine.sid)]
 
@@ -293,14 +302,21 @@ def _claim_runs(
     taken.update(dict.fromkeys(runs, sid))
 
 
-def _split(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> None:
+def _split(
+    con: duckdb.DuckDBPyConnection,
+    writer: ShardWriter,
+    twin_lines: list[Path] = (),  # type: ignore[assignment]
+) -> None:
     """The staged files without the rows of `_dups`' entries; the entries themselves to
-    `dropped_entries`."""
+    `dropped_entries`. The records a user's pattern made stay, with their entries set
+    aside, unless the twin (`twin_lines`: its `lines` files) was read with that pattern
+    too: set aside, they would be lost (the twin has no such rows)."""
     old = writer.paths("entries")
     src = read_parquet(old)
     write_query(con, writer, "dropped_entries",
                 f"SELECT * FROM {src} WHERE entry_no IN (SELECT entry_no FROM _dups) "
                 "ORDER BY entry_no")  # fmt: skip
+    kept = _kept_entries(con, writer.paths("lines"), list(twin_lines))
     for table in ("entries", *RECORD_TABLES.values(), "quarantine"):
         files = writer.paths(table)
         if not files:
@@ -308,7 +324,40 @@ def _split(con: duckdb.DuckDBPyConnection, writer: ShardWriter) -> None:
         cond, order = "entry_no NOT IN (SELECT entry_no FROM _dups)", "entry_no"
         if table == "quarantine":  # a reader's own rejects name no entry
             cond, order = f"(entry_no IS NULL OR {cond})", "line"
+        elif kept and table not in ("entries", "lines"):
+            cond = f"({cond} OR entry_no IN (SELECT entry_no FROM _kept))"
         new = write_query(con, writer, table,
                           f"SELECT * FROM {read_parquet(files)} WHERE {cond} "
                           f"ORDER BY {order}")  # fmt: skip
         writer.replace(table, new)
+
+
+def user_patterns(con: duckdb.DuckDBPyConnection, lines: list[Path]) -> set[str]:
+    """The user's patterns that read lines of these `lines` files."""
+    if not lines:
+        return set()
+    names = {n for (n,) in con.execute(
+        f"SELECT DISTINCT pattern FROM {read_parquet(lines)} WHERE pattern IS NOT NULL "
+        "AND NOT starts_with(pattern, 'forensics:')").fetchall()}  # fmt: skip
+    return names - builtin_names()
+
+
+def _kept_entries(con: duckdb.DuckDBPyConnection, lines: list[Path], twin_lines: list[Path]
+                  ) -> bool:  # fmt: skip
+    """`_kept`: the entries set aside whose records stay (read by a user's pattern the
+    twin was not read with); whether there is any."""
+    kept = user_patterns(con, lines) - user_patterns(con, twin_lines)
+    if not kept:
+        return False
+    listed = ", ".join("'" + k.replace("'", "''") + "'" for k in sorted(kept))
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _kept AS SELECT DISTINCT entry_no
+                    FROM {read_parquet(lines)} WHERE pattern IN ({listed})
+                      AND entry_no IN (SELECT entry_no FROM _dups)""")  # fmt: skip
+    return True
+
+
+def listed(con: duckdb.DuckDBPyConnection, root: Path, sid: int, table: str) -> list[Path]:
+    """A registered source's files of one table."""
+    return [root / p for (p,) in con.execute(
+        "SELECT path FROM shards WHERE source_id = ? AND table_name = ? ORDER BY path",
+        [sid, table]).fetchall()]  # fmt: skip

@@ -35,8 +35,8 @@ from .integrity import check, inside
 from .points import reached
 from .records import TABLES as RECORD_TABLES
 from .records import _records_of
+from .register import PATTERNS_KEY, _split, listed
 from .register import _held as held_sides
-from .register import _split
 from .renderings import LEVELS, Pairing, Side, compare, dups, take_from
 from .shards import ShardWriter, list_files, rows_in
 from .stage import arrow_batches, write_quarantine, write_query
@@ -167,6 +167,7 @@ def remove_source(
         with committing(con):
             con.execute("DELETE FROM shards WHERE source_id = ?", [source_id])
             con.execute("DELETE FROM sources WHERE source_id = ?", [source_id])
+            con.execute("DELETE FROM meta WHERE key = ?", [PATTERNS_KEY + str(source_id)])
             cat.install()
             for sid, _, srun in later:
                 back, old = _restore(cat, sid, srun, files[sid]["dropped_entries"])
@@ -303,7 +304,8 @@ def dedupe_source(
         p = _forced(con, sides[source_id], sides[against])
         with committing(con):
             if p.merged:  # its old files go at the next writer's sweep
-                take_from(con, root, source_id, p.mine, _split)
+                twin = listed(con, root, against, "lines")
+                take_from(con, root, source_id, p.mine, lambda c, w, t=twin: _split(c, w, t))
                 _changed(cat, derivers)
         return {"source_id": source_id, "against": against, "path": path,
                 "dropped": p.merged}  # fmt: skip
@@ -330,8 +332,8 @@ def _restore(
 ) -> tuple[int, list[Path]]:
     """A source's dropped entries that no remaining source holds (all of them, without
     `compare_others`), back among its entries (their records read again with the built-in
-    patterns: the user patterns of its ingest are not stored). (entries restored, files
-    no longer listed)."""
+    patterns and the user patterns its ingest stored; the rows that stayed with them are
+    not read twice). (entries restored, files no longer listed)."""
     con = cat.con
     writer = ShardWriter(dropped[0].parent, SCHEMA_VERSION)
     # a copy to work on: the listed files stay whole until the transaction commits
@@ -352,8 +354,9 @@ def _restore(
         "SELECT entry_no, line_first, host, ts_us, priority, message, fields FROM "
         f"{read_parquet(back)} ORDER BY entry_no"
     ).pl()
-    frames, rejects = _records_of(entries)
+    frames, rejects = _records_of(entries, _stored_patterns(cat, source_id))
     for kind, df in frames.items():
+        df = _not_kept(cat, source_id, RECORD_TABLES[kind], df)
         writer.write(RECORD_TABLES[kind], df.with_columns(run=pl.lit(run)).to_arrow())
     writer.close()
     _unlist(con, dropped)
@@ -375,6 +378,26 @@ def _restore(
     return n, dropped
 
 
+def _stored_patterns(cat: Catalog, source_id: int) -> list:
+    """The user patterns the source was read with, as its ingest stored them."""
+    from ..parsers.patterns import load_text
+
+    row = first_row(
+        cat.con, "SELECT value FROM meta WHERE key = ?", [PATTERNS_KEY + str(source_id)]
+    )
+    return load_text(row[0], f"source {source_id}'s patterns") if row else []
+
+
+def _not_kept(cat: Catalog, source_id: int, table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """Records read again, less those of entries whose records stayed when they were set
+    aside (a user's pattern's: register._split)."""
+    files = listed(cat.con, cat.root, source_id, table)
+    if not files or df.is_empty() or table == "lines":
+        return df
+    have = cat.con.sql(f"SELECT DISTINCT entry_no FROM {read_parquet(files)}").pl()["entry_no"]
+    return df.filter(~pl.col("entry_no").is_in(have.implode()))
+
+
 def _leave_out_held(cat: Catalog, source_id: int, writer: ShardWriter) -> None:
     """The entries being given back that another source still holds, split out again
     (the rule of each pair, as ingest applies it)."""
@@ -385,7 +408,7 @@ def _leave_out_held(cat: Catalog, source_id: int, writer: ShardWriter) -> None:
         p = compare(cat.con, Side(source_id, fmt, writer.paths("entries")), other)
         if p.merged:
             dups(cat.con, p.mine)
-            _split(cat.con, writer)
+            _split(cat.con, writer, listed(cat.con, cat.root, other.sid, "lines"))
 
 
 def _sides(cat: Catalog, skip: int) -> list[Side]:

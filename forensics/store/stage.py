@@ -85,6 +85,7 @@ class Staged:
     # found in a folder walk, its host a guess (its file's name, or none: `-o cat`): it is
     # aligned against every host of the sources that know theirs (store/across.py)
     guessed: bool = False
+    patterns: str = ""  # the user's patterns it was read with (TOML), kept with the source
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Options:
     host: str | None = None
     host_alias: tuple[tuple[str, str], ...] = ()  # --host-alias TRACE=JOURNAL
     user: tuple[Pattern, ...] = ()
+    user_text: str = ""  # the user's pattern files as given: stored with each source
 
 
 def stage(
@@ -313,7 +315,8 @@ def _entries(
                          "without their text (their ids are kept)")  # fmt: skip
     guessed = inp.found and opts.host is None and opts.fmt is None and (
         ctx.host_guessed or fmt == "cat")  # fmt: skip
-    return Staged(res, display_path(inp), sha, ctx.markers, guessed=guessed)
+    return Staged(res, display_path(inp), sha, ctx.markers, guessed=guessed,
+                  patterns=opts.user_text)  # fmt: skip
 
 
 def _read_entries(

@@ -468,6 +468,16 @@ def builtin(check_samples: bool = False) -> list[Pattern]:
     return _load_text(text, "built-in sglang.toml", checked=check_samples)
 
 
+def load_text(text: str, origin: str) -> list[Pattern]:
+    """Patterns from TOML text (a source's stored user patterns), checked as a file's."""
+    return _load_text(text, origin)
+
+
+def builtin_names() -> frozenset[str]:
+    """The names of the built-in patterns (a record's pattern not among them: a user's)."""
+    return frozenset(p.name for p in builtin())
+
+
 def load_file(path: str | Path) -> list[Pattern]:
     p = Path(path)
     try:
