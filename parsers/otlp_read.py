@@ -16,9 +16,11 @@ import polars as pl
 import pyarrow as pa
 
 from . import otlp
-from .bounded import lines, read_whole
+from .bounded import lines, read_whole, too_long
 from .journald.context import ReadContext
 
+LINE_BYTES = 128 << 20  # a collector line read through Arrow at most (held once, as a table)
+CANONICAL_BYTES = 16 << 20  # a line put in the one form first, at most
 PROTO_FILE_BYTES = 512 << 20  # a protobuf file read at most (the exporter rotates at 100 MB)
 
 
@@ -34,7 +36,7 @@ def read_otlp(
 def _json(stream: BinaryIO, ctx: ReadContext, host: str | None) -> Iterator[pl.DataFrame]:
     chunk: list[tuple[int, bytes]] = []
     size = n = 0
-    for raw in lines(stream, ctx):
+    for raw in lines(stream, ctx, LINE_BYTES):
         n += 1
         line = raw[:-1] if raw.endswith(b"\n") else raw  # a slice of a whole line: a copy
         raw = b""
@@ -108,12 +110,22 @@ def _chunk(lines: list[tuple[int, bytes]], ctx: ReadContext) -> list[tuple[pa.Ta
 
 
 def _one(n: int, line: bytes, ctx: ReadContext) -> list[tuple[pa.Table, list[int]]]:
-    """One line as a table of the one form, or quarantined with the reason."""
+    """One line as a table of the one form, or quarantined with the reason (one past
+    CANONICAL_BYTES that Arrow cannot read as it is: its Python objects take ~15 times its
+    bytes)."""
     if not otlp.needs_canonical(line):
         try:
             return [(otlp.read_lines(line.replace(b"\n", b" ")), [n])]
         except pa.ArrowInvalid:
             pass
+    if len(line) > CANONICAL_BYTES:
+        ctx.reject(
+            n,
+            f"otlp-json: {too_long(len(line), CANONICAL_BYTES)} in the form that is "
+            "read a line at a time (arrays, maps, bytes or snake_case keys)",
+            line[:400],
+        )
+        return []
     try:
         req = otlp.canonical(orjson.loads(line))
     except orjson.JSONDecodeError as exc:
