@@ -289,21 +289,29 @@ class PlainReader:
             if partial:
                 yield first, b"".join(partial), None, {}
         else:
-            for raw in lines(stream, self.ctx):
-                n += 1
-                text = raw.rstrip(b"\n").removesuffix(b"\r")
-                if b"\x00" in text:  # a sparse hole before it (copytruncate) is dropped
-                    text = text.lstrip(b"\x00")
-                    if b"\x00" in text:  # a write a crash cut, zeroed: this line only
-                        self.ctx.reject(n, "a NUL byte inside the line (a write cut short?)", text)
-                        continue
-                when = None
-                if self.fmt == "timestamped":
-                    m = _RFC3339.match(text)
-                    if m is not None:
-                        when = _collector_us(m.group(1).decode())
-                        text = text[m.end() :]
-                yield n, text, when, {}
+            yield from self._text(stream)
+            return
+        self.ctx.lines = n
+
+    def _text(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:
+        """A text log's lines (a collector's stamp taken off); a line with a NUL inside
+        quarantined, a sparse hole before a line (copytruncate) dropped."""
+        n = 0
+        for raw in lines(stream, self.ctx):
+            n += 1
+            text = raw.rstrip(b"\n").removesuffix(b"\r")
+            if b"\x00" in text:
+                text = text.lstrip(b"\x00")
+                if b"\x00" in text:  # a write a crash cut, zeroed: this line only
+                    self.ctx.reject(n, "a NUL byte inside the line (a write cut short?)", text)
+                    continue
+            when = None
+            if self.fmt == "timestamped":
+                m = _RFC3339.match(text)
+                if m is not None:
+                    when = _collector_us(m.group(1).decode())
+                    text = text[m.end() :]
+            yield n, text, when, {}
         self.ctx.lines = n
 
     def _metrics(self, stream: BinaryIO) -> Iterator[tuple[int, bytes, int | None, dict]]:

@@ -147,20 +147,14 @@ def _one(
     the damaged sources."""
     held, taken, damaged = grows
     res = st.result
-    dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
-    if dup is not None:
-        res.status = "skipped"
-        res.reason = f"already ingested as source {dup[0]} in run {dup[1]} (same sha256)"
-        if dup[0] in damaged:
-            res.reason += f" (damaged: `forensics sources remove {dup[0]}` first)"
-        shutil.rmtree(st.folder or "", ignore_errors=True)
+    if _a_copy(con, st, damaged):
         return
     sid = scalar(con, "SELECT coalesce(max(source_id), 0) + 1 FROM sources")
     _claim_runs(con, st, sid, taken)
     for name, own in st.headers.items():
         ensure_run(con, name, {**own, **tags})
     res.source_id = sid
-    if st.patterns:
+    if st.patterns:  # what `sources restore` reads its entries with again
         con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [PATTERNS_KEY + str(sid),
                                                                   st.patterns])  # fmt: skip
     staged = Path(st.folder or "")
@@ -185,6 +179,20 @@ def _one(
             res.entries, res.duplicates, res.rejoined, res.quarantined, st.markers, res.notes,
         ],
     )  # fmt: skip
+
+
+def _a_copy(con: duckdb.DuckDBPyConnection, st: Staged, damaged: frozenset[int]) -> bool:
+    """Whether a registered source has the same content (the staged one skipped, said)."""
+    dup = first_row(con, "SELECT source_id, run FROM sources WHERE sha256 = ?", [st.sha256])
+    if dup is None:
+        return False
+    res = st.result
+    res.status = "skipped"
+    res.reason = f"already ingested as source {dup[0]} in run {dup[1]} (same sha256)"
+    if dup[0] in damaged:
+        res.reason += f" (damaged: `forensics sources remove {dup[0]}` first)"
+    shutil.rmtree(st.folder or "", ignore_errors=True)
+    return True
 
 
 def _dedupe(con: duckdb.DuckDBPyConnection, writer: ShardWriter, res: SourceResult,

@@ -350,14 +350,7 @@ def _restore(
     if n == 0:
         _delete(back + still)
         return 0, []
-    entries = con.sql(
-        "SELECT entry_no, line_first, host, ts_us, priority, message, fields FROM "
-        f"{read_parquet(back)} ORDER BY entry_no"
-    ).pl()
-    frames, rejects = _records_of(entries, _stored_patterns(cat, source_id))
-    for kind, df in frames.items():
-        df = _not_kept(cat, source_id, RECORD_TABLES[kind], df)
-        writer.write(RECORD_TABLES[kind], df.with_columns(run=pl.lit(run)).to_arrow())
+    frames, rejects = _records_again(cat, (source_id, run), back, writer)
     writer.close()
     _unlist(con, dropped)
     _list(con, source_id, "entries", back)
@@ -376,6 +369,23 @@ def _restore(
     )
     cat.install()
     return n, dropped
+
+
+def _records_again(
+    cat: Catalog, source: tuple[int, str], back: list[Path], writer: ShardWriter
+) -> tuple[dict, list]:
+    """The records of the entries given back (`source`: its id and run), read as its
+    ingest read them, less the rows that stayed with them; and the rejects."""
+    source_id, run = source
+    entries = cat.con.sql(
+        "SELECT entry_no, line_first, host, ts_us, priority, message, fields FROM "
+        f"{read_parquet(back)} ORDER BY entry_no"
+    ).pl()
+    frames, rejects = _records_of(entries, _stored_patterns(cat, source_id))
+    for kind, df in frames.items():
+        df = _not_kept(cat, source_id, RECORD_TABLES[kind], df)
+        writer.write(RECORD_TABLES[kind], df.with_columns(run=pl.lit(run)).to_arrow())
+    return frames, rejects
 
 
 def _stored_patterns(cat: Catalog, source_id: int) -> list:
