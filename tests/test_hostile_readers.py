@@ -292,7 +292,8 @@ def test_captured_credential_headers_leave_no_bundle_member(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_bombs_and_huge_lines_stay_under_the_memory_bound(tmp_path: Path) -> None:
-    """1 GB of zeros as gzip (2.2 GB before), 1 GB of one letter with no newline, and one
+    """1 GB of zeros as gzip (2.2 GB before) and as zstd, 1 GB of one letter with no
+    newline, and one
     OTLP line of 200 MB (2.96 GB before): each ingest's peak ≤ 1.5 GB, the long lines
     quarantined with their size, the good log beside them stored."""
     import zlib
@@ -305,6 +306,12 @@ def test_bombs_and_huge_lines_stay_under_the_memory_bound(tmp_path: Path) -> Non
             f.write(c.flush())
 
     gz(tmp_path / "zeros.log.gz", bytes(1 << 24), 64)
+    import zstandard
+
+    with (tmp_path / "zeros.log.zst").open("wb") as f:  # 1 GB in ~32 KB
+        z = zstandard.ZstdCompressor(level=3).compressobj()
+        f.writelines(z.compress(bytes(1 << 24)) for _ in range(64))
+        f.write(z.flush())
     gz(tmp_path / "letters.log.gz", b"a" * (1 << 24), 64)
     span = _request([_span()])
     with (tmp_path / "t.jsonl").open("wb") as f:
@@ -313,7 +320,7 @@ def test_bombs_and_huge_lines_stay_under_the_memory_bound(tmp_path: Path) -> Non
     probe = ("import resource, sys, forensics; forensics.ingest(sys.argv[1:-1], sys.argv[-1]); "
              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")  # fmt: skip
     db = tmp_path / "m.duckdb"
-    for name in ("zeros.log.gz", "letters.log.gz", "t.jsonl", "decode-1.log"):
+    for name in ("zeros.log.gz", "zeros.log.zst", "letters.log.gz", "t.jsonl", "decode-1.log"):
         run = subprocess.run([sys.executable, "-c", probe, str(tmp_path / name), str(db)],
                              capture_output=True, text=True, timeout=300)  # fmt: skip
         assert run.returncode == 0 or "NUL bytes and nothing else" in run.stderr, run.stderr
