@@ -185,7 +185,7 @@ def _epoch_expr(v: pl.Expr, per_second: int) -> pl.Expr:
 
     x = v.cast(pl.Float64, strict=False)
     ok = (x / per_second >= EPOCH_FIRST_S) & (x / per_second < 253402300800)
-    return pl.when(ok).then((x * (1_000_000 / per_second)).round(0).cast(pl.Int64))
+    return pl.when(ok).then((x * (1_000_000 / per_second)).round(0).cast(pl.Int64, strict=False))
 
 
 def _shaped(text: str, keys: list[str]) -> dict | None:
