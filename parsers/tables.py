@@ -805,6 +805,8 @@ EVENT_KINDS = {
     "ucx_error": "a UCX error (NIXL's transport; peer: the device where named)",
     "transfer_timeout": "SGLang: requests timed out bootstrapping or awaiting the KV done signal",
     "release_timeout": "KV held for a transfer released on a timeout (value: s; count: readers)",
+    "expired_read": "vLLM: a decode worker read KV blocks the prefill no longer tracked (their "
+    "lease may have expired): the request goes on, on blocks that may be reused",
     "bootstrap_error": "SGLang: decode could not get a prefill's info from its bootstrap server",
     "connector_failure": "vLLM's KV connector reported a transfer failure (detail: its type)",
     "crash": "a process crashed (Fatal Python error: a segfault, an abort)",
