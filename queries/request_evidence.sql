@@ -73,6 +73,7 @@
 -- @column dp_rank             BIGINT   meta_info dp_rank
 -- @column own_transfer_failed BOOLEAN  a transfer failure names this request (rid or room)
 -- @column own_abort           BOOLEAN  an abort line names this request's rid or room
+-- @column own_kv_expired      BOOLEAN  its KV blocks were released on a lease's expiry, or read after it (vLLM's NIXL lines name its rid)
 -- @column other_transfer_failures BIGINT transfer failures of other requests on the decode host in the window
 -- @column other_aborts        BIGINT   aborts of other requests on the decode host in the window
 -- @column retractions         BIGINT   requests retracted on the decode host in the window (sum of #retracted_reqs)
@@ -181,7 +182,8 @@ WITH stats AS (
     JOIN happened h ON h.run = w.evidence_run AND h.room = w.linked_room
 ), own AS (
     SELECT source_id, line, bool_or(kind = 'transfer') AS own_transfer_failed,
-           bool_or(kind IN ('abort', 'oom_abort', 'too_long', 'abort_ack')) AS own_abort
+           bool_or(kind IN ('abort', 'oom_abort', 'too_long', 'abort_ack')) AS own_abort,
+           bool_or(kind IN ('release_timeout', 'expired_read')) AS own_kv_expired
     FROM named GROUP BY ALL
 ), meta AS (
     SELECT run, rid, arg_max(m, (finish_type IS NOT NULL, ts_us)) AS m
@@ -269,6 +271,7 @@ SELECT w.run, w.session, w.round, w.rid, w.linked_room AS room, w.status, w.corr
        m.m.e2e_latency AS e2e_latency, m.m.dp_rank AS dp_rank,
        coalesce(o.own_transfer_failed, false) AS own_transfer_failed,
        coalesce(o.own_abort, false) AS own_abort,
+       coalesce(o.own_kv_expired, false) AS own_kv_expired,
        coalesce(c.other_transfer_failures, 0) AS other_transfer_failures,
        coalesce(c.other_aborts, 0) AS other_aborts,
        coalesce(c.retractions, 0)::BIGINT AS retractions,

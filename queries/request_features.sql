@@ -54,6 +54,7 @@
 -- @column nic_pair                VARCHAR  the RDMA NIC pair Mooncake's failures near its transfer name ('(none)': none)
 -- @column bs_captured             BOOLEAN  its decode batch size was a captured CUDA-graph size (false: padded)
 -- @column own_abort               BOOLEAN  an abort line names it
+-- @column own_kv_expired          BOOLEAN  its KV blocks were released on a lease's expiry, or read after it (vLLM's NIXL)
 -- @column own_transfer_failed     BOOLEAN  a transfer failure names it
 -- @column answered_failed         BOOLEAN  a transfer failure names it and no retry under another room recovered it (fail_open)
 -- @column other_aborts            BIGINT   aborts of other requests on its decode host in its window
@@ -129,7 +130,7 @@ SELECT e.run, e.source_id, e.line, e.session, e.rid, e.status, e.corrupted, e.ro
        e.prefill_host, e.decode_host, e.prefill_host || ' → ' || e.decode_host AS host_pair,
        coalesce(e.dp_rank, h.m_dp) AS dp_rank, e.anchor, e.clock,
        e.running_req, e.max_running_req, e.token_usage, e.status_peers, e.nic_pair, e.bs_captured,
-       e.own_abort, e.own_transfer_failed,
+       e.own_abort, e.own_kv_expired, e.own_transfer_failed,
        coalesce(e.own_transfer_failed, false)
            AND NOT coalesce(fo.recovered, false) AS answered_failed,
        CASE WHEN e.decode_host IS NOT NULL THEN e.other_aborts END AS other_aborts,

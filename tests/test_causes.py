@@ -41,7 +41,7 @@ def test_every_point_is_a_predicate_suspects_can_make() -> None:
 
 
 def test_references_are_public_issues_of_the_projects_it_reads() -> None:
-    projects = "sglang|nixl|llm-d|vllm|vllm-ascend|dynamo|mooncake"
+    projects = "sglang|nixl|llm-d|vllm|vllm-ascend|dynamo|mooncake|aws-do-eks"
     for c in known_causes():
         for ref in c.references:
             assert re.fullmatch(rf"(?:{projects})#\d+", ref), (c.id, ref)

@@ -32,6 +32,7 @@ CASES: dict[str, tuple[dict, str, str | None]] = {
     "host": ({"cause": "host"}, "host", TOP),
     "line": ({"cause": "line"}, "line", ANY),
     "nic": ({"cause": "nic", "requests": 1600}, "pair", "rdma-nic"),
+    "lease": ({"cause": "lease"}, "factor", "kv-lease-expiry"),
     "onset": ({"cause": None, "onset": 0.5, "requests": 800}, "onset", None),
     "peer_loss_early": ({"cause": None, "peer_loss": 0.2}, "failure_cascade", "peer-loss"),
     "peer_loss_late": ({"cause": None, "peer_loss": 0.6}, "failure_cascade", "peer-loss"),

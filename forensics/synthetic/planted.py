@@ -16,6 +16,9 @@ corruption when one causes it. The planted cause alone decides the outcome:
 - "nic": a Mooncake slice failure (retried) on prefill naming the transfer's NIC pair,
   just before it; only the failures of one pair (prefill's mlx5_3 to decode-1's mlx5_3)
   corrupt, the other pairs' are harmless
+- "lease": prefill let the request's KV blocks go on a lease's expiry and decode read
+  them all the same (vLLM's two NIXL lines on prefill, naming its rid), more often under
+  load
 - None: no cause; corruption at one rate everywhere (the null)
 
 Beside a cause (or none), `config=` makes prefill and decode-1 disagree on one argument
@@ -33,7 +36,15 @@ from dataclasses import dataclass, field
 from .incident import DECODE_BOOT, PREFILL_BOOT, T0_US, Entry, Incident, _sglang
 from .stock import CAPTURED, _time_stats
 
-CAUSES = ("abort", "retract", "host", "line", "nic")
+CAUSES = ("abort", "retract", "host", "line", "nic", "lease")
+# vLLM's NIXL worker (nixl/base_worker.py) as aws-samples/aws-do-eks#84 shows it: prefill
+# lets the blocks go, then a decode worker reads them all the same
+LEASE_LINES = (
+    "Releasing expired KV blocks for request {rid} which were retrieved by 0 remote worker(s) "
+    "before lease expired.",
+    "Potentially invalid KV blocks for unrecognized request {rid} were retrieved by a decode "
+    "worker. They may have expired.",
+)
 BAD_NIC = 3  # with decode-1: the pair whose failures corrupt
 SLICE_LINE = (  # Mooncake's worker_pool.cpp LOG(ERROR), as sgl-project/sglang#10560 shows it
     "E{md} {clock} 4058290 worker_pool.cpp:294] Worker: Process failed for slice (opcode: 1, "
@@ -232,6 +243,11 @@ def _planted_cause(plan: _Plan, req: _Request) -> bool:
     slice_failed = plan.cause == "nic" and rng.random() < p_abort
     if slice_failed:  # prefill writes the KV after its forward: its engine logs it
         plan.P(t + 120_000, _slice_line(t + 120_000, rng, nic, 10 + plan.hosts.index(host)))
+    leased = plan.cause == "lease" and rng.random() < p_abort
+    for k, line in enumerate(LEASE_LINES if leased else ()):
+        plan.P(
+            t + 130_000 + k * 20_000, _sglang(t + 130_000 + k * 20_000, line.format(rid=req.rid))
+        )
     if aborted:  # another request on this host, right after this one's transfer
         other = plan.recent[host][-1]
         plan.D(host, t + 250_000, _sglang(t + 250_000, f"Abort running request. req.rid='{other}'"))
@@ -243,7 +259,7 @@ def _planted_cause(plan: _Plan, req: _Request) -> bool:
     return {
         "abort": bool(aborted), "retract": retracted, "host": host == "decode-1",
         "line": lined, "nic": slice_failed and nic == BAD_NIC and host == "decode-1",
-        None: False,
+        "lease": leased, None: False,
     }[plan.cause]  # fmt: skip
 
 
