@@ -9,7 +9,9 @@ with a restricted unpickler: a dump is data, never code. The format is torch's
 
 Each entry becomes one line of text (`flight recorder rank=… pg=… seq=… op=… state=…`)
 that the `flight_recorder_entry` pattern reads into `collectives`, timed by its
-`time_created_ns`.
+`time_created_ns`; each process group of `pg_config` (torch 2.10: its members) and
+`pg_status` one line more (`flight recorder group rank=… pg=… ranks=0,1,2 last_…=…`),
+read by `flight_recorder_group` into `collectives` with state `group`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import orjson
 PROTOCOLS = range(2, 6)
 KEYS = (b"entries", b"pg_config", b"version")  # one is in a dump's first bytes
 _RANK = re.compile(r"rank_?(\d+)")
+_RANKS = re.compile(r"-?\d+")
+MAX_RANKS_CHARS = 1 << 20  # a group's member list read at most (a million ranks' digits)
 MAX_DUMP_BYTES = 256 << 20  # torch's buffer holds 2,000 entries by default: a few MB
 MAX_DEPTH = 64  # levels of a value rendered; deeper is said, not walked
 VALUE_CHARS = 200  # a rendered value's characters, as the named values keep
@@ -183,6 +187,36 @@ def entry_line(entry: dict, rank: int | None) -> tuple[str, int | None, bool]:
     text = "flight recorder " + " ".join(f"{k}={v}" for k, v in shown if v != "")
     cut = any(v.endswith("…") or DEEP in v for _, v in shown)
     return text, time_us(entry.get("time_created_ns")), cut
+
+
+def group_lines(obj: dict, rank: int | None) -> list[str]:
+    """Each process group of the dump (`pg_config`, torch 2.10: its members as a string of
+    a list, `"[0, 1, 2]"`; `pg_status`: its last enqueued, started and completed
+    collective) as the line the `flight_recorder_group` pattern reads."""
+    config, status = obj.get("pg_config"), obj.get("pg_status")
+    if not isinstance(config, dict):
+        return []
+    status = status if isinstance(status, dict) else {}
+    out = []
+    for key, cfg in list(config.items())[:MAX_SHAPE_DIMS]:
+        cfg = cfg if isinstance(cfg, dict) else {}
+        # pg_config is keyed by the group's name, pg_status by its id: one group each (the
+        # default group, named "" by gloo) is the same group
+        sid = next(iter(status)) if key not in status and len(config) == len(status) == 1 else key
+        members = _RANKS.findall(render(cfg.get("ranks"), MAX_RANKS_CHARS))
+        fields = {
+            "rank": rank,
+            "pg": sid if str(sid).isdigit() else None,
+            "pg_name": cfg.get("name") or None,
+            "ranks": ",".join(members) or None,
+        }
+        seen = status.get(sid) if isinstance(status.get(sid), dict) else {}
+        for name in ("enqueued", "started", "completed"):
+            value = seen.get(f"last_{name}_collective")
+            fields[f"last_{name}"] = value if _RANKS.fullmatch(str(value)) else None
+        out.append("flight recorder group " + " ".join(
+            f"{k}={render(v)}" for k, v in fields.items() if v is not None))  # fmt: skip
+    return out
 
 
 def entries(obj: dict) -> Iterator[tuple[int, object]]:

@@ -409,7 +409,7 @@ class PlainReader:
         if after:
             self.ctx.note(f"{after:,} bytes after the dump's end, not read")
         rank = fr.rank_of(self.ctx.name)
-        untimed = cut = 0
+        untimed = cut = n = 0
         for n, entry in fr.entries(obj):
             self.ctx.lines = n
             try:
@@ -422,6 +422,9 @@ class PlainReader:
                 continue
             untimed, cut = untimed + (when is None), cut + was_cut
             yield n, text.encode(), when, {}
+        for k, line in enumerate(fr.group_lines(obj, rank), n + 1):
+            self.ctx.lines = k
+            yield k, line.encode(), None, {}
         if cut:
             self.ctx.note(f"{_entries(cut)} with a value past {fr.VALUE_CHARS} characters or "
                           f"{fr.MAX_DEPTH} levels, kept cut short")  # fmt: skip

@@ -692,7 +692,7 @@ COLLECTIVES = Table(
             "VARCHAR",
             "timeout (it ran past its timeout) or failed (the watchdog saw it "
             "fail: an error or a timeout); a Flight Recorder entry's: scheduled, started or "
-            "completed",
+            "completed; group: a dump's process group (its members and status)",
             not_null=True,
         ),
         C("rank", "BIGINT", "the rank the watchdog ran on ([Rank N])"),
@@ -705,6 +705,17 @@ COLLECTIVES = Table(
         C("ran_ms", "BIGINT", "how long it ran before the watchdog said so, ms"),
         C("last_enqueued", "BIGINT", "the group's last enqueued sequence id"),
         C("last_completed", "BIGINT", "the group's last completed sequence id (-1: none)"),
+        C(
+            "last_started",
+            "BIGINT",
+            "the group's last started sequence id (-1: none; a Flight Recorder dump's pg_status)",
+        ),
+        C(
+            "ranks",
+            "VARCHAR",
+            "a Flight Recorder dump's group's members, comma-separated "
+            "(pg_config ranks; state group)",
+        ),
     ),
 )
 

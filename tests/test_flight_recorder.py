@@ -13,6 +13,8 @@ from forensics.parsers import flight_recorder as fr
 import forensics
 from tests.helpers import cli
 
+DATA = Path(__file__).parent / "data" / "flight-recorder"
+
 
 def _dump(last: int, time_ns: int = 1_789_913_000_000_000_000) -> dict:
     """A dump in torch's format (torch/csrc/distributed/c10d/FlightRecorder.hpp, version
@@ -40,7 +42,7 @@ def test_the_rank_that_stopped_first_is_named(tmp_path: Path) -> None:
     forensics.ingest([str(tmp_path / "nccl_trace_rank_0"), str(tmp_path / "nccl_trace_rank_1")],
                      db, host="trainer-0")  # fmt: skip
     _, rows = forensics.query_rows(
-        "SELECT rank, count(*), max(seq), min(ts_us) FROM collectives GROUP BY ALL ORDER BY 1",
+        "SELECT rank, count(*), max(seq), min(ts_us) FROM collectives WHERE state <> 'group' GROUP BY ALL ORDER BY 1",
         db)  # fmt: skip
     assert rows == [(0, 13, 13, 1_789_913_000_001_000), (1, 12, 12, 1_789_913_000_001_000)]
     _, fails = forensics.query_rows("SELECT count(*) FROM failures", db)
@@ -85,7 +87,9 @@ def test_a_pickle_that_is_code_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "pathlib" in reasons["nccl_trace_rank_3"][1]
     assert reasons["nccl_trace_rank_4"][1].startswith("flight-recorder: not a readable dump")
     assert all(line == 1 and "\n" not in r for line, r in reasons.values())
-    _, kept = forensics.query_rows("SELECT rank, count(*) FROM collectives GROUP BY ALL", db)
+    _, kept = forensics.query_rows(
+        "SELECT rank, count(*) FROM collectives WHERE state <> 'group' GROUP BY ALL", db
+    )
     assert kept == [(0, 3)]
 
 
@@ -121,7 +125,7 @@ def test_dumps_torch_wrote_name_the_rank_that_skipped_a_collective(tmp_path: Pat
         _, fmt = forensics.query_rows("SELECT DISTINCT format FROM sources", db)
         assert fmt == [("flight-recorder",)]
         _, rows = forensics.query_rows(
-            "SELECT rank, count(*), max(seq), any_value(op) FROM collectives GROUP BY ALL "
+            "SELECT rank, count(*), max(seq), any_value(op) FROM collectives WHERE state <> 'group' GROUP BY ALL "
             "ORDER BY 1", db)  # fmt: skip
         assert rows == [(0, 4, 4, "gloo:all_reduce"), (1, 3, 3, "gloo:all_reduce")], form
         (stopped,) = forensics.report(db).flight.stopped
@@ -142,3 +146,31 @@ def test_ranks_tied_behind_are_said_as_one_of_them(tmp_path: Path) -> None:
         "rank 1 is one of 2 ranks that stopped first in process group 0",
         "rank 2 is one of 2 ranks that stopped first in process group 0"]  # fmt: skip
     assert all(s.endswith("the furthest of the 3 ranks dumped reached seq 6") for s in said)
+
+
+def test_a_rank_its_group_lists_and_no_dump_came_from_is_named(tmp_path: Path) -> None:
+    """Two of torch's own JSON dumps (2.13, FlightRecorder.hpp 2.10 keys) whose group's
+    members, a string of a list as torch writes pg_config's `ranks`, name a third rank:
+    `missing_ranks` is [2], a sentence names it; each group's status is a `collectives`
+    row of state group (the default group's name "" and its id "0" paired)."""
+    names = []
+    for rank in (0, 1):
+        dump = json.loads((DATA / f"fr_trace_rank_{rank}.json").read_text())
+        dump["pg_config"] = {k: {**v, "ranks": "[0, 1, 2]"} for k, v in dump["pg_config"].items()}
+        names.append(tmp_path / f"fr_trace_rank_{rank}.json")
+        names[-1].write_text(json.dumps(dump))
+    db = tmp_path / "m.duckdb"
+    forensics.ingest([str(n) for n in names], db, host="trainer-0")
+    _, groups = forensics.query_rows(
+        "SELECT rank, pg, ranks, last_enqueued, last_started, last_completed FROM collectives "
+        "WHERE state = 'group' ORDER BY rank", db)  # fmt: skip
+    assert groups == [(0, 0, "0,1,2", 4, -1, 3), (1, 0, "0,1,2", 3, -1, 3)]
+    got = json.loads(cli("report", "--db", str(db), "--json").stdout)
+    assert got["flight_recorder"]["missing_ranks"] == [2]
+    assert any(s.startswith("flight recorder: rank 2 of the process groups the dumps list "
+                            "left no dump") for s in got["conclusions"])  # fmt: skip
+    alone = tmp_path / "a.duckdb"
+    forensics.ingest([str(DATA / "fr_trace_rank_0.json"), str(DATA / "fr_trace_rank_1.json")],
+                     alone, host="trainer-0")  # fmt: skip
+    got = json.loads(cli("report", "--db", str(alone), "--json").stdout)
+    assert got["flight_recorder"]["missing_ranks"] == []

@@ -6,11 +6,12 @@ first, and the others waited on it until their watchdog timed out."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ..scope import Db, Runs, Scope, scoped
 
 PATTERN = "flight_recorder_entry"
+GROUPS = "flight_recorder_group"
 
 
 @dataclass
@@ -36,12 +37,23 @@ class Stopped:
 class Flight:
     stopped: list[Stopped]
     dumps: int  # ranks with a dump, over every group
+    # ranks some group's members list (torch 2.10's pg_config) that no dump came from
+    missing_ranks: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"stopped": [asdict(x) for x in self.stopped], "dumps": self.dumps}
+        return {"stopped": [asdict(x) for x in self.stopped], "dumps": self.dumps,
+                "missing_ranks": self.missing_ranks}  # fmt: skip
 
     def sentences(self) -> list[str]:
-        return [x.sentence() for x in self.stopped]
+        out = [x.sentence() for x in self.stopped]
+        if self.missing_ranks:
+            ranks = ", ".join(map(str, self.missing_ranks))
+            which = "rank" if len(self.missing_ranks) == 1 else "ranks"
+            out.insert(0, f"flight recorder: {which} {ranks} of the process groups the dumps "
+                          f"list left no dump (fr_trace's missing ranks): a rank that wrote "
+                          f"none may have died or hung before its watchdog fired; look at "
+                          f"its host first")  # fmt: skip
+        return out
 
 
 def flight(db: Db = None, run: Runs = None) -> Flight:
@@ -71,4 +83,19 @@ def _flight(s: Scope) -> Flight:
     stopped = [Stopped(pg, rank, seq, op, state, top, ranks, tied)
                for pg, rank, seq, op, state, top, ranks, low, tied in rows
                if ranks > 1 and seq == low and low < top]  # fmt: skip
-    return Flight(stopped, len({(r[0], r[1]) for r in rows}))
+    return Flight(stopped, len({(r[0], r[1]) for r in rows}), _missing(s))
+
+
+def _missing(s: Scope) -> list[int]:
+    """The ranks a dump's group lists (`flight_recorder_group` rows) with no dump."""
+    where, params = s.where_followed()
+    (listed, dumped), *_ = s.con.execute(
+        f"""SELECT list_distinct(flatten(list(string_split(ranks, ',')) FILTER
+                                         (WHERE pattern = '{GROUPS}' AND ranks IS NOT NULL))),
+                   list_distinct(list(rank) FILTER (WHERE rank IS NOT NULL))
+            FROM collectives
+            WHERE {where} AND pattern IN ('{PATTERN}', '{GROUPS}')""",
+        params,
+    ).fetchall()
+    have = set(dumped or [])
+    return sorted({int(r) for r in listed or [] if r.lstrip("-").isdigit()} - have)
