@@ -14,8 +14,9 @@ object read as a literal into request_meta's columns, see meta_info.py; `"line"`
 whole line is that object, as in --export-metrics-to-file records), optional
 `payload = true` (its lines carry a request's or a reply's text: see `classify`), optional
 `json` (field → a JSONPath into the line, for records that are one JSON object a line:
-`ttft_ms = "$.request.ttft_ms"`), optional `json_rest` (a MAP field that takes every
-other leaf of such a record, under its dotted path), and
+`ttft_ms = "$.request.ttft_ms"`; `"$.a | $.b"`: the first that holds a value), optional
+`json_rest` (a MAP field that takes every other leaf of such a record, under its dotted
+path), and
 `[[pattern.samples]]` with a `line` and the `fields` it must yield (`matches = false`: a
 line it must not read). Groups named with a leading `_` only anchor the regex. A file
 whose regex does not compile, or whose samples fail, is refused with the reason.
@@ -289,17 +290,22 @@ def _json_fields(
     times: 7× slower; a second decode for the rest cost a Dynamo trace 20 %), a path at a
     time where a line is not JSON (the rest then null)."""
     tree: dict = {}
-    for name, path in paths.items():
-        _put(tree, path.removeprefix("$.").split("."), (types or {}).get(name, pl.String))
-    others = _sampled_leaves(lines, set(paths.values())) if rest else []
+    alts = {name: [a.strip() for a in path.split("|")] for name, path in paths.items()}
+    for name, each in alts.items():
+        for path in each:
+            _put(tree, path.removeprefix("$.").split("."), (types or {}).get(name, pl.String))
+    read = {a for each in alts.values() for a in each}
+    others = _sampled_leaves(lines, read) if rest else []
     for path, leaf in others:
         _put(tree, path.split("."), leaf)
     try:
         decoded = lines.str.json_decode(_dtype(tree))
     except pl.exceptions.ComputeError:
-        out = {name: lines.str.json_path_match(path) for name, path in paths.items()}
+        out = {name: _first([lines.str.json_path_match(a) for a in each])
+               for name, each in alts.items()}  # fmt: skip
         return out | ({rest: pl.Series([None] * len(lines), dtype=map_entries())} if rest else {})
-    out = {name: _at(decoded, path.removeprefix("$.")) for name, path in paths.items()}
+    out = {name: _first([_at(decoded, a.removeprefix("$.")) for a in each])
+           for name, each in alts.items()}  # fmt: skip
     if rest:
         parts = [pl.struct(key=pl.lit(path), value=_as_text(pl.col("d"), path, leaf))
                  for path, leaf in others]  # fmt: skip
@@ -308,6 +314,14 @@ def _json_fields(
             pl.element().filter(kept)))["rest"] if parts
             else pl.Series([[]] * len(lines), dtype=map_entries()))  # fmt: skip
         out[rest] = got
+    return out
+
+
+def _first(values: list[pl.Series]) -> pl.Series:
+    """The first of `values` that is not null, row by row (`a | b`: a path, else the next)."""
+    out = values[0]
+    for v in values[1:]:
+        out = out.fill_null(v)
     return out
 
 
