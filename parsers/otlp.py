@@ -48,6 +48,7 @@ HOST_KEYS = ("host.name", "k8s.pod.name", "service.instance.id")
 RID_KEYS = ("rid", "request_id")
 X_REQUEST_ID_KEYS = ("x_request_id", "http.request.header.x-request-id")
 ROOM_KEYS = ("bootstrap_room",)
+SPAN_RANKS = {"tp": "tp_rank", "pp": "pp_rank", "dp": "dp_rank"}  # rank column -> attribute
 _NEEDS_CANON = (b'"arrayValue"', b'"kvlistValue"', b'"bytesValue"', b'"resource_spans"')
 
 
@@ -439,5 +440,7 @@ def _records(flat: pl.DataFrame) -> pl.DataFrame:
         room=room_int.cast(pl.String),
         # a header captured as an attribute is a list of its values: the first
         x_request_id=xrid.str.strip_prefix('["').str.replace(r'".*$', ""),
+        # SGLang's thread spans state their ranks (observability/trace.py: tp_rank, …)
+        **{tag: _attr("attrs", (key,)) for tag, key in SPAN_RANKS.items()},
         attributes="attrs",
     )  # fmt: skip

@@ -367,3 +367,14 @@ def test_the_bundle_packs_spans_and_trace_rows_scrubbed(tmp_path: Path) -> None:
     assert [(t["x_request_id"], t["ttft_ms"]) for t in traces] == [(RID, 80.0)]
     for secret in secrets:
         assert _found(m, secret) == [], secret
+
+
+def test_a_thread_spans_ranks_fill_the_rank_columns(tmp_path: Path) -> None:
+    """SGLang's thread spans state tp_rank (and pp_rank, dp_rank where it runs them) as
+    attributes: they are the spans' rank columns, as a prefixed line's tags are."""
+    db = tmp_path / "r.duckdb"
+    forensics.ingest([str(DATA / "sglang-pd.jsonl")], db)
+    rows = _q(db, "SELECT DISTINCT tp, pp, dp FROM spans WHERE attributes['tp_rank'] IS NOT NULL")
+    assert rows == [(0, None, None)]
+    assert _q(db, "SELECT count(*) FROM spans WHERE tp IS NOT NULL AND "
+                  "attributes['tp_rank'] IS NULL") == [(0,)]  # fmt: skip

@@ -20,7 +20,7 @@ import pyarrow as pa
 from ..parsers import templates
 from ..parsers.namer import MAX_PAIRS
 from ..parsers.patterns import Pattern, builtin, classify, record_rows
-from ..parsers.ranktags import rank_tags
+from ..parsers.ranktags import TAGS, rank_tags
 from ..parsers.records import parse_records
 from ..parsers.tables import PATTERN_TABLES
 
@@ -83,11 +83,21 @@ def _patterned(
         row=pl.int_range(pl.len(), dtype=pl.Int64), host="host", ts_us="ts_us", entry_no="entry_no"
     ), rank_tags(entries["message"]) if tags is None else tags], how="horizontal")  # fmt: skip
     rows = {
-        _PATTERN_KINDS[table]: _typed(table, origin.join(df, on="row"))
+        _PATTERN_KINDS[table]: _typed(table, _own_ranks(origin.join(df, on="row", suffix="_own")))
         for table, df in found.items()
         if not df.is_empty() and (only is None or table in only)
     }
     return rows, payload
+
+
+def _own_ranks(df: pl.DataFrame) -> pl.DataFrame:
+    """A rank a record states itself (a span's tp_rank attribute) over its line's prefix's."""
+    own = [c for c in TAGS if f"{c}_own" in df.columns]
+    if not own:
+        return df
+    return df.with_columns(
+        pl.coalesce(pl.col(f"{c}_own").cast(pl.Int64, strict=False), c).alias(c) for c in own
+    ).drop([f"{c}_own" for c in own])
 
 
 def _records_of(

@@ -34,11 +34,12 @@ import orjson
 import polars as pl
 
 from ..records.contract import KNOWN
-from ..tables import MAP, PATTERN_TABLES, map_entries
+from ..tables import MAP, PATTERN_TABLES, RANK_TAGS, map_entries
 from .meta_info import meta_columns
 from .quoted import outside_strings
 
 TABLE_COLUMNS = {name: t.fields for name, t in PATTERN_TABLES.items()}
+RANK_NAMES = tuple(c.name for c in RANK_TAGS)  # a pattern may state a rank the prefix does not
 # A user pattern may target a record kind of docs/log-contract.md: its named groups are
 # that record's keys, validated as if the line had been written in the contract's form.
 RECORD_KINDS = {kind: sorted(keys) for kind, keys in KNOWN.items()}
@@ -455,7 +456,7 @@ def check(pat: Pattern) -> list[str]:
     except pl.exceptions.ComputeError as exc:
         return [f"regex does not compile: {str(exc).splitlines()[0]}"]
     problems = []
-    allowed = set(TABLE_COLUMNS.get(pat.table) or RECORD_KINDS[pat.table])
+    allowed = set(TABLE_COLUMNS.get(pat.table) or RECORD_KINDS[pat.table]) | set(RANK_NAMES)
     unknown = [c for c in got.columns if c != "_matched" and c not in allowed]
     if unknown:
         problems.append(f"fields {unknown} are not columns of {pat.table}")
@@ -686,9 +687,10 @@ def classify(
             "row",
             "pattern",
             *(pl.col(c) if c in f.columns else pl.lit(None, pl.String).alias(c) for c in cols),
+            *(c for c in RANK_NAMES if c in f.columns),  # a rank the record states itself
         )
         out.setdefault(pat.table, []).append(f)
-    return {t: pl.concat(fs) for t, fs in out.items()}, payload
+    return {t: pl.concat(fs, how="diagonal") for t, fs in out.items()}, payload
 
 
 def _payload_lines(
