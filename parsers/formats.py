@@ -93,6 +93,9 @@ def _formats() -> tuple[Format, ...]:
     rows += [
         Format("otlp-json", "otlp", "OTLP JSON: an ExportTraceServiceRequest a line (the "
                "collector's file exporter), or one document", RECORD_WEIGHT, False),
+        Format("otlp-logs", "otlp", "OTLP JSON logs: an ExportLogsServiceRequest a line, a log "
+               "record an entry; Dynamo's request trace from its otel sink read as the trace "
+               "(parsers/otlp_logs.py)", RECORD_WEIGHT, False),
         Format("otlp-proto", "otlp", "OTLP protobuf: length-prefixed requests (the file "
                "exporter's proto format), or one request; needs the otel extra",
                RECORD_WEIGHT, False),

@@ -78,11 +78,14 @@ class NoProtobuf(RuntimeError):
 
 
 def sniff(head: bytes) -> str | None:
-    """OTLP JSON (an object whose first key is resourceSpans) or OTLP protobuf (an
-    ExportTraceServiceRequest, bare or after its 4-byte big-endian length)."""
+    """OTLP JSON (an object whose first key is resourceSpans; resourceLogs: its logs) or
+    OTLP protobuf (an ExportTraceServiceRequest, bare or after its 4-byte big-endian
+    length)."""
     lead = head.lstrip()[:64].replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"")
     if lead.startswith((b'{"resourceSpans":', b'{"resource_spans":')):
         return "otlp-json"
+    if lead.startswith((b'{"resourceLogs":', b'{"resource_logs":')):
+        return "otlp-logs"
     if framed_request(head):
         return "otlp-proto"
     return "otlp-proto" if _proto_head(head) and len(head) > 16 else None
@@ -141,7 +144,7 @@ def _text(v: dict) -> dict:
         return {"stringValue": None if v is None else str(v)}
     v = {_snake_to_camel(k): x for k, x in v.items()}
     if "arrayValue" in v or "kvlistValue" in v:  # rendered once, as JSON of plain values
-        return {"stringValue": orjson.dumps(_plain(v, 0)).decode()}
+        return {"stringValue": orjson.dumps(plain_value(v, 0)).decode()}
     if "bytesValue" in v:
         return {"stringValue": _hex_id(v["bytesValue"])}
     out = {}
@@ -158,7 +161,7 @@ def _text(v: dict) -> dict:
     return out
 
 
-def _plain(v: object, depth: int) -> object:
+def plain_value(v: object, depth: int) -> object:
     """An AnyValue as a plain value: an array a list, a map a dict (a level's text is never
     escaped into the level above: that doubled the length a level), MAX_DEPTH levels at
     most."""
@@ -169,10 +172,10 @@ def _plain(v: object, depth: int) -> object:
         return f"<past {MAX_DEPTH} levels>"
     if "arrayValue" in v:
         vals = (v["arrayValue"] or {}).get("values") or []
-        return [_plain(x, depth + 1) for x in vals] if isinstance(vals, list) else None
+        return [plain_value(x, depth + 1) for x in vals] if isinstance(vals, list) else None
     if "kvlistValue" in v:
         kvs = (v["kvlistValue"] or {}).get("values") or []
-        return {str(k.get("key")): _plain(k.get("value"), depth + 1)
+        return {str(k.get("key")): plain_value(k.get("value"), depth + 1)
                 for k in (kvs if isinstance(kvs, list) else []) if isinstance(k, dict)}  # fmt: skip
     return next((x for x in _text(v).values() if x is not None), None)
 

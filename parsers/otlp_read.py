@@ -29,6 +29,10 @@ def read_otlp(
 ) -> Iterator[pl.DataFrame]:
     if fmt == "otlp-proto":
         yield from _proto(stream, ctx, host)
+    elif fmt == "otlp-logs":
+        from .otlp_logs import read_logs
+
+        yield from read_logs(stream, ctx, host)
     else:
         yield from _json(stream, ctx, host)
 

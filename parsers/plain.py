@@ -44,11 +44,11 @@ if TYPE_CHECKING:  # polars loads with the readers that build a table a column a
 
 PLAIN_FORMATS = ("sglang", "timestamped", "docker-json", "sglang-metrics", "dynamo-jsonl", "zap",
                  "json-log", "dynamo-request-trace", "flight-recorder", "otlp-json",
-                 "otlp-proto")  # fmt: skip
+                 "otlp-proto", "otlp-logs")  # fmt: skip
 # JSON logs read by their declaration (jsonlines.py): time, level and message from its keys
 # (a record's message: the line itself)
 _DECLARED_READS = ("zap", "json-log", "dynamo-request-trace")
-_OTLP = ("otlp-json", "otlp-proto")
+_OTLP = ("otlp-json", "otlp-proto", "otlp-logs")
 _RECORDS = ("dynamo-request-trace",)  # declared records, read a chunk at a time
 RECORD_CHUNK = 8 << 20  # bytes of record lines a chunk
 # readers whose every line is an entry of its own (no continuation lines, no prefix dating)

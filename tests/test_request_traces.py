@@ -13,6 +13,8 @@ import forensics
 from forensics.synthetic.planted import generate_planted, write_planted
 from tests.helpers import cli
 
+RID = "3feed15121284a7691868f0465ce5392"
+
 SCHEMA = "dynamo.request.trace.v1"
 
 
@@ -126,3 +128,50 @@ def test_the_fields_no_column_names_are_kept_in_extra(tmp_path: Path) -> None:
     assert tool == "tool_end" and extra2 == {
         "schema": "dynamo.request.trace.v1", "event_time_unix_ms": "2000",
         "tool.output_bytes": "1200", "tool.ok": "true"}  # fmt: skip
+
+
+def test_dynamos_otel_sink_is_read_as_its_trace(tmp_path: Path) -> None:
+    """OTLP logs as Dynamo's otel sink writes its request trace (otel_sink.rs: scope
+    dynamo.request_trace, the body the event type, the record's JSON in the attribute
+    `payload`): the record lands in request_traces under the resource's host, timed by
+    the log record; another scope's record is an entry with its body; a record without a
+    time is counted; a line that is no request is quarantined."""
+    rec = {
+        "schema": "dynamo.request.trace.v1",
+        "event_type": "request_end",
+        "event_time_unix_ms": 1_780_000_001_250,
+        "event_source": "dynamo",
+        "request": {"request_id": "req-otel", "x_request_id": RID, "ttft_ms": 201.75},
+    }
+    attrs = [
+        {"key": "schema", "value": {"stringValue": "dynamo.request.trace.v1"}},
+        {"key": "event_type", "value": {"stringValue": "request_end"}},
+        {"key": "rid", "value": {"stringValue": "req-otel"}},
+        {"key": "payload_complete", "value": {"boolValue": True}},
+        {"key": "payload", "value": {"stringValue": json.dumps(rec)}},
+    ]
+    res = {
+        "attributes": [
+            {"key": "service.name", "value": {"stringValue": "dynamo"}},
+            {"key": "host.name", "value": {"stringValue": "frontend-0"}},
+        ]
+    }
+    req = {"resourceLogs": [{"resource": res, "scopeLogs": [
+        {"scope": {"name": "dynamo.request_trace"}, "logRecords": [
+            {"timeUnixNano": "1780000001250000000", "severityNumber": 9,
+             "body": {"stringValue": "request_end"}, "attributes": attrs}]},
+        {"scope": {"name": "app"}, "logRecords": [
+            {"timeUnixNano": "1780000001300000000", "severityText": "ERROR",
+             "body": {"stringValue": "KV transfer failed for request req-otel"}},
+            {"timeUnixNano": "0", "body": {"stringValue": "no time"}}]}]}]}  # fmt: skip
+    (tmp_path / "logs.jsonl").write_bytes(orjson.dumps(req) + b"\nnot json\n")
+    db = tmp_path / "o.duckdb"
+    forensics.ingest([str(tmp_path / "logs.jsonl")], db)
+    _, src = forensics.query_rows("SELECT format, entries, quarantined, notes FROM sources", db)
+    assert src[0][:3] == ("otlp-logs", 3, 1)
+    assert "1 × log records without a readable time (stored untimed)" in src[0][3]
+    _, rows = forensics.query_rows(
+        "SELECT rid, x_request_id, ttft_ms, host, ts_us FROM request_traces", db)  # fmt: skip
+    assert rows == [("req-otel", RID, 201.75, "frontend-0", 1_780_000_001_250_000)]
+    _, msgs = forensics.query_rows("SELECT message FROM entries ORDER BY entry_no", db)
+    assert msgs[1:] == [("KV transfer failed for request req-otel",), ("no time",)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..plural import counted
+
 
 class InheritedTimes:
     """Carries the last time across one source's batches, in entry order. `own`: the
@@ -46,9 +48,14 @@ class InheritedTimes:
         """What the source's notes say of its untimed entries."""
         out = []
         if self.inherited:
-            out.append(f"{self.inherited:,} entries without a time of their own took the "
-                       "time of the entry before them (entries.ts_inherited)")  # fmt: skip
+            one = self.inherited == 1
+            out.append(f"{counted(self.inherited, 'entry', 'entries')} without a time of "
+                       f"{'its' if one else 'their'} own took the time of the entry before "
+                       f"{'it' if one else 'them'} (entries.ts_inherited)")  # fmt: skip
         if self.untimed:
-            out.append(f"{self.untimed:,} entries have no time (none before them in the "
-                       "source had one): the time-based analyses leave them out")  # fmt: skip
+            one = self.untimed == 1
+            out.append(f"{counted(self.untimed, 'entry', 'entries')} "
+                       f"{'has' if one else 'have'} no time (none before "
+                       f"{'it' if one else 'them'} in the source had one): the time-based "
+                       f"analyses leave {'it' if one else 'them'} out")  # fmt: skip
         return out
