@@ -7,14 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from .journald.context import ReadContext
+from .journald.context import MAX_RECORD_BYTES, ReadContext, too_long
 
-MAX_RECORD_BYTES = 64 << 20  # a line or record held at most; a trace's request is < 4 MB
-
-
-def too_long(size: int, limit: int = MAX_RECORD_BYTES) -> str:
-    """The reason for a record past the bound."""
-    return f"a record of {size:,} bytes, over the {limit >> 20} MB one record may hold"
+__all__ = ["MAX_RECORD_BYTES", "lines", "read_whole", "too_long"]
 
 
 def lines(stream: BinaryIO, ctx: ReadContext, limit: int = MAX_RECORD_BYTES) -> Iterator[bytes]:

@@ -354,7 +354,8 @@ def _kept_entries(con: duckdb.DuckDBPyConnection, lines: list[Path], twin_lines:
                   ) -> bool:  # fmt: skip
     """`_kept`: the entries set aside whose records stay (read by a user's pattern the
     twin was not read with); whether there is any."""
-    kept = user_patterns(con, lines) - user_patterns(con, twin_lines)
+    kept = user_patterns(con, lines)
+    kept = kept - user_patterns(con, twin_lines) if kept else kept
     if not kept:
         return False
     listed = ", ".join("'" + k.replace("'", "''") + "'" for k in sorted(kept))

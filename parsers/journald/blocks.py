@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, TypeVar
 
+from .context import MAX_RECORD_BYTES
+
 BLOCK_BYTES = 16 << 20
 MAX_CARRY_BYTES = 256 << 20  # one record may grow a block up to this
 WORKERS = 2
-MAX_RECORD_BYTES = 64 << 20  # one line held at most (parsers/bounded.py's bound)
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 QUARANTINE_TEXT_MAX = 4096  # raw text kept per quarantined line; enough to see why
+MAX_RECORD_BYTES = 64 << 20  # a line or record held at most; a trace's request is < 4 MB
+
+
+def too_long(size: int, limit: int = MAX_RECORD_BYTES) -> str:
+    """The reason for a record past the bound."""
+    return f"a record of {size:,} bytes, over the {limit >> 20} MB one record may hold"
 
 
 @dataclass

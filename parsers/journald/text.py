@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from .blocks import blocks, line_start_cut, ordered_parallel
 from .context import ReadContext
+from .context import too_long as reason_too_long
 from .schema import TS_MAX_US
 
 # Only the header is matched (the regex stops at "ident[pid]: "); the message is the rest
@@ -304,8 +305,7 @@ class TextReader:
         cut = line_start_cut(continuation_indent=self.regex is not None)
 
         def too_long(size: int) -> None:
-            self.ctx.reject(self.line_no + 1, f"a line of {size:,} bytes, over the 64 MB one "
-                            "line may hold (near this line number)", "")  # fmt: skip
+            self.ctx.reject(self.line_no + 1, f"{reason_too_long(size)} (near this line)", "")
 
         yield from ordered_parallel(blocks(stream, cut, too_long), self._parse, self._finish)
         self.ctx.lines = self.line_no

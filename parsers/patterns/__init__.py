@@ -24,6 +24,7 @@ whose regex does not compile, or whose samples fail, is refused with the reason.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -488,6 +489,7 @@ def load_text(text: str, origin: str) -> list[Pattern]:
     return _load_text(text, origin)
 
 
+@functools.cache
 def builtin_names() -> frozenset[str]:
     """The names of the built-in patterns (a record's pattern not among them: a user's)."""
     return frozenset(p.name for p in builtin())
